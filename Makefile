@@ -1,0 +1,17 @@
+# The two commands of the README: `make demo` (the quick validation) and `make test`.
+VENV ?= .venv
+RUNS ?= runs
+
+.PHONY: demo test setup clean
+
+setup:
+	@VENV=$(VENV) scripts/setup.sh
+
+demo: setup
+	@$(VENV)/bin/refbench run --profile quick --name demo --runs-dir $(RUNS)
+
+test: setup
+	@$(VENV)/bin/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,3 @@
+from refbench.cli import main
+
+main()

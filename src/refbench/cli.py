@@ -1,0 +1,305 @@
+"""The refbench command line: one Typer app, plus one command per suite with the same shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from refbench import __version__, runner
+from refbench.errors import UserError
+from refbench.fileio import atomic_write_text
+from refbench.plan import PROFILES, load_plan
+from refbench.runstore import Run, iter_summaries
+from refbench.suites import get_suite, suite_names
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode="rich", pretty_exceptions_enable=False,
+    help="Validate and rate a server + storage stack for database and analytics workloads.\n\n"
+    "Every command that measures writes a run directory (printed as the last line) that "
+    "[bold]refbench report[/bold] and [bold]refbench compare[/bold] take.",
+    epilog="Examples:  refbench host  ·  refbench run --plan lab.toml  ·  refbench compare RUN_A RUN_B  "
+    "·  add --debug to any command for a traceback.",
+)
+
+RUNS_DIR_HELP = "Directory holding run directories."
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"refbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version.")) -> None:
+    pass
+
+
+def _start_and_execute(plan_kwargs: dict[str, Any]) -> None:
+    plan = load_plan(**plan_kwargs)
+    run = runner.start(plan, sys.argv, err)
+    _execute(run)
+
+
+def _execute(run: Run) -> None:
+    try:
+        passed = runner.execute(run, err)
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/yellow]: {len(run.records())} case(s) recorded. "
+                  f"Continue with: refbench resume {run.path}")
+        print(run.path, flush=True)
+        raise typer.Exit(130)
+    err.print(f"report: {run.report_path}")
+    if not passed:
+        err.print("[bold red]correctness checks FAILED[/bold red]: see the report's Correctness sections.")
+    print(run.path, flush=True)
+    if not passed:
+        raise typer.Exit(1)
+
+
+@app.command(epilog="Examples:\n\n  refbench run                         # host inventory + audit, then the report\n\n"
+             "  refbench run --plan lab.toml --name lab-a\n\n  refbench run --suite device /mnt/nvme0 --profile standard")
+def run(
+    targets: Optional[list[str]] = typer.Argument(None, help="Files, directories or block devices to measure."),
+    plan: Optional[Path] = typer.Option(None, "--plan", help="TOML plan file."),
+    suite: Optional[list[str]] = typer.Option(None, "--suite", help="Suite to run (repeatable); overrides the plan's list."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="quick | standard | full."),
+    runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
+    name: Optional[str] = typer.Option(None, "--name", help="Run name (part of the run directory)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a suite option: suite.key=value (repeatable)."),
+) -> None:
+    """Run a plan: its suites in order, into a new run directory, then write the report."""
+    _start_and_execute({
+        "path": plan, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": targets or None},
+        "sets": set_, "suites": suite or None,
+    })
+
+
+@app.command(epilog="Example:  refbench resume runs/20261122T070000Z-lab-a")
+def resume(
+    run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+) -> None:
+    """Continue an interrupted run: recorded cases are skipped, the rest are measured."""
+    found = Run.find(run_ref, runs_dir)
+    if found.status() == "complete":
+        err.print(f"{found.path} is already complete; nothing to resume.")
+        print(found.path)
+        return
+    err.print(f"resuming {found.path}: {len(found.records())} case(s) already recorded")
+    _execute(found)
+
+
+@app.command("runs", epilog="Example:  refbench runs --runs-dir /data/refbench-runs")
+def list_runs_cmd(
+    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """List the runs in a runs directory."""
+    summaries = list(iter_summaries(runs_dir))
+    if as_json:
+        print(json.dumps(summaries, indent=2))
+        return
+    if not summaries:
+        err.print(f"no runs in {runs_dir}")
+        return
+    table = RichTable("run", "status", "profile", "suites", "records", "started (UTC)", "ended (UTC)")
+    for s in summaries:
+        style = {"complete": "green", "interrupted": "yellow", "failed": "red"}.get(s["status"], "")
+        table.add_row(s["run"], f"[{style}]{s['status']}[/{style}]" if style else s["status"], s["profile"],
+                      ", ".join(s["suites"]) or "(host only)", str(s["records"]), s["started_utc"] or "", s["ended_utc"] or "")
+    out.print(table)
+
+
+@app.command(epilog="Example:  refbench report runs/20261122T070000Z-lab-a && xdg-open runs/*/report.html")
+def report(
+    run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+) -> None:
+    """Write (again) a run's tables, charts and self-contained report.html."""
+    from refbench.report import build_report
+
+    found = Run.find(run_ref, runs_dir)
+    path = build_report(found, err)
+    err.print(f"report: {path}")
+    print(found.path)
+
+
+@app.command(epilog="Example:  refbench compare runs/…-sas-ssd runs/…-nvme --metric iops")
+def compare(
+    run_a: str = typer.Argument(..., metavar="RUN_A", help="The baseline run."),
+    run_b: str = typer.Argument(..., metavar="RUN_B", help="The run compared with it."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+    metric: Optional[str] = typer.Option(None, "--metric", help="Only figures whose name contains this text."),
+    html_out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default: in RUN_B's parent directory)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Put every figure two runs share side by side, with the ratio ("3.6× faster")."""
+    from refbench.report.compare import shared_figures, write_html
+
+    a, b = Run.find(run_a, runs_dir), Run.find(run_b, runs_dir)
+    rows = [r for r in shared_figures(a, b) if not metric or metric in r["metric"]]
+    path = html_out or b.path.parent / f"compare-{a.path.name}-vs-{b.path.name}.html"
+    write_html(a, b, rows, path)
+    if as_json:
+        print(json.dumps({"a": str(a.path), "b": str(b.path), "html": str(path), "figures": rows}, indent=2))
+        return
+    if not rows:
+        err.print("the two runs share no figures (no case was measured in both).")
+    else:
+        from refbench.report.html import fmt
+
+        table = RichTable("suite", "case", "metric", "A", "B", "B vs A", title=f"A = {a.path.name}   B = {b.path.name}")
+        for r in rows:
+            words = r["B vs A"]
+            style = "green" if "faster" in words else "red" if "slower" in words else ""
+            table.add_row(r["suite"], r["case"], r["metric"], fmt(r["A"]), fmt(r["B"]), f"[{style}]{words}[/{style}]" if style else words)
+        out.print(table)
+    err.print(f"comparison: {path}")
+
+
+@app.command(epilog="Examples:\n\n  refbench host\n\n  refbench host --json > host.json\n\n"
+             "  refbench host --tuned-profile /etc/tuned/refbench-performance/tuned.conf")
+def host(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    tuned_profile: Optional[Path] = typer.Option(None, "--tuned-profile", help="Write a tuned profile (like paper 004's) to PATH."),
+    sysroot: Path = typer.Option(Path("/"), "--sysroot", hidden=True, help="Read /proc and /sys under this root (tests)."),
+) -> None:
+    """Inventory the host and audit its tuning against what the reference papers set."""
+    from refbench.host import inventory, tuning
+    from refbench.host.sysfs import SysRoot
+
+    root = SysRoot(sysroot)
+    inv = inventory.collect(root)
+    checks = tuning.audit(root, inv)
+    if tuned_profile is not None:
+        try:
+            atomic_write_text(tuned_profile, tuning.tuned_profile())
+        except OSError as exc:
+            raise UserError(f"cannot write the tuned profile to {tuned_profile}: {exc.strerror}.") from None
+        err.print(f"tuned profile written to {tuned_profile}")
+    if as_json:
+        print(json.dumps({"inventory": inv, "audit": [c.to_dict() for c in checks]}, indent=2))
+        return
+    _print_host(inv, checks)
+
+
+def _print_host(inv: dict[str, Any], checks: list) -> None:
+    from refbench.report.html import fmt
+
+    cpu, mem, system, numa = inv["cpu"], inv["memory"], inv["system"], inv["numa"]
+    facts = RichTable(show_header=False, title="Host inventory", title_justify="left")
+    for k, v in [
+        ("host", inv.get("hostname")), ("system", " ".join(filter(None, [system["vendor"], system["product"]])) or None),
+        ("virtualization", system["virtualization"]), ("distribution", system["distribution"]), ("kernel", system["kernel"]),
+        ("CPU", cpu["model"]), ("sockets / cores / threads", f"{fmt(cpu['sockets'])} / {fmt(cpu['cores'])} / {fmt(cpu['threads'])}"),
+        ("memory", f"{fmt(mem['total_gib'])} GiB (swap {fmt(mem['swap_total_gib'])} GiB)"), ("NUMA nodes", numa["nodes"]),
+        *((f"{t}", v) for t, v in inv["tools"].items()),
+    ]:
+        facts.add_row(k, "unknown" if v is None else str(v))
+    out.print(facts)
+    devices = RichTable("device", "model", "size", "rot", "sector L/P B", "scheduler", "nr_req", "read-ahead",
+                        title="Block devices", title_justify="left")
+    for d in inv["block_devices"]:
+        size = f"{d['size_bytes'] / 1e9:,.1f} GB" if d["size_bytes"] else "unknown"
+        devices.add_row(d["name"], d["model"] or "unknown", size, fmt(d["rotational"]),
+                        f"{fmt(d['logical_sector_bytes'])}/{fmt(d['physical_sector_bytes'])}", d["scheduler"] or "unknown",
+                        fmt(d["nr_requests"]), f"{fmt(d['read_ahead_kb'])} KiB")
+    out.print(devices)
+    mounts = RichTable("device", "mount point", "fs", "size GiB", "free GiB", title="File systems", title_justify="left")
+    for m in inv["mounts"]:
+        mounts.add_row(m["device"], m["mountpoint"], m["fstype"], fmt(m.get("size_gib")), fmt(m.get("free_gib")))
+    out.print(mounts)
+    audit = RichTable("setting", "current", "recommended", "status", title="Tuning audit", title_justify="left")
+    for c in checks:
+        style = {"ok": "green", "change": "red", "unknown": "yellow"}[c.status]
+        audit.add_row(c.setting, c.current, c.recommended, f"[{style}]{c.status}[/{style}]")
+    out.print(audit)
+    for c in (c for c in checks if c.status == "change"):
+        out.print(f"[bold]{c.setting}[/bold]: {c.why}. Fix: [cyan]{c.fix}[/cyan]")
+    out.print("[dim]unknown = this host does not expose the setting (common in VMs and containers). "
+              "--tuned-profile FILE writes the recommended values as a tuned profile.[/dim]")
+
+
+# ---- one command per suite, all the same shape -----------------------------------------------------
+
+def _suite_command(name: str) -> click.Command:
+    suite = get_suite(name)
+    params: list[click.Parameter] = [
+        click.Argument(["targets"], nargs=-1),
+        click.Option(["--profile"], type=click.Choice(PROFILES), help="quick (about a minute) | standard | full (the paper's matrix)."),
+        click.Option(["--plan", "plan_path"], type=click.Path(path_type=Path), help="TOML plan file."),
+        click.Option(["--runs-dir"], help=RUNS_DIR_HELP),
+        click.Option(["--name"], help=f"Run name (default: {name})."),
+        click.Option(["--set", "sets"], multiple=True, help=f"Override an option: {name}.key=value (repeatable)."),
+    ]
+    for key, option in suite.options.items():
+        flag = key.replace("_", "-")
+        if option.kind is bool:
+            params.append(click.Option([f"--{flag}/--no-{flag}", key], default=None, help=option.help))
+        else:
+            metavar = "A,B,…" if option.kind is list else option.kind.__name__.upper()
+            params.append(click.Option([f"--{flag}", key], metavar=metavar, help=option.help))
+
+    def callback(targets: tuple[str, ...], profile: str | None, plan_path: Path | None, runs_dir: str | None,
+                 name: str | None, sets: tuple[str, ...], **suite_options: Any) -> None:
+        _start_and_execute({
+            "path": plan_path, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": list(targets) or None},
+            "suite_flags": {suite.name: suite_options}, "sets": list(sets), "suites": [suite.name],
+            "defaults": {"name": suite.name},
+        })
+
+    return click.Command(
+        name, params=params, callback=callback, help=suite.summary,
+        epilog=f"Example: refbench {name} --profile quick --name {name}-lab-a",
+    )
+
+
+def build_cli() -> click.Group:
+    group = typer.main.get_command(app)
+    for name in suite_names():
+        group.add_command(_suite_command(name), name)
+    return group
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or bool(os.environ.get("REFBENCH_DEBUG"))
+    args = [a for a in args if a != "--debug"]
+    try:
+        cli = build_cli()
+        code = cli.main(args=args, prog_name="refbench", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx else "refbench"
+        print(f"refbench: {exc.format_message().rstrip('.')} (see '{where} --help').", file=sys.stderr)
+        code = 2
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        print("refbench: interrupted.", file=sys.stderr)
+        code = 130
+    except UserError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"refbench: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except Exception as exc:  # a bug: one line unless --debug
+        if debug:
+            raise
+        print(f"refbench: internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback).",
+              file=sys.stderr)
+        code = 70
+    sys.exit(code if isinstance(code, int) else 0)

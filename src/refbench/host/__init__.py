@@ -1,0 +1,1 @@
+"""The host: inventory, tuning audit and the telemetry sampler."""

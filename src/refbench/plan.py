@@ -1,0 +1,300 @@
+"""The plan: which suites run, on which targets and engines, at which profile, with which options.
+
+A plan comes from a TOML file and/or command-line flags. Everything is checked before anything is
+written: an unknown key, a wrong type or an impossible value ends with one sentence naming the key (and
+file:line when we can find it).
+
+    name = "lab-a"                # run name, part of the run directory
+    profile = "quick"             # quick | standard | full
+    suites = ["device"]           # in order; default: the suite sections present in the file
+    targets = ["/mnt/nvme0"]      # what the storage suites measure
+    engines = ["duckdb", "postgres"]
+
+    [device]                      # one section per suite; its keys are that suite's options
+    iodepth = [1, 4, 32]
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from refbench.errors import UserError
+from refbench.suites import get_suite, suite_names
+
+PROFILES = ("quick", "standard", "full")
+ENGINES = ("duckdb", "postgres")
+
+
+class PlanError(UserError):
+    pass
+
+
+@dataclass(frozen=True)
+class Option:
+    """One plan key (and the CLI flag of the same name). ``default`` may be a dict keyed by profile."""
+
+    kind: type
+    default: Any
+    help: str
+    item: type | None = None  # element type when kind is list
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    check: Callable[[Any], str | None] | None = None  # returns what is wrong, or None
+
+    def default_for(self, profile: str) -> Any:
+        if isinstance(self.default, dict) and set(self.default) == set(PROFILES):
+            return self.default[profile]
+        return self.default
+
+    def coerce(self, value: Any, where: str) -> Any:
+        if self.kind is list:
+            if not isinstance(value, list):
+                raise PlanError(f"{where} must be a list of {_type_name(self.item)}, not {_describe(value)}.")
+            if not value:
+                raise PlanError(f"{where} must not be an empty list.")
+            return [self._coerce_scalar(v, self.item or str, f"{where} item {v!r}") for v in value]
+        return self._coerce_scalar(value, self.kind, where)
+
+    def _coerce_scalar(self, value: Any, kind: type, where: str) -> Any:
+        ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if not ok:
+            raise PlanError(f"{where} must be {_type_name(kind)}, not {_describe(value)}.")
+        if self.choices is not None and value not in self.choices:
+            raise PlanError(f"{where} must be one of {', '.join(map(str, self.choices))}, not {value!r}.")
+        if self.minimum is not None and value < self.minimum:
+            raise PlanError(f"{where} must be at least {self.minimum:g}, not {value!r}.")
+        if self.maximum is not None and value > self.maximum:
+            raise PlanError(f"{where} must be at most {self.maximum:g}, not {value!r}.")
+        if self.check is not None and (problem := self.check(value)):
+            raise PlanError(f"{where} {problem}.")
+        return value
+
+    def parse_flag(self, text: str, where: str) -> Any:
+        """A flag's text in the plan's types: lists are comma-separated, booleans true/false."""
+        if self.kind is list:
+            return self.coerce([_parse_word(w.strip(), self.item or str, where) for w in text.split(",") if w.strip()], where)
+        return self.coerce(_parse_word(text.strip(), self.kind, where), where)
+
+
+def _parse_word(word: str, kind: type, where: str) -> Any:
+    try:
+        if kind is bool:
+            if word.lower() in ("true", "yes", "1", "on"):
+                return True
+            if word.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError
+        if kind is int:
+            return _parse_int_with_suffix(word)
+        if kind is float:
+            return float(word)
+    except ValueError:
+        raise PlanError(f"{where} must be {_type_name(kind)}, not {word!r}.") from None
+    return word
+
+
+_SIZE_SUFFIX = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def _parse_int_with_suffix(word: str) -> int:
+    """Integers as fio users write them: 4k = 4096, 1m = 1 MiB (binary, as in fio)."""
+    m = re.fullmatch(r"(\d+)\s*([kmgt])?i?b?", word.lower())
+    if not m:
+        raise ValueError(word)
+    return int(m.group(1)) * _SIZE_SUFFIX.get(m.group(2) or "", 1)
+
+
+def _type_name(kind: type | None) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}.get(
+        kind, "a string"
+    )
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return f"{value!r}"
+
+
+def _safe_name(value: str) -> str | None:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+        return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    return None
+
+
+TOP_LEVEL: dict[str, Option] = {
+    "name": Option(str, "run", "Run name; part of the run directory.", check=_safe_name),
+    "profile": Option(str, "quick", "quick (about a minute) | standard | full (what the papers ran).", choices=PROFILES),
+    "runs_dir": Option(str, "runs", "Directory that holds the run directories."),
+    "work_dir": Option(str, "", "Where suites put bulky data (default: the run directory's work/)."),
+    "suites": Option(list, [], "Suites to run, in order.", item=str),
+    "targets": Option(list, [], "Files, directories or block devices the storage suites measure.", item=str),
+    "engines": Option(list, list(ENGINES), "Database engines the SQL suites use.", item=str, choices=ENGINES),
+}
+
+
+@dataclass
+class Plan:
+    name: str = "run"
+    profile: str = "quick"
+    runs_dir: str = "runs"
+    work_dir: str = ""
+    suites: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    engines: list[str] = field(default_factory=lambda: list(ENGINES))
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # suite -> resolved options
+    source: str = ""  # the plan file, if any
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def load_plan(
+    path: str | Path | None = None,
+    *,
+    flags: dict[str, Any] | None = None,
+    suite_flags: dict[str, dict[str, str]] | None = None,
+    sets: list[str] | None = None,
+    suites: list[str] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> Plan:
+    """Builds a checked plan from a TOML file, then top-level flags (already typed), then suite flags and
+    ``--set section.key=value`` (as text). ``suites`` forces the suite list (e.g. ``refbench device``);
+    ``defaults`` replaces top-level defaults (e.g. the run name of a suite command)."""
+    raw: dict[str, Any] = {}
+    text = ""
+    label = ""
+    if path is not None:
+        label = str(path)
+        try:
+            text = Path(path).read_text()
+        except FileNotFoundError:
+            raise PlanError(f"plan file {label} does not exist.") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PlanError(f"plan file {label} cannot be read: {exc}.") from None
+        raw = _parse_toml(text, label)
+
+    def where(table: str, key: str) -> str:
+        shown = f"[{table}] {key}" if table else key
+        if not label:
+            return shown
+        line = _key_line(text, table, key)
+        return f"{label}:{line}: {shown}" if line else f"{label}: {shown}"
+
+    known = suite_names()
+    for key, value in raw.items():
+        if key in TOP_LEVEL:
+            continue
+        if key in known:
+            if not isinstance(value, dict):
+                raise PlanError(f"{where('', key)} must be a table ([{key}]) of that suite's options.")
+            continue
+        raise PlanError(
+            f"{where('', key)} is not a known key (known: {', '.join(list(TOP_LEVEL) + known)})."
+        )
+
+    plan = Plan(source=label)
+    for key, value in (defaults or {}).items():
+        setattr(plan, key, TOP_LEVEL[key].coerce(value, key))
+    for key, option in TOP_LEVEL.items():
+        if key in raw:
+            setattr(plan, key, option.coerce(raw[key], where("", key)))
+    for key, value in (flags or {}).items():
+        if value is not None:
+            setattr(plan, key, TOP_LEVEL[key].coerce(value, f"--{key.replace('_', '-')}"))
+
+    if suites is not None:
+        plan.suites = list(suites)
+    elif "suites" not in raw and not (flags or {}).get("suites"):
+        plan.suites = [k for k in raw if k in known]
+    for name in plan.suites:
+        if name not in known:
+            raise PlanError(f"{where('', 'suites')} names '{name}', which is not a known suite (known: {', '.join(known) or 'none yet'}).")
+    if len(set(plan.suites)) != len(plan.suites):
+        raise PlanError(f"{where('', 'suites')} names a suite twice.")
+
+    set_values = _parse_sets(sets or [], known)
+    for name in dict.fromkeys(plan.suites + [k for k in raw if k in known]):
+        schema = get_suite(name).options
+        section = raw.get(name, {})
+        resolved = {key: opt.default_for(plan.profile) for key, opt in schema.items()}
+        for key, value in section.items():
+            if key not in schema:
+                raise PlanError(f"{where(name, key)} is not a known key (known: {', '.join(schema) or 'none'}).")
+            resolved[key] = schema[key].coerce(value, where(name, key))
+        for key, value in set_values.get(name, {}).items():
+            if key not in schema:
+                raise PlanError(f"--set {name}.{key} is not a known key (known: {', '.join(schema) or 'none'}).")
+            resolved[key] = schema[key].coerce(value, f"--set {name}.{key}")
+        for key, value in (suite_flags or {}).get(name, {}).items():
+            flag = f"--{key.replace('_', '-')}"
+            if isinstance(value, bool):
+                resolved[key] = schema[key].coerce(value, flag)
+            elif value is not None:
+                resolved[key] = schema[key].parse_flag(value, flag)
+        if name in plan.suites:
+            plan.options[name] = resolved
+    for name in set_values:
+        if name not in plan.suites:
+            raise PlanError(f"--set {name}.… sets an option of suite '{name}', which this run does not include.")
+    return plan
+
+
+def _parse_toml(text: str, label: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
+        if m:
+            message = message[: m.start()] + message[m.end():]
+            raise PlanError(f"{label}:{m.group(1)}:{m.group(2)}: not valid TOML: {message.rstrip('.')}.") from None
+        raise PlanError(f"{label}: not valid TOML: {message.rstrip('.')}.") from None
+
+
+def _parse_sets(sets: list[str], known: list[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in sets:
+        m = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\.([A-Za-z0-9_]+)\s*=(.*)", item)
+        if not m:
+            raise PlanError(f"--set '{item}' is not of the form suite.key=value.")
+        section, key, value_text = m.group(1), m.group(2), m.group(3).strip()
+        if section not in known:
+            raise PlanError(f"--set '{item}' names '{section}', which is not a known suite.")
+        try:
+            value = tomllib.loads(f"v = {value_text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = value_text  # a bare word: take it as a string
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def _key_line(text: str, table: str, key: str) -> int | None:
+    """The line where ``key`` is set in ``[table]`` ("" = top level), or where table ``key`` starts."""
+    current = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        header = re.match(r"^\[\s*\"?([^\]\"]+?)\"?\s*\]", stripped)
+        if header and not stripped.startswith("[["):
+            current = header.group(1).strip()
+            if table == "" and current == key:
+                return number
+            continue
+        if current == table and re.match(rf"^\"?{re.escape(key)}\"?\s*=", stripped):
+            return number
+    return None

@@ -1,0 +1,59 @@
+"""Renders Chart descriptions to PNG and SVG with matplotlib (no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from refbench.suites import Chart  # noqa: E402
+
+
+def render(chart: Chart, directory: Path) -> Path:
+    """Writes <name>.png and <name>.svg into ``directory``; returns the PNG path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    categorical = any(isinstance(x, str) for points in chart.series.values() for x, _ in points)
+    categories: list = []
+    if categorical:
+        for points in chart.series.values():
+            for x, _ in points:
+                if x not in categories:
+                    categories.append(x)
+    if chart.kind == "bar":
+        _bars(ax, chart, categories if categorical else sorted({x for p in chart.series.values() for x, _ in p}))
+    else:
+        for label, points in chart.series.items():
+            xs = [categories.index(x) if categorical else x for x, _ in points]
+            ax.plot(xs, [y for _, y in points], marker="o", markersize=3, linewidth=1.5, label=str(label))
+        if categorical:
+            ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45 if len(categories) > 6 else 0)
+    if chart.logx and not categorical:
+        ax.set_xscale("log", base=2)
+    if chart.logy:
+        ax.set_yscale("log")
+    ax.set_title(chart.title)
+    ax.set_xlabel(chart.xlabel)
+    ax.set_ylabel(chart.ylabel)
+    ax.grid(True, alpha=0.3)
+    if len(chart.series) > 1:
+        ax.legend(fontsize="small", ncol=2 if len(chart.series) > 6 else 1)
+    fig.tight_layout()
+    png = directory / f"{chart.name}.png"
+    fig.savefig(png)
+    fig.savefig(directory / f"{chart.name}.svg")
+    plt.close(fig)
+    return png
+
+
+def _bars(ax, chart: Chart, categories: list) -> None:
+    n = max(1, len(chart.series))
+    width = 0.8 / n
+    for i, (label, points) in enumerate(chart.series.items()):
+        values = dict(points)
+        xs = [j + (i - (n - 1) / 2) * width for j in range(len(categories))]
+        ax.bar(xs, [values.get(c, 0) for c in categories], width=width, label=str(label))
+    ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45 if len(categories) > 6 else 0)

@@ -1,0 +1,94 @@
+"""Two runs side by side: every figure they share, with the ratio and which way is better."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from refbench.fileio import atomic_write_text
+from refbench.report import html as h
+from refbench.runstore import Run
+
+# Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
+HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|_mb_s|_mib_s|_gb_s|_b_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
+LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$|_ns$|_min$)", re.I)
+SAME_WITHIN = 0.01
+
+
+def direction(metric: str) -> int:
+    """+1 when a higher value is better, -1 when lower is better, 0 when neither (percentages, counts)."""
+    if metric.endswith("_pct"):
+        return 0
+    if HIGHER_IS_BETTER.search(metric):
+        return 1
+    if LOWER_IS_BETTER.search(metric):
+        return -1
+    return 0
+
+
+def verdict(metric: str, a: float, b: float) -> tuple[float | None, str]:
+    """(B relative to A, words). The factor is how many times better (or worse) B is than A."""
+    if a == 0 or b == 0:
+        return None, "—"
+    sense = direction(metric)
+    ratio = b / a
+    if sense == 0:
+        return ratio, f"{ratio:.2f}× A"
+    better = ratio if sense > 0 else 1 / ratio
+    if abs(better - 1) < SAME_WITHIN:
+        return better, "same"
+    return better, f"{better:.2f}× faster" if better > 1 else f"{1 / better:.2f}× slower"
+
+
+def shared_figures(a: Run, b: Run) -> list[dict[str, Any]]:
+    a_records = {(r.suite, r.case_id): r for r in a.records()}
+    rows = []
+    for r_b in b.records():
+        r_a = a_records.get((r_b.suite, r_b.case_id))
+        if r_a is None:
+            continue
+        for metric, vb in r_b.metrics.items():
+            va = r_a.metrics.get(metric)
+            if not _is_number(va) or not _is_number(vb):
+                continue
+            factor, words = verdict(metric, va, vb)
+            rows.append({"suite": r_b.suite, "case": r_b.case_id, "metric": metric, "A": va, "B": vb,
+                         "factor": factor, "B vs A": words})
+    return rows
+
+
+def configuration_rows(a: Run, b: Run) -> list[dict[str, Any]]:
+    """The host and plan facts that tell two configurations apart."""
+
+    def facts(run: Run) -> dict[str, Any]:
+        meta = run.meta
+        inv = meta.get("inventory", {})
+        cpu, mem, system = inv.get("cpu", {}), inv.get("memory", {}), inv.get("system", {})
+        return {
+            "run": run.path.name, "host": meta.get("host"), "CPU": cpu.get("model"),
+            "cores / threads": f"{cpu.get('cores')} / {cpu.get('threads')}", "memory GiB": mem.get("total_gib"),
+            "kernel": system.get("kernel"), "profile": meta["plan"].get("profile"),
+            "targets": ", ".join(meta["plan"].get("targets", [])) or "—",
+            **{f"{k} version": v for k, v in (meta.get("tools") or {}).items()},
+        }
+
+    fa, fb = facts(a), facts(b)
+    return [{"fact": k, "A": fa.get(k), "B": fb.get(k), "differs": "yes" if fa.get(k) != fb.get(k) else ""} for k in dict.fromkeys([*fa, *fb])]
+
+
+def write_html(a: Run, b: Run, rows: list[dict[str, Any]], out: Path) -> Path:
+    body = [
+        f"<h1>refbench comparison</h1><p class='sub'>A = {h.esc(a.path.name)} · B = {h.esc(b.path.name)}</p>",
+        "<p class='note'>“faster” means better in the figure's own sense: higher throughput or lower latency/time. "
+        "The factor is how many times better B is than A; figures without a better direction (percentages) show B/A.</p>",
+        "<h2>Configurations</h2>", h.table(configuration_rows(a, b)),
+        f"<h2>Shared figures ({len(rows)})</h2>",
+        h.table(rows, max_rows=5000) if rows else "<p class='note'>The two runs share no figures (no case measured in both).</p>",
+    ]
+    atomic_write_text(out, h.page(f"refbench compare {a.path.name} vs {b.path.name}", "".join(body)))
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

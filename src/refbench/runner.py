@@ -1,0 +1,191 @@
+"""Runs a plan's suites case by case into a run directory, and resumes an interrupted run.
+
+Each finished case is written atomically before the next starts, so after Ctrl-C or kill -9 ``resume``
+skips exactly the recorded cases and measures the rest: none lost, none duplicated.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from refbench.host import inventory, tuning
+from refbench.host.telemetry import Sampler, Telemetry
+from refbench.plan import Plan
+from refbench.runstore import Run, iso, utc_now
+from refbench.suites import Case, Finding, Record, Suite, get_suite
+
+
+@dataclass
+class SuiteContext:
+    """What a suite gets from the runner: its options, places to write, telemetry, progress."""
+
+    run: Run
+    plan: Plan
+    suite: str
+    options: dict[str, Any]
+    console: Console
+    progress: Progress | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # the suite's own objects between calls
+
+    @property
+    def work_dir(self) -> Path:
+        base = Path(self.plan.work_dir) if self.plan.work_dir else self.run.path / "work"
+        path = base / self.suite
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def telemetry(self) -> Telemetry:
+        return Telemetry(self.run.telemetry_path)
+
+    def raw_dir(self, case: Case) -> Path:
+        path = self.run.raw_dir(self.suite, case.id)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def log(self, message: str) -> None:
+        self.console.print(f"[dim]{self.suite}:[/dim] {message}")
+
+    @contextmanager
+    def task(self, description: str, total: float | None = None) -> Iterator["Task"]:
+        """A progress bar for long work inside prepare/measure; ``advance`` it as work completes."""
+        if self.progress is None:
+            yield Task(None, None)
+            return
+        task_id = self.progress.add_task(f"{self.suite}: {description}", total=total)
+        try:
+            yield Task(self.progress, task_id)
+        finally:
+            self.progress.remove_task(task_id)
+
+
+@dataclass
+class Task:
+    progress: Progress | None
+    task_id: Any
+
+    def advance(self, amount: float = 1) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task_id, amount)
+
+    def update(self, completed: float | None = None, description: str | None = None) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task_id, completed=completed, description=description)
+
+
+def run_metadata() -> dict[str, Any]:
+    inv = inventory.collect()
+    return {
+        "host": socket.gethostname(),
+        "inventory": inv,
+        "audit": [c.to_dict() for c in tuning.audit(inventory=inv)],
+        "tools": inv["tools"],
+    }
+
+
+def start(plan: Plan, argv: list[str], console: Console) -> Run:
+    for name in plan.suites:
+        get_suite(name).cases(plan)  # a plan that cannot expand into cases fails before anything is written
+    run = Run.create(plan, {**run_metadata(), "argv": argv})
+    console.print(f"run directory: {run.path}")
+    return run
+
+
+def execute(run: Run, console: Console) -> bool:
+    """Measures every unrecorded case, checks, writes tables, charts and the report.
+    Returns True when every correctness check passed."""
+    from refbench.report import build_report
+
+    run.lock()
+    try:
+        run.clean_interrupted_writes()
+        run.update(status="running", ended_utc=None)
+        plan = run.plan
+        with Sampler(run.telemetry_path):
+            for name in plan.suites:
+                _run_suite(run, plan, get_suite(name), console)
+        build_report(run, console)
+        run.update(status="complete", ended_utc=iso(utc_now()))
+    except KeyboardInterrupt:
+        run.update(status="interrupted")
+        raise
+    except BaseException as exc:
+        run.update(status="failed", error=str(exc) or type(exc).__name__)
+        raise
+    finally:
+        run.unlock()
+    return all(f.passed for findings in run.findings().values() for f in findings)
+
+
+def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
+    cases = suite.cases(plan)
+    ids = [c.id for c in cases]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"suite {suite.name} produced duplicate case ids")
+    todo = [c for c in cases if not run.has_record(suite.name, c.id)]
+    done = len(cases) - len(todo)
+    console.print(f"[bold]{suite.name}[/bold]: {len(cases)} cases" + (f", {done} already recorded" if done else ""))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        ctx = SuiteContext(run, plan, suite.name, plan.options.get(suite.name, {}), console, progress)
+        try:
+            suite.prepare(ctx)
+            overall = progress.add_task(f"{suite.name}: cases", total=len(cases), completed=done)
+            for case in todo:
+                progress.update(overall, description=f"{suite.name}: {case.title or case.id}")
+                _measure(run, suite, ctx, case)
+                progress.advance(overall)
+            progress.update(overall, description=f"{suite.name}: cases")
+            findings = suite.check(ctx)
+        finally:
+            close = getattr(suite, "close", None)
+            if close is not None:
+                close(ctx)
+    run.write_findings(suite.name, findings)
+    failed = [f for f in findings if not f.passed]
+    for f in failed:
+        console.print(f"[bold red]FAILED[/bold red] {suite.name}: {f.check} — {f.detail}")
+    if findings and not failed:
+        console.print(f"{suite.name}: all {len(findings)} correctness checks passed")
+
+
+def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
+    shutil.rmtree(run.raw_dir(suite.name, case.id), ignore_errors=True)  # an interrupted attempt's output
+    started = utc_now()
+    t0 = time.time()
+    record = suite.measure(ctx, case)
+    t1 = time.time()
+    record.suite, record.case_id, record.params = suite.name, case.id, dict(case.params)
+    record.host = socket.gethostname()
+    record.started_utc, record.ended_utc = iso(started), iso(utc_now())
+    record.started_epoch_s, record.ended_epoch_s, record.elapsed_s = t0, t1, round(t1 - t0, 6)
+    if t1 - t0 >= 2:
+        _wait_for_sample_after(ctx.telemetry, t1)
+    window = ctx.telemetry.window(t0, t1)
+    record.telemetry = window.to_dict() if window else {}
+    run.write_record(record)
+
+
+def _wait_for_sample_after(telemetry: Telemetry, t: float, timeout_s: float = 1.5) -> None:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        last = None
+        for last in telemetry.samples():
+            pass
+        if last is not None and last["t"] >= t:
+            return
+        time.sleep(0.1)
+
+
+def findings_passed(findings: dict[str, list[Finding]]) -> bool:
+    return all(f.passed for fs in findings.values() for f in fs)

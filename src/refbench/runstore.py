@@ -1,0 +1,251 @@
+"""The run directory: one per run, everything a report or comparison needs, written so that nothing is
+lost or duplicated when a run is interrupted (Ctrl-C, kill -9, power loss) and resumed.
+
+    runs/<UTC timestamp>-<name>/
+      run.json                  plan, inventory, audit, tool versions, start/end, status
+      records/<suite>/<case>.json   one per finished case, written via temp file + rename
+      findings/<suite>.json     correctness checks
+      raw/<suite>/<case>/       raw tool output
+      telemetry/samples.jsonl   per-second /proc/diskstats and /proc/stat rates
+      tables/*.parquet, *.csv   consolidated tables
+      charts/*.png, *.svg       figures
+      report.html               self-contained report
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from refbench.errors import UserError
+from refbench.fileio import atomic_write_json, read_json, remove_temp_files
+from refbench.plan import Plan
+from refbench.suites import Finding, Record
+
+RUN_FORMAT = "refbench-run/1"
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Run:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock_fd: int | None = None
+
+    # ---- creating and finding runs -------------------------------------------------------------
+
+    @classmethod
+    def create(cls, plan: Plan, meta: dict[str, Any]) -> "Run":
+        runs_dir = Path(plan.runs_dir)
+        try:
+            runs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create the runs directory {runs_dir}: {exc.strerror}.") from None
+        if not os.access(runs_dir, os.W_OK):
+            raise UserError(f"the runs directory {runs_dir} is not writable.")
+        started = utc_now()
+        base = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{plan.name}"
+        for attempt in range(1, 100):
+            path = runs_dir / (base if attempt == 1 else f"{base}-{attempt}")
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise UserError(f"cannot find a free run directory name for {base} in {runs_dir}.")
+        run = cls(path)
+        atomic_write_json(
+            run.run_file,
+            {"format": RUN_FORMAT, "name": plan.name, "status": "running", "started_utc": iso(started),
+             "ended_utc": None, "plan": plan.to_dict(), **meta},
+        )
+        return run
+
+    @classmethod
+    def find(cls, ref: str, runs_dir: str | Path = "runs") -> "Run":
+        """A run by path, by directory name in ``runs_dir``, or by a unique part of its name."""
+        candidates = [Path(ref), Path(runs_dir) / ref]
+        for path in candidates:
+            if (path / "run.json").is_file():
+                return cls(path)
+        matches = [r for r in list_runs(runs_dir) if ref in r.path.name]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            names = ", ".join(r.path.name for r in matches[:5])
+            raise UserError(f"'{ref}' matches {len(matches)} runs in {runs_dir} ({names}); give the full name.")
+        raise UserError(f"no run '{ref}' found (looked for a run directory with run.json, and in {runs_dir}).")
+
+    # ---- metadata ------------------------------------------------------------------------------
+
+    @property
+    def run_file(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        try:
+            meta = read_json(self.run_file)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{self.run_file} cannot be read: {exc}.") from None
+        if meta.get("format") != RUN_FORMAT:
+            raise UserError(f"{self.path} is not a refbench run directory (format {meta.get('format')!r}).")
+        return meta
+
+    def update(self, **fields: Any) -> None:
+        meta = self.meta
+        meta.update(fields)
+        atomic_write_json(self.run_file, meta)
+
+    @property
+    def plan(self) -> Plan:
+        return Plan.from_dict(self.meta["plan"])
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    def status(self) -> str:
+        """complete | running | interrupted | failed; a 'running' run whose lock is free was killed."""
+        status = self.meta.get("status", "unknown")
+        if status == "running" and not self._locked_by_other():
+            return "interrupted"
+        return status
+
+    # ---- locking -------------------------------------------------------------------------------
+
+    def lock(self) -> None:
+        fd = os.open(self.path / "run.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UserError(f"run {self.path} is in use by another refbench process.") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _locked_by_other(self) -> bool:
+        if self._lock_fd is not None:
+            return True
+        try:
+            fd = os.open(self.path / "run.lock", os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    def clean_interrupted_writes(self) -> int:
+        return remove_temp_files(self.path)
+
+    # ---- records -------------------------------------------------------------------------------
+
+    def record_path(self, suite: str, case_id: str) -> Path:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._=+-]*", case_id):
+            raise ValueError(f"case id {case_id!r} is not path-safe")
+        return self.path / "records" / suite / f"{case_id}.json"
+
+    def has_record(self, suite: str, case_id: str) -> bool:
+        return self.record_path(suite, case_id).is_file()
+
+    def write_record(self, record: Record) -> None:
+        atomic_write_json(self.record_path(record.suite, record.case_id), dataclasses.asdict(record))
+
+    def records(self, suite: str | None = None) -> list[Record]:
+        base = self.path / "records"
+        files = (base / suite).glob("*.json") if suite else base.glob("*/*.json")
+        fields = {f.name for f in dataclasses.fields(Record)}
+        records = [Record(**{k: v for k, v in read_json(f).items() if k in fields}) for f in files]
+        return sorted(records, key=lambda r: (r.suite, r.started_epoch_s))
+
+    def suites_with_records(self) -> list[str]:
+        base = self.path / "records"
+        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+    # ---- other artefacts -----------------------------------------------------------------------
+
+    def raw_dir(self, suite: str, case_id: str) -> Path:
+        return self.path / "raw" / suite / case_id
+
+    def fresh_raw_dir(self, suite: str, case_id: str) -> Path:
+        """The raw-output directory of a case about to be measured, emptied of an interrupted attempt."""
+        path = self.raw_dir(suite, case_id)
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        return path
+
+    @property
+    def telemetry_path(self) -> Path:
+        return self.path / "telemetry" / "samples.jsonl"
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.path / "tables"
+
+    @property
+    def charts_dir(self) -> Path:
+        return self.path / "charts"
+
+    @property
+    def report_path(self) -> Path:
+        return self.path / "report.html"
+
+    def write_findings(self, suite: str, findings: list[Finding]) -> None:
+        atomic_write_json(self.path / "findings" / f"{suite}.json", [dataclasses.asdict(f) for f in findings])
+
+    def findings(self) -> dict[str, list[Finding]]:
+        out = {}
+        for path in sorted((self.path / "findings").glob("*.json")):
+            out[path.stem] = [Finding(**f) for f in read_json(path)]
+        return out
+
+
+def list_runs(runs_dir: str | Path) -> list[Run]:
+    base = Path(runs_dir)
+    if not base.is_dir():
+        return []
+    runs = [Run(p) for p in base.iterdir() if (p / "run.json").is_file()]
+    return sorted(runs, key=lambda r: r.path.name)
+
+
+def iter_summaries(runs_dir: str | Path) -> Iterator[dict[str, Any]]:
+    for run in list_runs(runs_dir):
+        try:
+            meta = run.meta
+        except UserError:
+            continue
+        records = run.records()
+        yield {
+            "run": run.path.name,
+            "path": str(run.path),
+            "name": meta["name"],
+            "status": run.status(),
+            "started_utc": meta.get("started_utc"),
+            "ended_utc": meta.get("ended_utc"),
+            "profile": meta["plan"].get("profile"),
+            "suites": meta["plan"].get("suites", []),
+            "records": len(records),
+        }

@@ -1,0 +1,139 @@
+"""The one interface every suite implements, and the registry the runner, plan and CLI look suites up in.
+
+A suite is a class with a ``name``, a ``summary``, an ``options`` schema (its plan section and CLI flags)
+and six methods. The runner calls them in this order, and never special-cases a suite:
+
+    cases(plan)        -> list[Case]      the matrix of measurements this plan asks for (stable ids)
+    prepare(ctx)       -> None            create data / precondition; idempotent (runs again on resume)
+    measure(ctx, case) -> Record          one measurement; the runner stamps it and writes it atomically
+    check(ctx)         -> list[Finding]   correctness: answers, consistency, verify
+    summarize(records) -> list[Table]     the tables the papers print
+    charts(tables)     -> list[Chart]     the figures the papers show (rendered by the report)
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol
+
+from refbench.errors import UserError
+
+if TYPE_CHECKING:
+    from refbench.plan import Option, Plan
+    from refbench.runner import SuiteContext
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement of a suite. ``id`` names its record file, so it must be stable and path-safe."""
+
+    id: str
+    params: dict[str, Any]
+    title: str = ""
+
+
+@dataclass
+class Record:
+    """The result of one case. Suites fill metrics (units in the names) and say how they measured;
+    the runner fills the rest (suite, case, host, times, telemetry)."""
+
+    metrics: dict[str, Any]
+    method: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    suite: str = ""
+    case_id: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    host: str = ""
+    started_utc: str = ""
+    ended_utc: str = ""
+    started_epoch_s: float = 0.0
+    ended_epoch_s: float = 0.0
+    elapsed_s: float = 0.0
+    telemetry: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A correctness check's verdict, shown pass/fail in the report."""
+
+    check: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Table:
+    """A table as the papers print it. Rows are dicts; column names carry their units."""
+
+    name: str
+    title: str
+    rows: list[dict[str, Any]]
+    note: str = ""
+
+
+@dataclass
+class Chart:
+    """A figure described as data; the report renders it to PNG and SVG."""
+
+    name: str
+    title: str
+    xlabel: str
+    ylabel: str
+    series: dict[str, list[tuple[Any, float]]]
+    kind: str = "line"  # line | bar
+    logx: bool = False
+    logy: bool = False
+    note: str = ""
+
+
+class Suite(Protocol):
+    name: str
+    summary: str
+    options: dict[str, "Option"]
+
+    def cases(self, plan: "Plan") -> list[Case]: ...
+    def prepare(self, ctx: "SuiteContext") -> None: ...
+    def measure(self, ctx: "SuiteContext", case: Case) -> Record: ...
+    def check(self, ctx: "SuiteContext") -> list[Finding]: ...
+    def summarize(self, records: list[Record]) -> list[Table]: ...
+    def charts(self, tables: list[Table]) -> list[Chart]: ...
+
+
+# Built-in suites register here as they land: name -> "module:Class".
+BUILTIN_SUITES: dict[str, str] = {}
+
+# Extra suites, e.g. a site's own or a test's: entry points in the group "refbench.suites", or
+# REFBENCH_SUITES="name=module:Class,..." in the environment.
+PLUGIN_ENV = "REFBENCH_SUITES"
+
+
+def _suite_paths() -> dict[str, str]:
+    paths = dict(BUILTIN_SUITES)
+    for ep in entry_points(group="refbench.suites"):
+        paths.setdefault(ep.name, ep.value)
+    for item in filter(None, (s.strip() for s in os.environ.get(PLUGIN_ENV, "").split(","))):
+        name, sep, path = item.partition("=")
+        if not sep or ":" not in path:
+            raise UserError(f"{PLUGIN_ENV} entry '{item}' is not of the form name=module:Class.")
+        paths[name.strip()] = path.strip()
+    return paths
+
+
+def suite_names() -> list[str]:
+    return list(_suite_paths())
+
+
+def get_suite(name: str) -> Suite:
+    paths = _suite_paths()
+    if name not in paths:
+        known = ", ".join(paths) or "none yet"
+        raise UserError(f"'{name}' is not a known suite (known: {known}).")
+    module_name, _, class_name = paths[name].partition(":")
+    try:
+        suite_class = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"suite '{name}' could not be loaded from {paths[name]}: {exc}.") from exc
+    return suite_class()
