@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -9,7 +10,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -17,12 +17,13 @@ from rich.table import Table as RichTable
 from refbench import __version__, runner
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_text
-from refbench.plan import PROFILES, load_plan
+from refbench.plan import load_plan
 from refbench.runstore import Run, iter_summaries
 from refbench.suites import get_suite, suite_names
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False, soft_wrap=True)
+# Piped or captured output gets a wide page instead of Rich's 80 columns, so tables do not wrap.
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode="rich", pretty_exceptions_enable=False,
@@ -115,7 +116,10 @@ def list_runs_cmd(
     if not summaries:
         err.print(f"no runs in {runs_dir}")
         return
-    table = RichTable("run", "status", "profile", "suites", "records", "started (UTC)", "ended (UTC)")
+    table = RichTable()
+    table.add_column("run", no_wrap=True)
+    for column in ("status", "profile", "suites", "records", "started (UTC)", "ended (UTC)"):
+        table.add_column(column)
     for s in summaries:
         style = {"complete": "green", "interrupted": "yellow", "failed": "red"}.get(s["status"], "")
         table.add_row(s["run"], f"[{style}]{s['status']}[/{style}]" if style else s["status"], s["profile"],
@@ -235,43 +239,44 @@ def _print_host(inv: dict[str, Any], checks: list) -> None:
 
 # ---- one command per suite, all the same shape -----------------------------------------------------
 
-def _suite_command(name: str) -> click.Command:
+def _add_suite_command(name: str) -> None:
+    """``refbench NAME [TARGET…] --profile --plan --runs-dir --name --set`` plus one flag per suite option.
+    The signature is built from the suite's option schema, so plan keys and flags never drift apart."""
     suite = get_suite(name)
-    params: list[click.Parameter] = [
-        click.Argument(["targets"], nargs=-1),
-        click.Option(["--profile"], type=click.Choice(PROFILES), help="quick (about a minute) | standard | full (the paper's matrix)."),
-        click.Option(["--plan", "plan_path"], type=click.Path(path_type=Path), help="TOML plan file."),
-        click.Option(["--runs-dir"], help=RUNS_DIR_HELP),
-        click.Option(["--name"], help=f"Run name (default: {name})."),
-        click.Option(["--set", "sets"], multiple=True, help=f"Override an option: {name}.key=value (repeatable)."),
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter("targets", kw, annotation=Optional[list[str]],
+                          default=typer.Argument(None, help="Files, directories or block devices to measure.")),
+        inspect.Parameter("profile", kw, annotation=Optional[str],
+                          default=typer.Option(None, "--profile", help="quick (about a minute) | standard | full (the paper's matrix).")),
+        inspect.Parameter("plan_path", kw, annotation=Optional[Path], default=typer.Option(None, "--plan", help="TOML plan file.")),
+        inspect.Parameter("runs_dir", kw, annotation=Optional[str], default=typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP)),
+        inspect.Parameter("run_name", kw, annotation=Optional[str], default=typer.Option(None, "--name", help=f"Run name (default: {name}).")),
+        inspect.Parameter("sets", kw, annotation=Optional[list[str]],
+                          default=typer.Option(None, "--set", help=f"Override an option: {name}.key=value (repeatable).")),
     ]
     for key, option in suite.options.items():
         flag = key.replace("_", "-")
         if option.kind is bool:
-            params.append(click.Option([f"--{flag}/--no-{flag}", key], default=None, help=option.help))
+            default = typer.Option(None, f"--{flag}/--no-{flag}", help=option.help)
+            params.append(inspect.Parameter(f"opt_{key}", kw, annotation=Optional[bool], default=default))
         else:
-            metavar = "A,B,…" if option.kind is list else option.kind.__name__.upper()
-            params.append(click.Option([f"--{flag}", key], metavar=metavar, help=option.help))
+            metavar = "A,B,…" if option.kind is list else {int: "INT", float: "NUMBER"}.get(option.kind, "TEXT")
+            default = typer.Option(None, f"--{flag}", metavar=metavar, help=option.help)
+            params.append(inspect.Parameter(f"opt_{key}", kw, annotation=Optional[str], default=default))
 
-    def callback(targets: tuple[str, ...], profile: str | None, plan_path: Path | None, runs_dir: str | None,
-                 name: str | None, sets: tuple[str, ...], **suite_options: Any) -> None:
+    def command(**kwargs: Any) -> None:
+        suite_options = {k[4:]: v for k, v in kwargs.items() if k.startswith("opt_")}
         _start_and_execute({
-            "path": plan_path, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": list(targets) or None},
-            "suite_flags": {suite.name: suite_options}, "sets": list(sets), "suites": [suite.name],
-            "defaults": {"name": suite.name},
+            "path": kwargs["plan_path"], "sets": kwargs["sets"], "suites": [name], "defaults": {"name": name},
+            "flags": {"profile": kwargs["profile"], "runs_dir": kwargs["runs_dir"], "name": kwargs["run_name"],
+                      "targets": kwargs["targets"] or None},
+            "suite_flags": {name: suite_options},
         })
 
-    return click.Command(
-        name, params=params, callback=callback, help=suite.summary,
-        epilog=f"Example: refbench {name} --profile quick --name {name}-lab-a",
-    )
-
-
-def build_cli() -> click.Group:
-    group = typer.main.get_command(app)
-    for name in suite_names():
-        group.add_command(_suite_command(name), name)
-    return group
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__doc__ = suite.summary
+    app.command(name=name, epilog=f"Example:  refbench {name} --profile quick --name {name}-lab-a")(command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -279,16 +284,12 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args or bool(os.environ.get("REFBENCH_DEBUG"))
     args = [a for a in args if a != "--debug"]
     try:
-        cli = build_cli()
-        code = cli.main(args=args, prog_name="refbench", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+        for name in suite_names():
+            _add_suite_command(name)
+        code = typer.main.get_command(app).main(args=args, prog_name="refbench", standalone_mode=False)
+    except typer.Exit as exc:
         code = exc.exit_code
-    except click.ClickException as exc:
-        ctx = getattr(exc, "ctx", None)
-        where = ctx.command_path if ctx else "refbench"
-        print(f"refbench: {exc.format_message().rstrip('.')} (see '{where} --help').", file=sys.stderr)
-        code = 2
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         print("refbench: interrupted.", file=sys.stderr)
         code = 130
     except UserError as exc:
@@ -296,6 +297,11 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         print(f"refbench: {exc}", file=sys.stderr)
         code = exc.exit_code
+    except typer.TyperException as exc:  # usage errors: unknown option, bad choice, missing argument
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "refbench"
+        print(f"refbench: {exc.format_message().rstrip('.')} (see '{where} --help').", file=sys.stderr)
+        code = getattr(exc, "exit_code", 2)
     except Exception as exc:  # a bug: one line unless --debug
         if debug:
             raise

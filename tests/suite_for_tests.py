@@ -1,0 +1,66 @@
+"""A small suite defined in the tests, run through the real CLI and runner via REFBENCH_SUITES.
+
+Each case sleeps, writes and fsyncs a little data (so telemetry sees I/O), and logs start/end lines to a
+journal in the work directory, so tests can tell which cases were measured, and how often.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from refbench.plan import Option
+from refbench.suites import Case, Chart, Finding, Record, Table
+
+
+class SleepySuite:
+    name = "sleepy"
+    summary = "A test suite: each case sleeps and writes a little."
+    options = {
+        "cases": Option(int, {"quick": 4, "standard": 8, "full": 16}, "Number of cases.", minimum=1, maximum=1000),
+        "sleep_s": Option(float, 0.2, "Seconds each case takes.", minimum=0),
+        "speed": Option(float, 1.0, "Multiplies the throughput figure (to make two runs differ).", minimum=0.001),
+        "fail_check": Option(bool, False, "Make the correctness check fail."),
+        "sizes": Option(list, [4096], "Block sizes (bytes).", item=int, minimum=512),
+    }
+
+    def cases(self, plan):
+        n = plan.options[self.name]["cases"]
+        return [Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
+
+    def prepare(self, ctx):
+        ctx.state["journal"] = ctx.work_dir / "journal.log"
+
+    def measure(self, ctx, case):
+        journal = ctx.state["journal"]
+        with open(journal, "a") as f:
+            f.write(f"start {case.id}\n")
+        t0 = time.perf_counter()
+        data = os.urandom(256 * 1024)
+        with open(ctx.work_dir / "scratch.bin", "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        time.sleep(ctx.options["sleep_s"])
+        (ctx.raw_dir(case) / "output.txt").write_text(f"raw output of {case.id}\n")
+        elapsed = time.perf_counter() - t0
+        with open(journal, "a") as f:
+            f.write(f"end {case.id}\n")
+        i = case.params["index"]
+        return Record(
+            metrics={"ops_per_s": 1000.0 * ctx.options["speed"] * (i + 1), "lat_ms": 10.0 / ctx.options["speed"],
+                     "busy_pct": 50.0, "wall_elapsed_s": elapsed},
+            method="slept and wrote 256 KiB with fsync",
+        )
+
+    def check(self, ctx):
+        return [Finding("journal written", ctx.state["journal"].exists()),
+                Finding("the test's own check", not ctx.options["fail_check"], "fail_check was set" if ctx.options["fail_check"] else "")]
+
+    def summarize(self, records):
+        rows = [{"case": r.case_id, "ops_per_s": r.metrics["ops_per_s"], "lat_ms": r.metrics["lat_ms"]} for r in records]
+        return [Table("per_case", "Per case", rows, note="synthetic figures")]
+
+    def charts(self, tables):
+        rows = tables[0].rows
+        return [Chart("ops", "Throughput by case", "case", "ops/s", {"ops": [(r["case"], r["ops_per_s"]) for r in rows]})]

@@ -1,0 +1,90 @@
+"""A run killed with SIGKILL mid-run resumes with every case recorded exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import cli_env, refbench_command
+
+
+def _wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _sampler_pids(run_dir: Path) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"refbench.host.telemetry --out {run_dir}"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, refbench):
+    runs = tmp_path / "runs"
+    cases = 10
+    proc = subprocess.Popen(
+        refbench_command("sleepy", "--runs-dir", str(runs), "--set", f"sleepy.cases={cases}", "--set", "sleepy.sleep_s=0.3"),
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    run_dir = _wait_for(lambda: next(runs.glob("*-sleepy"), None), 30, "the run directory")
+    records = run_dir / "records" / "sleepy"
+    _wait_for(lambda: records.is_dir() and len(list(records.glob("*.json"))) >= 3, 60, "three records")
+    # Kill while a case is being measured: its start is in the journal but its record is not written.
+    journal = run_dir / "work" / "sleepy" / "journal.log"
+    _wait_for(lambda: journal.read_text().splitlines()[-1].startswith("start"), 10, "a case in progress")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    recorded_before = {p.stem for p in records.glob("*.json")}
+    assert 3 <= len(recorded_before) < cases
+
+    _wait_for(lambda: not _sampler_pids(run_dir), 10, "the telemetry sampler to exit after its runner died")
+    listing = refbench("runs", "--runs-dir", str(runs), "--json")
+    assert listing.code == 0, listing.stderr
+    assert [r["status"] for r in listing.json()] == ["interrupted"]
+
+    resumed = refbench("resume", run_dir.name, "--runs-dir", str(runs))
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.last_line == str(run_dir)
+
+    files = sorted(records.glob("*.json"))
+    ids = [json.loads(p.read_text())["case_id"] for p in files]
+    assert ids == [f"case-{i:03d}" for i in range(cases)]  # every case, each once
+    assert not list(run_dir.rglob(".tmp-*"))
+
+    lines = journal.read_text().splitlines()
+    ends = [line.split()[1] for line in lines if line.startswith("end")]
+    for case_id in recorded_before:
+        assert lines.count(f"start {case_id}") == 1, f"{case_id} was recorded before the kill but measured again"
+    assert sorted(set(ends)) == ids
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["ended_utc"]
+    assert (run_dir / "report.html").is_file()
+    assert (run_dir / "tables" / "sleepy" / "per_case.parquet").is_file()
+
+    again = refbench("resume", str(run_dir))
+    assert again.code == 0 and "already complete" in again.stderr
+    assert len(list(records.glob("*.json"))) == cases
+
+
+def test_a_run_in_use_cannot_be_resumed_twice(tmp_path, refbench):
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        refbench_command("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=20", "--set", "sleepy.sleep_s=0.3"),
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        run_dir = _wait_for(lambda: next(runs.glob("*-sleepy/records/sleepy/*.json"), None), 60, "a record").parents[2]
+        second = refbench("resume", str(run_dir))
+        assert second.code == 2
+        assert "in use by another refbench process" in second.stderr
+    finally:
+        proc.kill()
+        proc.wait()
