@@ -210,7 +210,7 @@ def _print_host(inv: dict[str, Any], checks: list) -> None:
         ("virtualization", system["virtualization"]), ("distribution", system["distribution"]), ("kernel", system["kernel"]),
         ("CPU", cpu["model"]), ("sockets / cores / threads", f"{fmt(cpu['sockets'])} / {fmt(cpu['cores'])} / {fmt(cpu['threads'])}"),
         ("memory", f"{fmt(mem['total_gib'])} GiB (swap {fmt(mem['swap_total_gib'])} GiB)"), ("NUMA nodes", numa["nodes"]),
-        *((f"{t}", v) for t, v in inv["tools"].items()),
+        *((t, v or "not found") for t, v in inv["tools"].items()),
     ]:
         facts.add_row(k, "unknown" if v is None else str(v))
     out.print(facts)

@@ -113,8 +113,8 @@ def execute(run: Run, console: Console) -> bool:
         with Sampler(run.telemetry_path):
             for name in plan.suites:
                 _run_suite(run, plan, get_suite(name), console)
-        build_report(run, console)
         run.update(status="complete", ended_utc=iso(utc_now()))
+        build_report(run, console)
     except KeyboardInterrupt:
         run.update(status="interrupted")
         raise
@@ -123,7 +123,7 @@ def execute(run: Run, console: Console) -> bool:
         raise
     finally:
         run.unlock()
-    return all(f.passed for findings in run.findings().values() for f in findings)
+    return findings_passed(run.findings())
 
 
 def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:

@@ -132,7 +132,7 @@ def _host_section(meta: dict[str, Any]) -> str:
         ("Memory (GiB)", mem.get("total_gib")),
         ("Swap (GiB)", mem.get("swap_total_gib")),
         ("NUMA nodes", numa.get("nodes")),
-        *((f"{tool} version", v) for tool, v in (meta.get("tools") or {}).items()),
+        *((f"{tool} version", v or "not found") for tool, v in (meta.get("tools") or {}).items()),
     ])]
     devices = [
         {"device": d["name"], "model": d.get("model"), "size_GB": round(d["size_bytes"] / 1e9, 1) if d.get("size_bytes") else None,
