@@ -47,8 +47,9 @@ class SuiteContext:
     def telemetry(self) -> Telemetry:
         return Telemetry(self.run.telemetry_path)
 
-    def raw_dir(self, case: Case) -> Path:
-        path = self.run.raw_dir(self.suite, case.id)
+    def raw_dir(self, case: Case | str) -> Path:
+        """Where raw tool output of a case (or of a named preparation step) goes."""
+        path = self.run.raw_dir(self.suite, case.id if isinstance(case, Case) else case)
         path.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -170,21 +171,11 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     record.started_utc, record.ended_utc = iso(started), iso(utc_now())
     record.started_epoch_s, record.ended_epoch_s, record.elapsed_s = t0, t1, round(t1 - t0, 6)
     if t1 - t0 >= 2:
-        _wait_for_sample_after(ctx.telemetry, t1)
+        # Most of the last second is enough here; a suite that needs the exact end waits itself.
+        ctx.telemetry.wait_for_sample_after(t1, slack_s=1.0)
     window = ctx.telemetry.window(t0, t1)
     record.telemetry = window.to_dict() if window else {}
     run.write_record(record)
-
-
-def _wait_for_sample_after(telemetry: Telemetry, t: float, timeout_s: float = 1.5) -> None:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        last = None
-        for last in telemetry.samples():
-            pass
-        if last is not None and last["t"] >= t:
-            return
-        time.sleep(0.1)
 
 
 def findings_passed(findings: dict[str, list[Finding]]) -> bool:

@@ -173,6 +173,17 @@ class Telemetry:
         except FileNotFoundError:
             return
 
+    def wait_for_sample_after(self, t: float, timeout_s: float = 1.5, slack_s: float = 0.0) -> None:
+        """Waits (briefly) until the sampler has written a sample stamped at or after ``t - slack_s``."""
+        deadline = time.time() + timeout_s
+        while True:
+            last = None
+            for last in self.samples():
+                pass
+            if (last is not None and last["t"] >= t - slack_s) or time.time() >= deadline:
+                return
+            time.sleep(0.1)
+
     def between(self, start_epoch_s: float, end_epoch_s: float) -> list[dict[str, Any]]:
         # A sample stamped t covers (t - dt, t]; keep those whose interval lies mostly inside the window.
         return [s for s in self.samples() if start_epoch_s < s["t"] - s["dt"] / 2 <= end_epoch_s]

@@ -103,7 +103,9 @@ class Suite(Protocol):
 
 
 # Built-in suites register here as they land: name -> "module:Class".
-BUILTIN_SUITES: dict[str, str] = {}
+BUILTIN_SUITES: dict[str, str] = {
+    "device": "refbench.suites.device:DeviceSuite",
+}
 
 # Extra suites, e.g. a site's own or a test's: entry points in the group "refbench.suites", or
 # REFBENCH_SUITES="name=module:Class,..." in the environment.

@@ -1,0 +1,1 @@
+"""The real engines refbench drives: fio (I/O), PostgreSQL and DuckDB (SQL)."""

@@ -1,0 +1,278 @@
+"""The device suite: what paper 003 did to an SSD, on fio — compatibility checks, preconditioning, and the
+access-mode × queue-depth × block-size sweep — plus a steady-state test per point.
+
+Cases, in order, per target: the checks (probe, verify, dd, fs-stress for directories, accounting), the two
+preconditioning phases, then the sweep points. Every one is a recorded case, so an interrupted run resumes at
+the first unfinished one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from refbench.engines.fio import FioError, fio_binary, run_fio
+from refbench.errors import UserError
+from refbench.plan import Option, Plan, PlanError
+from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites.device import checks
+from refbench.suites.device.sweep import (
+    AccessMode, access_modes, base_job, bs_id, precondition_random, precondition_sequential, run_point, size_label,
+)
+from refbench.suites.device.targets import Target, resolve
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+PAPER_BLOCK_SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]
+PAPER_QUEUE_DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128]
+DEFAULT_TARGET = "(run work directory)"
+CHECKS = ("probe", "verify", "dd", "fs-stress", "accounting")
+
+
+class DeviceSuite:
+    name = "device"
+    summary = ("Characterize storage with fio like paper 003: compatibility checks, preconditioning, and the "
+               "random/sequential × 0/30/100% write × queue depth × block size sweep, with steady state per point. "
+               "TARGETs are files, directories or block devices (block devices need --destroy-data); "
+               "with none, a test file in the run's work directory.")
+    options = {
+        "size": Option(int, 0, "Test region in bytes (e.g. 4g); 0 = whole block device, or a 256 MiB / 4 GiB / "
+                       "32 GiB test file for quick / standard / full.", minimum=0),
+        "block_sizes": Option(list, {"quick": [4 * KiB, 128 * KiB], "standard": [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB],
+                                     "full": PAPER_BLOCK_SIZES}, "Block sizes (512, 4k, 1m…).", item=int, minimum=512),
+        "iodepths": Option(list, {"quick": [1, 16], "standard": [1, 4, 16, 64], "full": PAPER_QUEUE_DEPTHS},
+                           "Queue depths per worker.", item=int, minimum=1, maximum=4096),
+        "numjobs": Option(int, {"quick": 2, "standard": 4, "full": 12}, "fio workers per point (the paper: 12).", minimum=1, maximum=1024),
+        "patterns": Option(list, ["random", "sequential"], "Access patterns.", item=str, choices=("random", "sequential")),
+        "write_shares": Option(list, [0, 30, 100], "Write percentages (the paper: 0, 30, 100).", item=int, minimum=0, maximum=100),
+        "min_runtime_s": Option(int, {"quick": 2, "standard": 10, "full": 60}, "Seconds a point runs at least.", minimum=1),
+        "max_runtime_s": Option(int, {"quick": 2, "standard": 30, "full": 60}, "Seconds a point runs at most.", minimum=1),
+        "ss_window": Option(int, {"quick": 2, "standard": 5, "full": 5},
+                            "Steady-state window in one-second rounds (SNIA: 5; quick's 2 is a smoke test).", minimum=2),
+        "stop_at_steady_state": Option(bool, {"quick": True, "standard": True, "full": False},
+                                       "Stop a point once steady state holds (full runs the paper's fixed 60 s and only records it)."),
+        "precondition": Option(bool, True, "Precondition before the sweep."),
+        "precondition_passes": Option(int, {"quick": 1, "standard": 2, "full": 2}, "Full sequential 128 KiB write passes.", minimum=1),
+        "precondition_random_s": Option(int, {"quick": 3, "standard": 300, "full": 3600},
+                                        "Longest 4 KiB random-write phase (stops at steady state).", minimum=1),
+        "checks": Option(bool, True, "Run the compatibility checks."),
+        "check_size": Option(int, {"quick": 32 * MiB, "standard": 1 * GiB, "full": 0},
+                             "Bytes the verify/dd/accounting checks cover; 0 = the whole target.", minimum=0),
+        "fs_stress_files": Option(int, {"quick": 64, "standard": 512, "full": 4096}, "Files in the file-system stress test.", minimum=1),
+        "ioengine": Option(str, "libaio", "fio ioengine.", choices=("libaio", "io_uring", "psync")),
+        "destroy_data": Option(bool, False, "Allow writing to block devices and existing files (destroys their data)."),
+        "force": Option(bool, False, "With --destroy-data: also overwrite a device holding a file system, partition "
+                        "table or RAID/LVM signature (never a mounted or swap device)."),
+    }
+
+    # ---- the matrix --------------------------------------------------------------------------------
+
+    def cases(self, plan: Plan) -> list[Case]:
+        o = plan.options[self.name]
+        _check_options(o)
+        specs = plan.targets or [DEFAULT_TARGET]
+        cases: list[Case] = []
+        for index, spec in enumerate(specs):
+            if spec != DEFAULT_TARGET:
+                target = resolve(spec, index, o, plan.profile)  # refuses unsafe targets before anything is written
+                _check_region(target, o)
+            label, is_dir = f"t{index}", spec == DEFAULT_TARGET or Path(spec).is_dir()
+            if o["checks"]:
+                for name in CHECKS:
+                    if name != "fs-stress" or is_dir:
+                        cases.append(Case(f"{label}-check-{name}", {"target": label, "kind": "check", "check": name},
+                                          f"{label} check: {name}"))
+            if o["precondition"]:
+                for phase in ("seq", "rand"):
+                    cases.append(Case(f"{label}-precondition-{phase}", {"target": label, "kind": "precondition", "phase": phase},
+                                      f"{label} precondition: {'128 KiB sequential writes' if phase == 'seq' else '4 KiB random writes'}"))
+            for mode in access_modes(o["patterns"], o["write_shares"]):
+                for qd in o["iodepths"]:
+                    for bs in o["block_sizes"]:
+                        cases.append(Case(
+                            f"{label}-{mode.id}-qd{qd}-bs{bs_id(bs)}",
+                            {"target": label, "kind": "point", "pattern": mode.pattern, "write_pct": mode.write_pct,
+                             "iodepth": qd, "bs": bs},
+                            f"{label} {mode.title} QD{qd} {size_label(bs)}",
+                        ))
+        return cases
+
+    # ---- preparing targets ---------------------------------------------------------------------------
+
+    def prepare(self, ctx) -> None:
+        fio_binary()
+        o = ctx.options
+        specs = ctx.plan.targets or [str(ctx.work_dir)]
+        targets = {}
+        for index, spec in enumerate(specs):
+            target = resolve(spec, index, o, ctx.plan.profile)
+            _check_region(target, o)
+            targets[target.label] = target
+            self._create(ctx, target)
+        ctx.state["targets"] = targets
+
+    def _create(self, ctx, target: Target) -> None:
+        """Creates a file target at its size and, when no preconditioning will, writes it once so reads hit the
+        device rather than unwritten extents. Remembered in the work directory, so resume does not redo it."""
+        if target.kind != "file":
+            return
+        state_file = ctx.work_dir / f"{target.label}.json"
+        state = json.loads(state_file.read_text()) if state_file.exists() else {}
+        path = Path(target.path)
+        existed = path.exists()
+        if not existed or path.stat().st_size < target.size_bytes:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, target.size_bytes)
+            except OSError as exc:
+                raise UserError(f"cannot create the {target.size_bytes / GiB:.2f} GiB test file {path}: {exc.strerror}.") from None
+            finally:
+                os.close(fd)
+        state.setdefault("created", target.create or not existed)
+        if not ctx.options["precondition"] and not state.get("filled"):
+            with ctx.task(f"{target.label}: writing the test file once", total=1.0) as task:
+                job = base_job(target, ctx.options) | {"name": "fill", "rw": "write", "bs": "1m", "iodepth": 16}
+                run_fio(job, ctx.raw_dir(f"{target.label}-fill"),
+                        on_sample=lambda s, r: task.update(int(r["jobs"][0]["write"]["io_bytes"]) / target.size_bytes) or False)
+            state["filled"] = True
+        state_file.write_text(json.dumps(state))
+
+    # ---- measuring ------------------------------------------------------------------------------------
+
+    def measure(self, ctx, case: Case) -> Record:
+        target: Target = ctx.state["targets"][case.params["target"]]
+        extra = {"target_path": target.path, "target_spec": target.spec, "target_kind": target.kind, "device": target.device}
+        kind = case.params["kind"]
+        if kind == "check":
+            return self._check_case(ctx, case, target, extra)
+        if kind == "precondition":
+            return self._precondition_case(ctx, case, target, extra)
+        return self._point_case(ctx, case, target, extra)
+
+    def _check_case(self, ctx, case: Case, target: Target, extra: dict[str, Any]) -> Record:
+        name, raw = case.params["check"], ctx.raw_dir(case)
+        region = min(ctx.options["check_size"] or target.size_bytes, target.size_bytes)
+        try:
+            if name == "probe":
+                result = checks.probe(target)
+            elif name == "verify":
+                result = checks.verify(target, region, raw)
+            elif name == "dd":
+                result = checks.dd_write_read(target, region)
+            elif name == "fs-stress":
+                result = checks.fs_stress(Path(target.directory or Path(target.path).parent), ctx.options["fs_stress_files"])
+            else:
+                result = checks.accounting(target, region, raw)
+        except (OSError, FioError) as exc:
+            result = checks.CheckResult(False, f"{type(exc).__name__}: {exc}")
+        return Record({"passed": result.passed, **result.metrics}, method=CHECK_METHODS[name], extra=extra | {"detail": result.detail})
+
+    def _precondition_case(self, ctx, case: Case, target: Target, extra: dict[str, Any]) -> Record:
+        raw, o = ctx.raw_dir(case), ctx.options
+        if case.params["phase"] == "seq":
+            with ctx.task(f"{target.label}: precondition {o['precondition_passes']}× 128 KiB sequential write", total=1.0) as task:
+                result = precondition_sequential(target, o, raw, on_progress=lambda done: task.update(done))
+            m = result.metrics()
+            return Record({"write_mb_s": m["write_mb_s"], "bytes_written": result.io_bytes(), "passes": o["precondition_passes"],
+                           "elapsed_s": m["runtime_s"]},
+                          method=f"fio: rw=write bs=128k iodepth=32 direct=1 loops={o['precondition_passes']} over the whole target",
+                          extra=extra)
+        with ctx.task(f"{target.label}: precondition 4 KiB random write (until steady state)", total=o["precondition_random_s"]) as task:
+            point = precondition_random(target, o, raw, on_second=lambda s: task.update(s))
+        m = point.fio.metrics()
+        return Record({"write_iops": m["write_iops"], "write_mb_s": m["write_mb_s"], "elapsed_s": m["runtime_s"],
+                       "steady_state_reached": point.steady_state_reached, "steady_state_at_s": point.steady_state_at_s},
+                      method=(f"fio: rw=randwrite bs=4k iodepth=32 numjobs={o['numjobs']} direct=1, up to "
+                              f"{o['precondition_random_s']} s, stopped once IOPS reached steady state "
+                              f"(SNIA: range ≤ 20%, slope ≤ 10% over {o['ss_window']} s)"),
+                      extra=extra)
+
+    def _point_case(self, ctx, case: Case, target: Target, extra: dict[str, Any]) -> Record:
+        p, o = case.params, ctx.options
+        mode = AccessMode(p["pattern"], p["write_pct"])
+        t0 = time.time()
+        try:
+            with ctx.task(case.title, total=o["max_runtime_s"]) as task:
+                point = run_point(target, mode, p["iodepth"], p["bs"], o, ctx.raw_dir(case), on_second=lambda s: task.update(s))
+        except FioError as exc:
+            return Record({"error": str(exc)}, method="fio failed for this point", extra=extra)
+        t1 = time.time()
+        metrics = point.fio.metrics()
+        metrics |= {"steady_state_reached": point.steady_state_reached, "steady_state_at_s": point.steady_state_at_s,
+                    "steady_state_window_iops": point.window_iops, "stopped_early": point.fio.stopped_early}
+        ctx.telemetry.wait_for_sample_after(t1)
+        window = ctx.telemetry.window(t0, t1)
+        if window is not None:
+            metrics["host_cpu_user_pct"] = window.cpu.get("user_pct")
+            metrics["host_cpu_system_pct"] = window.cpu.get("system_pct")
+            device = window.disks.get(target.device or "")
+            metrics["device_busy_pct"] = device["busy_pct"] if device else None
+        return Record(metrics, method=(
+            f"fio: rw={mode.fio_rw}{f' rwmixwrite={mode.write_pct}' if 0 < mode.write_pct < 100 else ''} "
+            f"numjobs={o['numjobs']} direct=1 ioengine={o['ioengine']} group_reporting; IOPS sampled every second, "
+            f"{o['min_runtime_s']}–{o['max_runtime_s']} s per point, "
+            f"{'stopped' if o['stop_at_steady_state'] else 'steady state recorded'} once range ≤ 20% and slope ≤ 10% "
+            f"of the mean over {o['ss_window']} s (SNIA); latencies are completion latencies (clat)"), extra=extra)
+
+    # ---- correctness ------------------------------------------------------------------------------
+
+    def check(self, ctx) -> list[Finding]:
+        records = ctx.run.records(self.name)
+        findings = [
+            Finding(f"{r.params['target']} {r.params['check']}", bool(r.metrics.get("passed")), r.extra.get("detail", ""))
+            for r in records if r.params.get("kind") == "check"
+        ]
+        points = [r for r in records if r.params.get("kind") == "point"]
+        failed = [r for r in points if "error" in r.metrics]
+        if points:
+            detail = f"{len(points) - len(failed)} of {len(points)} points measured"
+            if failed:
+                detail += f"; first failure: {failed[0].case_id}: {failed[0].metrics['error']}"
+            findings.append(Finding("sweep points completed", not failed, detail))
+        for target in ctx.state.get("targets", {}).values():
+            _remove_created_file(ctx, target)
+        return findings
+
+    # ---- tables and charts ------------------------------------------------------------------------
+
+    def summarize(self, records: list[Record]) -> list[Table]:
+        from refbench.suites.device.summary import summarize
+
+        return summarize(records)
+
+    def charts(self, tables: list[Table]) -> list[Chart]:
+        from refbench.suites.device.summary import charts
+
+        return charts(tables)
+
+
+CHECK_METHODS = {
+    "probe": "Opened the target, read its size, sector sizes, model and rotational flag from sysfs, and read 4 KiB with O_DIRECT.",
+    "verify": "fio wrote the region with verify=crc32c (64 KiB blocks, direct I/O), then a second fio run with verify_only=1 read every block back and checked it.",
+    "dd": "Sequential 1 MiB O_DIRECT writes over the region (each block stamped with its offset), fsync, then read back; SHA-256 of both compared.",
+    "fs-stress": "Files of 4 KiB–1 MiB written with fsync, dropped from the page cache, read back and checksummed, then deleted.",
+    "accounting": "fio read the region with direct I/O; its byte count was compared with the /proc/diskstats delta of the device underneath (limit 5%).",
+}
+
+
+def _check_options(o: dict[str, Any]) -> None:
+    if o["min_runtime_s"] > o["max_runtime_s"]:
+        raise PlanError(f"[device] min_runtime_s ({o['min_runtime_s']}) must not exceed max_runtime_s ({o['max_runtime_s']}).")
+    if o["force"] and not o["destroy_data"]:
+        raise PlanError("[device] force only applies together with destroy_data (--force needs --destroy-data).")
+
+
+def _check_region(target: Target, o: dict[str, Any]) -> None:
+    largest = max(o["block_sizes"])
+    if target.size_bytes // o["numjobs"] < largest:
+        raise PlanError(f"[device] the test region of {target.spec} ({target.size_bytes} bytes) is too small for "
+                        f"{o['numjobs']} sequential workers of {size_label(largest)} blocks; raise size or lower numjobs.")
+
+
+def _remove_created_file(ctx, target: Target) -> None:
+    state_file = ctx.work_dir / f"{target.label}.json"
+    if target.kind == "file" and state_file.exists() and json.loads(state_file.read_text()).get("created"):
+        Path(target.path).unlink(missing_ok=True)
+        state_file.unlink()
