@@ -8,7 +8,7 @@ setup:
 	@VENV=$(VENV) scripts/setup.sh
 
 demo: setup
-	@$(VENV)/bin/refbench run --profile quick --name demo --runs-dir $(RUNS)
+	@$(VENV)/bin/refbench run --plan plans/quick.toml --runs-dir $(RUNS)
 
 test: setup
 	@$(VENV)/bin/python -m pytest -q

@@ -164,7 +164,9 @@ def _suite_section(run: Run, name: str, findings: list, console: Console | None)
         out.append(f"<h3>{h.esc(t.title)}</h3>")
         if t.note:
             out.append(f'<p class="note">{h.esc(t.note)}</p>')
-        out.append(h.table(t.rows))
+        out.append(h.table(t.rows, t.report_columns))
+        if t.report_columns:
+            out.append(f'<p class="note">All columns are in tables/{h.esc(name)}/{h.esc(t.name)}.csv and .parquet.</p>')
     if charts:
         out.append('<div class="grid">' + "".join(h.image(p, c.title) for c, p in charts) + "</div>")
     methods = list(dict.fromkeys(r.method for r in records if r.method))

@@ -72,6 +72,7 @@ class Table:
     title: str
     rows: list[dict[str, Any]]
     note: str = ""
+    report_columns: list[str] | None = None  # what the HTML report shows; the files keep every column
 
 
 @dataclass

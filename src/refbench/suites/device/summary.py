@@ -61,11 +61,15 @@ def summarize(records: list[Record]) -> list[Table]:
                 line[f"QD{qd} MB/s"] = cell["mb_s"] if cell else None
             summary.append(line)
         tables.append(Table(f"{target}_{mode_id.replace('-', '_')}",
-                            f"{target} ({rows[0]['target_path']}) — {rows[0]['access_mode']}: IOPS and MB/s by block size and queue depth",
-                            summary, note="Rows: block size. Columns: queue depth per worker. MB/s = 10^6 bytes/s."))
+                            f"{target} — {rows[0]['access_mode']}: IOPS and MB/s by block size and queue depth",
+                            summary, note=f"Target {target}: {rows[0]['target_path']}. Rows: block size. "
+                                          "Columns: queue depth per worker. MB/s = 10^6 bytes/s."))
     reached = sum(bool(r["steady_state_reached"]) for r in points)
     tables.append(Table("points", "Every point", points,
-                        note=f"Steady state reached at {reached} of {len(points)} points. Latencies are completion latencies in µs."))
+                        note=f"Steady state reached at {reached} of {len(points)} points. Latencies are completion latencies in µs.",
+                        report_columns=["target", "access_mode", "iodepth", "block_size", "iops", "mb_s", "read_lat_p99_us",
+                                        "write_lat_p99_us", "device_busy_pct", "host_cpu_user_pct", "host_cpu_system_pct",
+                                        "steady_state_reached", "steady_state_at_s", "error"]))
     return tables
 
 

@@ -1,0 +1,215 @@
+"""The device suite on real fio: a quick run on a small file, the checks, safety on loop devices, resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_env, refbench_command
+from refbench.engines.fio import FioError
+from refbench.suites.device import checks
+from refbench.suites.device.targets import Target
+
+SMALL = ["--size", "64m", "--check-size", "8m", "--fs-stress-files", "16"]
+
+
+def _records(run: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (run / "records" / "device").glob("*.json")}
+
+
+def test_quick_profile_on_a_small_file_gives_six_tables_and_twelve_charts(tmp_path, refbench):
+    (tmp_path / "target").mkdir()
+    result = refbench("device", str(tmp_path / "target"), "--runs-dir", "runs", *SMALL)
+    assert result.code == 0, result.stderr
+    run = tmp_path / result.last_line
+    tables = {p.stem for p in (run / "tables" / "device").glob("*.parquet")}
+    modes = {f"t0_{p}_w{w}" for p in ("rand", "seq") for w in (0, 30, 100)}
+    assert modes <= tables and {"points", "checks", "preconditioning"} <= tables
+    for mode in modes:
+        assert (run / "tables" / "device" / f"{mode}.csv").is_file()
+    charts = {p.stem for p in (run / "charts" / "device").glob("*.png")}
+    twelve = {f"t0_{p}-w{w}_{m}" for p in ("rand", "seq") for w in (0, 30, 100) for m in ("iops", "mb_s")}
+    assert twelve <= charts
+    assert {"t0_latency_vs_iops_bs4096", "t0_latency_vs_iops_bs131072"} <= charts
+
+    records = _records(run)
+    points = [r for r in records.values() if r["params"]["kind"] == "point"]
+    assert len(points) == 6 * 2 * 2
+    for r in points:
+        m = r["metrics"]
+        assert "error" not in m, m
+        assert m["iops"] > 0 and m["mb_s"] > 0
+        assert abs(m["mb_s"] - m["iops"] * r["params"]["bs"] / 1e6) / m["mb_s"] < 0.01  # IOPS × block size = MB/s
+        if r["params"]["write_pct"] < 100:
+            assert 0 < m["read_lat_mean_us"] and m["read_lat_p50_us"] <= m["read_lat_p99_us"] <= m["read_lat_p999_us"]
+        if r["params"]["write_pct"] > 0:
+            assert m["write_iops"] > 0 and m["write_lat_p99_us"] > 0
+        assert isinstance(m["steady_state_reached"], bool)
+        assert (run / "raw" / "device" / r["case_id"] / "fio.json").is_file()
+        assert m["device_busy_pct"] is None or 0 <= m["device_busy_pct"] <= 100
+    findings = json.loads((run / "findings" / "device.json").read_text())
+    assert {f["check"] for f in findings} >= {"t0 probe", "t0 verify", "t0 dd", "t0 fs-stress", "t0 accounting"}
+    assert all(f["passed"] for f in findings), findings
+    assert not (tmp_path / "target" / "refbench-device-t0.dat").exists()  # the test file is removed at the end
+    html = (run / "report.html").read_text()
+    assert "random 30% write: IOPS and MB/s by block size and queue depth" in html and "t0 accounting" in html
+
+
+def _file_target(path: Path, size: int) -> Target:
+    return Target("t0", str(path), str(path), "file", size, None, None, True)
+
+
+def test_verify_passes_on_healthy_data_and_fails_when_corrupted_underneath(tmp_path):
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"\0" * (4 << 20))
+    target = _file_target(path, 4 << 20)
+    assert checks.verify(target, 4 << 20, tmp_path / "raw").passed
+    checks.verify_write(target, 4 << 20, tmp_path / "raw2")
+    with open(path, "r+b") as f:  # flip bytes in the third 64 KiB block behind fio's back
+        f.seek(3 * 65536 + 100)
+        f.write(b"corrupted")
+    with pytest.raises(FioError, match="verify"):
+        checks.verify_read(target, 4 << 20, tmp_path / "raw3")
+
+
+def test_dd_and_fs_stress_checks_pass_on_a_healthy_directory(tmp_path):
+    path = tmp_path / "dd.bin"
+    result = checks.dd_write_read(_file_target(path, 8 << 20), 8 << 20)
+    assert result.passed and result.metrics["region_bytes"] == 8 << 20
+    stress = checks.fs_stress(tmp_path, 20)
+    assert stress.passed and stress.metrics["files"] == 20
+    assert not (tmp_path / "refbench-fs-stress").exists()
+
+
+def _one_line_refusal(result, *parts):
+    assert result.code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for part in parts:
+        assert part in lines[0], lines[0]
+
+
+def test_existing_file_with_data_is_not_overwritten_without_destroy_data(tmp_path, refbench):
+    precious = tmp_path / "precious.db"
+    precious.write_bytes(b"important" * 1000)
+    before = precious.read_bytes()
+    _one_line_refusal(refbench("device", str(precious), "--runs-dir", "runs"), "--destroy-data", "precious.db")
+    assert precious.read_bytes() == before
+    assert not (tmp_path / "runs").exists()
+
+
+def test_not_enough_free_space_is_refused_before_writing(tmp_path, refbench):
+    _one_line_refusal(refbench("device", str(tmp_path), "--size", "900t", "--runs-dir", "runs"), "not enough free space")
+    assert not list(tmp_path.glob("refbench-device*")) and not (tmp_path / "runs").exists()
+
+
+def test_force_needs_destroy_data(tmp_path, refbench):
+    _one_line_refusal(refbench("device", str(tmp_path), "--force", "--runs-dir", "runs"), "--destroy-data")
+
+
+# ---- block devices, on loop devices ------------------------------------------------------------------
+
+needs_loop = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("losetup"), reason="loop devices need root and losetup")
+
+
+@pytest.fixture
+def loop_device(tmp_path):
+    backing = tmp_path / "loop.img"
+    with open(backing, "wb") as f:
+        f.write(os.urandom(1 << 20) * 48)  # 48 MiB of recognisable content
+    dev = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True, check=True).stdout.strip()
+    yield dev, backing
+    subprocess.run(["umount", dev], capture_output=True)
+    subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@needs_loop
+def test_block_device_without_destroy_data_is_refused_and_unchanged(loop_device, refbench):
+    dev, backing = loop_device
+    before = _digest(backing)
+    _one_line_refusal(refbench("device", dev, "--runs-dir", "runs"), "destroys the data", "--destroy-data")
+    assert _digest(backing) == before
+
+
+@needs_loop
+def test_block_device_with_a_file_system_is_refused_even_with_destroy_data(loop_device, refbench):
+    dev, backing = loop_device
+    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
+    before = _digest(backing)
+    _one_line_refusal(refbench("device", dev, "--destroy-data", "--runs-dir", "runs"), "ext4", "file system", "--force")
+    assert _digest(backing) == before
+
+
+@needs_loop
+def test_mounted_block_device_is_refused_even_with_force(loop_device, refbench, tmp_path):
+    dev, backing = loop_device
+    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    subprocess.run(["mount", dev, str(mountpoint)], check=True)
+    try:
+        _one_line_refusal(refbench("device", dev, "--destroy-data", "--force", "--runs-dir", "runs"), "mounted at", str(mountpoint))
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=True)
+    before = _digest(backing)
+    _one_line_refusal(refbench("device", dev, "--destroy-data", "--force", "--runs-dir", "runs", "--size", "1t"), "larger than")
+    assert _digest(backing) == before
+
+
+@needs_loop
+def test_blank_block_device_with_destroy_data_is_measured(loop_device, refbench, tmp_path):
+    dev, backing = loop_device
+    before = _digest(backing)
+    result = refbench("device", dev, "--destroy-data", "--runs-dir", "runs", "--check-size", "8m",
+                      "--block-sizes", "4k", "--iodepths", "4", "--patterns", "random", "--write-shares", "0,100",
+                      "--no-precondition")
+    assert result.code == 0, result.stderr
+    records = _records(tmp_path / result.last_line)
+    assert records["t0-rand-w100-qd4-bs4k"]["metrics"]["write_iops"] > 0
+    assert records["t0-check-accounting"]["metrics"]["passed"], records["t0-check-accounting"]
+    assert "t0-check-fs-stress" not in records  # only directory targets get the file-system test
+    assert _digest(backing) != before  # it really wrote to the device
+    assert backing.stat().st_size == 48 << 20
+
+
+# ---- resume -----------------------------------------------------------------------------------------
+
+def test_interrupted_sweep_resumes_at_the_first_unfinished_point(tmp_path, refbench):
+    runs = tmp_path / "runs"
+    args = ["device", str(tmp_path), "--runs-dir", str(runs), *SMALL, "--no-checks", "--iodepths", "1",
+            "--block-sizes", "4k,64k", "--write-shares", "0,100", "--patterns", "random"]
+    proc = subprocess.Popen(refbench_command(*args), cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        done = list(runs.glob("*/records/device/t0-rand-*.json"))
+        if len(done) >= 2:
+            break
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run = next(runs.glob("*-device"))
+    before = {k: v["started_utc"] for k, v in _records(run).items()}
+    assert 2 <= sum(k.startswith("t0-rand") for k in before) < 4
+    assert "t0-precondition-rand" in before
+
+    resumed = refbench("resume", str(run))
+    assert resumed.code == 0, resumed.stderr
+    after = _records(run)
+    expected = {"t0-precondition-seq", "t0-precondition-rand"} | {
+        f"t0-rand-w{w}-qd1-bs{b}" for w in (0, 100) for b in ("4k", "64k")}
+    assert set(after) == expected
+    for case_id, started in before.items():
+        assert after[case_id]["started_utc"] == started  # recorded before the kill: not measured again
+    assert not list(tmp_path.glob("refbench-device*"))
