@@ -276,7 +276,8 @@ def _add_suite_command(name: str) -> None:
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = suite.summary
-    app.command(name=name, epilog=f"Example:  refbench {name} --profile quick --name {name}-lab-a")(command)
+    examples = getattr(suite, "examples", None) or [f"refbench {name} --profile quick --name {name}-lab-a"]
+    app.command(name=name, epilog="Examples:\n\n" + "\n\n".join(f"  {e}" for e in examples))(command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,6 +37,12 @@ class DeviceSuite:
                "random/sequential × 0/30/100% write × queue depth × block size sweep, with steady state per point. "
                "TARGETs are files, directories or block devices (block devices need --destroy-data); "
                "with none, a test file in the run's work directory.")
+    examples = [
+        "refbench device /mnt/nvme0                       # quick sweep of a test file in that directory",
+        "refbench device /mnt/sas /mnt/nvme --profile standard   # two targets, side by side",
+        "refbench device /dev/nvme1n1 --destroy-data --profile full   # paper 003's 576 points on a raw device",
+        "refbench device /data --block-sizes 4k,64k --iodepths 1,32 --write-shares 0,30",
+    ]
     options = {
         "size": Option(int, 0, "Test region in bytes (e.g. 4g); 0 = whole block device, or a 256 MiB / 4 GiB / "
                        "32 GiB test file for quick / standard / full.", minimum=0),
