@@ -111,6 +111,11 @@ def test_not_enough_free_space_is_refused_before_writing(tmp_path, refbench):
     assert not list(tmp_path.glob("refbench-device*")) and not (tmp_path / "runs").exists()
 
 
+def test_a_missing_device_is_not_created_as_a_file(tmp_path, refbench):
+    _one_line_refusal(refbench("device", "/dev/refbench-no-such-disk", "--runs-dir", "runs"), "no such device")
+    assert not Path("/dev/refbench-no-such-disk").exists()
+
+
 def test_force_needs_destroy_data(tmp_path, refbench):
     _one_line_refusal(refbench("device", str(tmp_path), "--force", "--runs-dir", "runs"), "--destroy-data")
 

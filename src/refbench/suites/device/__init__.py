@@ -116,6 +116,8 @@ class DeviceSuite:
             target = resolve(spec, index, o, ctx.plan.profile)
             _check_region(target, o)
             targets[target.label] = target
+            ctx.log(f"{target.label} = {target.path} ({target.kind}, {target.size_bytes / GiB:.2f} GiB"
+                    f"{', on ' + target.device if target.device else ''})")
             self._create(ctx, target)
         ctx.state["targets"] = targets
 

@@ -62,6 +62,8 @@ def resolve(spec: str, index: int, options: dict[str, Any], profile: str) -> Tar
         return Target(label, spec, str(path), "file", size, None, device_of(path), False)
     if not path.parent.is_dir():
         raise UserError(f"target {spec} does not exist, and neither does its directory {path.parent}.")
+    if Path(os.path.realpath(path.parent)).parts[1:2] in (("dev",), ("proc",), ("sys",)):
+        raise UserError(f"target {spec} does not exist: there is no such device (refbench creates test files, never device nodes).")
     size = wanted or DEFAULT_FILE_SIZE[profile]
     _check_free_space(path, size)
     return Target(label, spec, str(path), "file", size, None, device_of(path.parent), True)
