@@ -218,3 +218,19 @@ def test_interrupted_sweep_resumes_at_the_first_unfinished_point(tmp_path, refbe
     for case_id, started in before.items():
         assert after[case_id]["started_utc"] == started  # recorded before the kill: not measured again
     assert not list(tmp_path.glob("refbench-device*"))
+
+
+def test_two_device_runs_compare_point_by_point(tmp_path, refbench):
+    point = ["--size", "32m", "--no-checks", "--no-precondition", "--block-sizes", "4k", "--iodepths", "2",
+             "--patterns", "random", "--write-shares", "0", "--runs-dir", "runs"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = refbench("device", str(tmp_path / "a"), "--name", "config-a", *point)
+    b = refbench("device", str(tmp_path / "b"), "--name", "config-b", *point)
+    assert a.code == 0 and b.code == 0, a.stderr + b.stderr
+    result = refbench("compare", a.last_line, b.last_line, "--json")
+    assert result.code == 0, result.stderr
+    figures = {f["metric"]: f for f in result.json()["figures"] if f["case"] == "t0-rand-w0-qd2-bs4k"}
+    assert figures["iops"]["factor"] > 0 and figures["iops"]["B vs A"].endswith(("faster", "slower", "same"))
+    assert figures["read_lat_p99_us"]["B vs A"].endswith(("faster", "slower", "same"))
+    assert figures["runtime_s"]["B vs A"].endswith("× A")  # how long a point ran is not better or worse

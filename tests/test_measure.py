@@ -1,4 +1,4 @@
-from refbench.measure import median, percentile, steady_state
+from refbench.measure import steady_state
 
 
 def test_flat_samples_are_steady():
@@ -24,8 +24,3 @@ def test_only_the_last_window_counts_and_short_series_are_not_steady():
     assert steady_state([10, 5000, 1000, 1000, 1000, 1000, 1000]).reached
     assert not steady_state([1000, 1000, 1000, 1000]).reached
     assert not steady_state([0, 0, 0, 0, 0]).reached
-
-
-def test_percentiles():
-    assert median([3, 1, 2]) == 2
-    assert percentile([0, 10], 99) == 9.9

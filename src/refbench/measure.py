@@ -1,4 +1,4 @@
-"""Shared measurement: the steady-state test and summary statistics.
+"""Shared measurement: the steady-state test.
 
 Steady state follows the SNIA Performance Test Specification: over a window of N rounds (default 5),
 (max − min) ≤ 20% of the window average AND the least-squares line across the window moves (slope × span)
@@ -39,17 +39,3 @@ def steady_state(samples: Sequence[float], window: int = 5, range_limit: float =
     range_fraction = (max(ys) - min(ys)) / mean
     slope_fraction = abs(slope) * (window - 1) / mean
     return SteadyState(range_fraction <= range_limit and slope_fraction <= slope_limit, mean, range_fraction, slope_fraction)
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """Linear-interpolated percentile (p in 0..100) of unsorted values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def median(values: Sequence[float]) -> float:
-    return percentile(values, 50)

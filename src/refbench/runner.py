@@ -21,7 +21,7 @@ from refbench.host import inventory, tuning
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan
 from refbench.runstore import Run, iso, utc_now
-from refbench.suites import Case, Finding, Record, Suite, get_suite
+from refbench.suites import Case, Finding, Suite, get_suite
 
 
 @dataclass

@@ -18,7 +18,6 @@ import dataclasses
 import fcntl
 import os
 import re
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -189,13 +188,6 @@ class Run:
 
     def raw_dir(self, suite: str, case_id: str) -> Path:
         return self.path / "raw" / suite / case_id
-
-    def fresh_raw_dir(self, suite: str, case_id: str) -> Path:
-        """The raw-output directory of a case about to be measured, emptied of an interrupted attempt."""
-        path = self.raw_dir(suite, case_id)
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-        return path
 
     @property
     def telemetry_path(self) -> Path:

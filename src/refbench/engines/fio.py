@@ -30,13 +30,6 @@ def fio_binary() -> str:
     return path
 
 
-def fio_version() -> str | None:
-    try:
-        return subprocess.run([fio_binary(), "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (UserError, OSError, subprocess.TimeoutExpired):
-        return None
-
-
 def job_args(options: dict[str, Any]) -> list[str]:
     """``{"rw": "randread", "bs": 4096, "direct": True}`` → ``["--rw=randread", "--bs=4096", "--direct=1"]``."""
     args = []
@@ -99,7 +92,6 @@ def run_fio(
     options: dict[str, Any],
     raw_dir: Path | None = None,
     on_sample: Callable[[list[float], dict[str, Any]], bool] | None = None,
-    timeout_s: float | None = None,
 ) -> FioResult:
     """Runs one fio job. ``on_sample(iops_samples, report)`` is called after every per-second report and
     returns True to stop the job now (steady state reached); fio then still writes its final report."""
@@ -139,8 +131,6 @@ def run_fio(
                     stopped_at = time.monotonic() - started
                     proc.send_signal(signal.SIGINT)
             previous = now if stopped_at is None else previous
-            if timeout_s is not None and time.monotonic() - started > timeout_s and proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
     except BaseException:
         proc.kill()
         proc.wait()
