@@ -165,11 +165,34 @@ def test_mounted_block_device_is_refused_even_with_force(loop_device, refbench, 
     mountpoint.mkdir()
     subprocess.run(["mount", dev, str(mountpoint)], check=True)
     try:
+        subprocess.run(["sync"], check=True)
+        before = _digest(backing)
         _one_line_refusal(refbench("device", dev, "--destroy-data", "--force", "--runs-dir", "runs"), "mounted at", str(mountpoint))
+        subprocess.run(["sync"], check=True)
+        assert _digest(backing) == before
     finally:
         subprocess.run(["umount", str(mountpoint)], check=True)
+
+
+@needs_loop
+def test_swap_device_is_refused_even_with_force(loop_device, refbench):
+    dev, backing = loop_device
+    subprocess.run(["mkswap", dev], check=True, capture_output=True)
+    if subprocess.run(["swapon", dev], capture_output=True).returncode != 0:
+        pytest.skip("swapon is not permitted here")
+    try:
+        before = _digest(backing)
+        _one_line_refusal(refbench("device", dev, "--destroy-data", "--force", "--runs-dir", "runs"), "in use as swap")
+        assert _digest(backing) == before
+    finally:
+        subprocess.run(["swapoff", dev], check=True)
+
+
+@needs_loop
+def test_device_larger_region_than_the_device_is_refused(loop_device, refbench):
+    dev, backing = loop_device
     before = _digest(backing)
-    _one_line_refusal(refbench("device", dev, "--destroy-data", "--force", "--runs-dir", "runs", "--size", "1t"), "larger than")
+    _one_line_refusal(refbench("device", dev, "--destroy-data", "--runs-dir", "runs", "--size", "1t"), "larger than")
     assert _digest(backing) == before
 
 
@@ -234,3 +257,15 @@ def test_two_device_runs_compare_point_by_point(tmp_path, refbench):
     assert figures["iops"]["factor"] > 0 and figures["iops"]["B vs A"].endswith(("faster", "slower", "same"))
     assert figures["read_lat_p99_us"]["B vs A"].endswith(("faster", "slower", "same"))
     assert figures["runtime_s"]["B vs A"].endswith("× A")  # how long a point ran is not better or worse
+
+
+def test_two_targets_in_one_run_are_shown_side_by_side(tmp_path, refbench):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    result = refbench("device", str(tmp_path / "a"), str(tmp_path / "b"), "--size", "32m", "--no-checks", "--no-precondition",
+                      "--block-sizes", "4k,64k", "--iodepths", "2", "--patterns", "random", "--write-shares", "0", "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    run = tmp_path / result.last_line
+    assert {"t0_rand_w0", "t1_rand_w0"} <= {p.stem for p in (run / "tables" / "device").glob("*.parquet")}
+    assert (run / "charts" / "device" / "targets_rand-w0_iops.png").is_file()
+    assert "Targets side by side" in (run / "report.html").read_text()
