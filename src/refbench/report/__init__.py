@@ -164,6 +164,9 @@ def _suite_section(run: Run, name: str, findings: list, console: Console | None)
         out.append(f"<h3>{h.esc(t.title)}</h3>")
         if t.note:
             out.append(f'<p class="note">{h.esc(t.note)}</p>')
+        if t.report_columns == []:
+            out.append(f'<p class="note">{len(t.rows)} rows in tables/{h.esc(name)}/{h.esc(t.name)}.csv and .parquet (charted below).</p>')
+            continue
         out.append(h.table(t.rows, t.report_columns))
         if t.report_columns:
             out.append(f'<p class="note">All columns are in tables/{h.esc(name)}/{h.esc(t.name)}.csv and .parquet.</p>')

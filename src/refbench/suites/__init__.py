@@ -106,6 +106,7 @@ class Suite(Protocol):
 # Built-in suites register here as they land: name -> "module:Class".
 BUILTIN_SUITES: dict[str, str] = {
     "device": "refbench.suites.device:DeviceSuite",
+    "oltp": "refbench.suites.oltp:OltpSuite",
 }
 
 # Extra suites, e.g. a site's own or a test's: entry points in the group "refbench.suites", or

@@ -1,0 +1,211 @@
+"""The OLTP suite: paper 001's order-processing workload, derived from TPC-C, on PostgreSQL.
+
+Where things are: the transactions are server-side functions, one file each, in sql/ (new_order.sql is
+New-Order); driver.py is the load generator; load.py fills the tables; consistency.py holds the checks.
+Figures are NOPM and TPM — never tpmC: this is a derived workload, not an audited TPC-C result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from refbench.engines.postgres import ManagedPostgres, connect, redact, server_settings
+from refbench.plan import Option, Plan, PlanError
+from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites.oltp import consistency, database, driver
+
+MIX_MINIMUM_PCT = {"payment": 43.0, "order_status": 4.0, "delivery": 4.0, "stock_level": 4.0}
+P90_LIMIT_S = {"new_order": 5, "payment": 5, "order_status": 5, "delivery": 5, "stock_level": 20}
+REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
+                     "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"]
+
+
+def _setting_pair(text: str) -> str | None:
+    return None if "=" in text and text.split("=", 1)[0].strip() else "must look like name=value"
+
+
+class OltpSuite:
+    name = "oltp"
+    summary = ("Order processing like paper 001 (derived from TPC-C) on PostgreSQL: virtual users against W "
+               "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
+               "a user-count scaling series, and the consistency conditions checked before and after.")
+    examples = [
+        "refbench oltp                                  # managed PostgreSQL, quick profile",
+        "refbench oltp --data-dir /mnt/nvme0/pg --warehouses 10 --users 1,2,4,8,16 --profile standard",
+        "refbench oltp --dsn 'host=db1 user=bench dbname=tpcc' --warehouses 100 --rebuild",
+    ]
+    options = {
+        "warehouses": Option(int, {"quick": 1, "standard": 10, "full": 100}, "Warehouses (about 100 MB each).", minimum=1),
+        "users": Option(list, {"quick": [2], "standard": [1, 2, 4, 8, 16], "full": [8, 16, 32, 64]},
+                        "Virtual users per case: a list makes a scaling series.", item=int, minimum=1, maximum=1000),
+        "rampup_s": Option(int, {"quick": 3, "standard": 60, "full": 900}, "Ramp-up seconds before measuring.", minimum=0),
+        "duration_s": Option(int, {"quick": 10, "standard": 300, "full": 900}, "Measured seconds.", minimum=1),
+        "repeats": Option(int, 1, "Runs of each user count.", minimum=1),
+        "think_times": Option(bool, False, "Use the specification's keying and think times (off: drive load)."),
+        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string)."),
+        "data_dir": Option(str, "", "Data directory of the managed server (default: in the work directory); put it on the storage under test."),
+        "shared_buffers": Option(str, "128MB", "Managed server's buffer cache: the memory cap that pushes I/O to storage."),
+        "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str, check=_setting_pair),
+        "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
+        "reload_each_case": Option(bool, False, "Paper 001's cycle: drop, load and run for every case."),
+        "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0),
+        "seed": Option(int, 1, "Seed of the virtual users' random inputs."),
+    }
+
+    # ---- the matrix ----------------------------------------------------------------------------------
+
+    def cases(self, plan: Plan) -> list[Case]:
+        o = plan.options[self.name]
+        if o["dsn"] and o["data_dir"]:
+            raise PlanError("[oltp] dsn and data_dir exclude each other: data_dir places the managed server, dsn replaces it.")
+        return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
+                     f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
+                for u in o["users"] for r in range(1, o["repeats"] + 1)]
+
+    # ---- the database --------------------------------------------------------------------------------
+
+    def prepare(self, ctx) -> None:
+        o = ctx.options
+        if o["dsn"]:
+            ctx.state["dsn"] = o["dsn"]
+            ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
+        else:
+            settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(o["users"]) + 20)}
+            settings |= dict(s.split("=", 1) for s in o["pg_settings"])
+            server = ManagedPostgres(Path(o["data_dir"]) if o["data_dir"] else ctx.work_dir / "pgdata", settings)
+            ctx.state["server"] = server
+            with ctx.task("starting the managed PostgreSQL"):
+                server.start()
+            with connect(server.dsn, autocommit=True) as conn:
+                if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'refbench'").fetchone():
+                    conn.execute("CREATE DATABASE refbench")
+            ctx.state["dsn"] = server.dsn.replace("dbname=postgres", "dbname=refbench")
+            ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
+        self._build(ctx, rebuild=o["rebuild"])
+
+    def _build(self, ctx, rebuild: bool) -> None:
+        o = ctx.options
+        with ctx.task(f"schema of {o['warehouses']} warehouse(s)", total=1.0) as task:
+            info = database.build(ctx.state["dsn"], o["warehouses"], o["load_workers"] or os.cpu_count() or 1, rebuild,
+                                  lambda what, done: task.update(done, f"oltp: {what} {o['warehouses']} warehouse(s)"))
+        with connect(ctx.state["dsn"], autocommit=True) as conn:
+            info["settings"] = server_settings(conn, REPORTED_SETTINGS)
+            info["consistency_before"] = {str(k): v for k, v in consistency.check(conn).items()}
+        ctx.state["load"] = info
+        state_file = ctx.work_dir / "load.json"
+        if not info["reused"] or not state_file.exists():
+            state_file.write_text(json.dumps(info))  # the first build's cost is what the report shows
+
+    def close(self, ctx) -> None:
+        server = ctx.state.pop("server", None)
+        if server is not None:
+            server.stop()
+
+    # ---- one case ------------------------------------------------------------------------------------
+
+    def measure(self, ctx, case: Case) -> Record:
+        o = ctx.options
+        if o["reload_each_case"]:
+            self._build(ctx, rebuild=True)
+        users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
+        with ctx.task(f"{case.title}: {o['rampup_s']} s ramp-up + {o['duration_s']} s measured", total=total) as task:
+            result = driver.run(ctx.state["dsn"], o["warehouses"], users, o["rampup_s"], o["duration_s"], o["think_times"],
+                                o["seed"] + case.params["repeat"], on_tick=lambda s: task.update(min(s, total)))
+        metrics = figures(result)
+        load = json.loads((ctx.work_dir / "load.json").read_text())
+        return Record(metrics, method=(
+            f"{users} virtual user processes, each with its own connection and a home warehouse spread evenly over "
+            f"{o['warehouses']} warehouse(s); the TPC-C mix from a shuffled 23-card deck; transactions are PL/pgSQL "
+            f"functions; keying/think times {'on' if o['think_times'] else 'off'}; {o['rampup_s']} s ramp-up, then "
+            f"{o['duration_s']} s measured. NOPM = Σ D_NEXT_O_ID delta per minute; TPM = pg_stat_database commits + "
+            "rollbacks per minute; latencies from HDR histograms (µs resolution, 3 significant digits)."),
+            extra={"series": result.series, "errors": result.errors, "settings": ctx.state["load"]["settings"],
+                   "load": {k: v for k, v in load.items() if k != "consistency_before"},
+                   "consistency_before": ctx.state["load"]["consistency_before"],
+                   "database": "managed" if not o["dsn"] else redact(o["dsn"])})
+
+    # ---- correctness ---------------------------------------------------------------------------------
+
+    def check(self, ctx) -> list[Finding]:
+        with connect(ctx.state["dsn"], autocommit=True) as conn:
+            after = consistency.check(conn)
+        before = ctx.state["load"]["consistency_before"]
+        findings = []
+        for n, (text, violations) in after.items():
+            was = before.get(str(n), [text, 0])[1]
+            findings.append(Finding(f"consistency condition {n}: {text}", violations == 0 and was == 0,
+                                    f"violations before the run: {was}, after: {violations}"))
+        records = ctx.run.records(self.name)
+        findings += mix_findings(records)
+        return findings
+
+    def summarize(self, records: list[Record]) -> list[Table]:
+        from refbench.suites.oltp.summary import summarize
+
+        return summarize(records)
+
+    def charts(self, tables: list[Table]) -> list[Chart]:
+        from refbench.suites.oltp.summary import charts
+
+        return charts(tables)
+
+
+def figures(r: "driver.DriverResult") -> dict[str, Any]:
+    minutes = r.measured_s / 60
+    new_orders = r.counters_end["sum_d_next_o_id"] - r.counters_start["sum_d_next_o_id"]
+    xacts = sum(r.counters_end[k] - r.counters_start[k] for k in ("xact_commit", "xact_rollback"))
+    m: dict[str, Any] = {
+        "users": r.users, "measured_s": round(r.measured_s, 2),
+        "nopm": round(new_orders / minutes, 1), "tpm": round(xacts / minutes, 1),
+        "new_orders_schema_delta": new_orders, "new_orders_committed_by_driver": r.counts["new_order"]["ok"],
+    }
+    completed = {tx: c["ok"] + c["rollback"] for tx, c in r.counts.items()}
+    total = sum(completed.values()) or 1
+    for tx in driver.TX:
+        h = r.histograms[tx]
+        m[f"{tx}_count"] = completed[tx]
+        m[f"{tx}_mix_pct"] = round(100 * completed[tx] / total, 2)
+        has = h.get_total_count() > 0
+        m[f"{tx}_lat_avg_ms"] = round(h.get_mean_value() / 1000, 3) if has else None
+        for name, p in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
+            m[f"{tx}_lat_{name}_ms"] = round(h.get_value_at_percentile(p) / 1000, 3) if has else None
+        m[f"{tx}_lat_max_ms"] = round(h.get_max_value() / 1000, 3) if has else None
+    m["new_order_rollbacks"] = r.counts["new_order"]["rollback"]
+    m["new_order_rollback_pct"] = round(100 * r.counts["new_order"]["rollback"] / (completed["new_order"] or 1), 2)
+    m["errors"] = sum(c["error"] for c in r.counts.values())
+    m["driver_cpu_s"] = round(r.driver_cpu_s, 2)
+    m["db_cpu_s"] = round(r.db_cpu_s, 2)
+    both = r.driver_cpu_s + r.db_cpu_s
+    m["driver_cpu_share_pct"] = round(100 * r.driver_cpu_s / both, 1) if both else None
+    return m
+
+
+def mix_findings(records: list[Record]) -> list[Finding]:
+    """The observed mix against the specification's minimums, the rollback rate, the 90th-percentile limits."""
+    if not records:
+        return []
+    counts = {tx: sum(r.metrics[f"{tx}_count"] for r in records) for tx in driver.TX}
+    total = sum(counts.values())
+    users = sum(r.metrics["users"] for r in records)
+    findings = []
+    for tx, minimum in MIX_MINIMUM_PCT.items():
+        # Each user deals whole 23-card decks; the measurement window can cut one partial deck at each end.
+        cards = driver.DECK.count(tx)
+        slack = 2 * users * cards
+        share = 100 * counts[tx] / total if total else 0.0
+        findings.append(Finding(f"mix: {tx} ≥ {minimum:g}%", counts[tx] + slack >= minimum / 100 * total,
+                                f"{share:.2f}% of {total} transactions (deck share {100 * cards / len(driver.DECK):.2f}%; "
+                                f"window edges allow ±{slack} transactions)"))
+    new_orders = counts["new_order"]
+    rollbacks = sum(r.metrics["new_order_rollbacks"] for r in records)
+    sigma = math.sqrt(new_orders * 0.01 * 0.99)
+    findings.append(Finding("New-Order rollbacks ≈ 1%", abs(rollbacks - 0.01 * new_orders) <= 4 * sigma + 1,
+                            f"{rollbacks} of {new_orders} New-Orders rolled back ({100 * rollbacks / (new_orders or 1):.2f}%)"))
+    for tx, limit in P90_LIMIT_S.items():
+        worst = max((r.metrics[f"{tx}_lat_p90_ms"] or 0) for r in records)
+        findings.append(Finding(f"90th percentile {tx} ≤ {limit} s", worst <= limit * 1000, f"worst case: {worst:.1f} ms"))
+    return findings

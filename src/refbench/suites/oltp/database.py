@@ -1,0 +1,89 @@
+"""The TPC-C schema in a database: build (schema, parallel load, keys, functions), reuse, size, counters."""
+
+from __future__ import annotations
+
+import time
+from importlib.resources import files
+from typing import Any, Callable
+
+from refbench.engines.postgres import connect
+from refbench.errors import UserError
+from refbench.suites.oltp.load import load_all
+
+TABLES = ["warehouse", "district", "customer", "history", "oorder", "new_order", "order_line", "item", "stock"]
+TRANSACTIONS = ["new_order", "payment", "order_status", "delivery", "stock_level"]
+
+
+def sql(name: str) -> str:
+    return files("refbench.suites.oltp").joinpath("sql", f"{name}.sql").read_text()
+
+
+def loaded_warehouses(conn) -> int | None:
+    """Warehouses of a complete earlier load, or None when there is none."""
+    exists = conn.execute("SELECT to_regclass('tpcc.refbench_load') IS NOT NULL").fetchone()[0]
+    if not exists:
+        return None
+    row = conn.execute("SELECT warehouses FROM tpcc.refbench_load").fetchone()
+    return row[0] if row else None
+
+
+def build(dsn: str, warehouses: int, workers: int, rebuild: bool, on_progress: Callable[[str, float], None]) -> dict[str, Any]:
+    """Makes the schema hold exactly ``warehouses`` warehouses; returns what the load did and cost."""
+    with connect(dsn, autocommit=True) as conn:
+        _check_privileges(conn)
+        present = loaded_warehouses(conn)
+        if present == warehouses and not rebuild:
+            _install_functions(conn)
+            return {"reused": True, "warehouses": warehouses, **sizes(conn)}
+        if present is not None and present != warehouses and not rebuild:
+            raise UserError(f"the database already holds a TPC-C schema of {present} warehouse(s), not {warehouses}; "
+                            "pass --rebuild to drop and reload it.")
+        conn.execute("DROP SCHEMA IF EXISTS tpcc CASCADE")
+        conn.execute(sql("schema"))
+    done = [0]
+
+    def step() -> None:
+        done[0] += 1
+        on_progress("loading", done[0] / (warehouses + 1))
+
+    rows, load_s = load_all(dsn, warehouses, workers, step)
+    t0 = time.monotonic()
+    with connect(dsn, autocommit=True) as conn:
+        on_progress("keys and indexes", 1.0)
+        conn.execute(sql("indexes"))
+        conn.execute("ANALYZE")
+        _install_functions(conn)
+        conn.execute("CREATE TABLE tpcc.refbench_load (warehouses int, rows bigint, loaded_at timestamptz DEFAULT now())")
+        conn.execute("INSERT INTO tpcc.refbench_load (warehouses, rows) VALUES (%s, %s)", (warehouses, rows))
+        index_s = time.monotonic() - t0
+        return {"reused": False, "warehouses": warehouses, "rows": rows, "load_s": round(load_s, 2),
+                "index_s": round(index_s, 2), **sizes(conn)}
+
+
+def _install_functions(conn) -> None:
+    for name in TRANSACTIONS:
+        conn.execute(sql(name))
+
+
+def _check_privileges(conn) -> None:
+    ok = conn.execute("SELECT has_database_privilege(current_database(), 'CREATE')").fetchone()[0]
+    if not ok:
+        user, db = conn.execute("SELECT current_user, current_database()").fetchone()
+        raise UserError(f"PostgreSQL user '{user}' may not create schemas in database '{db}'; "
+                        f"grant it with: GRANT CREATE ON DATABASE {db} TO {user};")
+
+
+def sizes(conn) -> dict[str, Any]:
+    rows = conn.execute(
+        "SELECT c.relname, pg_total_relation_size(c.oid), c.reltuples::bigint FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'tpcc' AND c.relkind = 'r'").fetchall()
+    tables = {name: {"bytes": size, "rows_estimate": tuples} for name, size, tuples in rows if name in TABLES}
+    return {"tables": tables, "total_bytes": sum(t["bytes"] for t in tables.values())}
+
+
+def counters(conn) -> dict[str, int]:
+    """The two counters NOPM and TPM come from: Σ D_NEXT_O_ID, and the database's commits + rollbacks."""
+    next_o_id = conn.execute("SELECT sum(d_next_o_id)::bigint FROM tpcc.district").fetchone()[0]
+    commits, rollbacks = conn.execute(
+        "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()").fetchone()
+    return {"sum_d_next_o_id": int(next_o_id), "xact_commit": int(commits), "xact_rollback": int(rollbacks)}

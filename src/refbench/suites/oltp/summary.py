@@ -1,0 +1,64 @@
+"""The OLTP suite's tables and charts: paper 001's throughput and latency by load level, throughput over time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refbench.suites import Chart, Record, Table
+from refbench.suites.oltp.driver import TX
+
+
+def summarize(records: list[Record]) -> list[Table]:
+    if not records:
+        return []
+    records = sorted(records, key=lambda r: (r.metrics["users"], r.params.get("repeat", 1)))
+    scaling = [{
+        "users": r.metrics["users"], "repeat": r.params.get("repeat", 1), "NOPM": r.metrics["nopm"], "TPM": r.metrics["tpm"],
+        "New-Order avg ms": r.metrics["new_order_lat_avg_ms"], "New-Order p99 ms": r.metrics["new_order_lat_p99_ms"],
+        "New-Order p99.9 ms": r.metrics["new_order_lat_p999_ms"], "driver CPU share %": r.metrics["driver_cpu_share_pct"],
+        "errors": r.metrics["errors"],
+    } for r in records]
+    latency = [{
+        "users": r.metrics["users"], "repeat": r.params.get("repeat", 1), "transaction": tx, "count": r.metrics[f"{tx}_count"],
+        "mix %": r.metrics[f"{tx}_mix_pct"], **{f"{k} ms": r.metrics[f"{tx}_lat_{k}_ms"] for k in ("avg", "p50", "p95", "p99", "p999", "max")},
+    } for r in records for tx in TX]
+    series = [{"case": r.case_id, "users": r.metrics["users"], **point} for r in records for point in r.extra.get("series", [])]
+    load = records[0].extra.get("load", {})
+    load_rows = [{"table": name, "rows (estimate)": t["rows_estimate"], "size MB": round(t["bytes"] / 1e6, 1)}
+                 for name, t in sorted(load.get("tables", {}).items())]
+    settings = [{"setting": k, "value": v} for k, v in sorted(records[0].extra.get("settings", {}).items())]
+    load_note = (f"{load.get('warehouses')} warehouse(s): reused an existing load" if load.get("reused") else
+                 f"{load.get('warehouses')} warehouse(s), {load.get('rows', 0):,} rows loaded with COPY in "
+                 f"{load.get('load_s')} s, keys and indexes in {load.get('index_s')} s")
+    return [
+        Table("scaling", "Throughput and New-Order latency by load level", scaling,
+              note="NOPM: New-Orders per minute from the schema (Σ D_NEXT_O_ID). TPM: database transactions per minute."),
+        Table("latency", "Latency per transaction type", latency, note="Measured interval only; HDR histograms."),
+        Table("series", "Throughput and latency every 10 seconds", series,
+              note="From the start of ramp-up; t_s is the start of each 10-second bucket.",
+              report_columns=[]),
+        Table("load", "Schema size", load_rows, note=f"{load_note}; total {load.get('total_bytes', 0) / 1e6:,.1f} MB on disk."),
+        Table("settings", "PostgreSQL settings", settings, note=f"Database: {records[0].extra.get('database')}."),
+    ]
+
+
+def charts(tables: list[Table]) -> list[Chart]:
+    by = {t.name: t.rows for t in tables}
+    scaling = by.get("scaling", [])
+    if not scaling:
+        return []
+    first = [r for r in scaling if r["repeat"] == 1]
+    out = [
+        Chart("throughput_by_users", "Throughput by load level", "virtual users", "per minute",
+              {"NOPM": [(r["users"], r["NOPM"]) for r in first], "TPM": [(r["users"], r["TPM"]) for r in first]}),
+        Chart("latency_by_users", "New-Order latency by load level", "virtual users", "ms",
+              {"average": [(r["users"], r["New-Order avg ms"]) for r in first],
+               "p99.9": [(r["users"], r["New-Order p99.9 ms"]) for r in first]}),
+    ]
+    series: dict[str, list[tuple[Any, float]]] = {}
+    for point in by.get("series", []):
+        series.setdefault(f"{point['users']} users ({point['case']})", []).append((point["t_s"], point["new_orders_per_min"]))
+    if series:
+        out.append(Chart("throughput_over_time", "New-Orders per minute over time (10-second buckets, ramp-up included)",
+                         "seconds since start", "New-Orders per minute", series))
+    return out
