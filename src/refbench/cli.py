@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -280,10 +281,15 @@ def _add_suite_command(name: str) -> None:
     app.command(name=name, epilog="Examples:\n\n" + "\n\n".join(f"  {e}" for e in examples))(command)
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get("REFBENCH_DEBUG"))
     args = [a for a in args if a != "--debug"]
+    signal.signal(signal.SIGTERM, _terminate)  # kill (SIGTERM) cleans up like Ctrl-C: servers stopped, run resumable
     try:
         for name in suite_names():
             _add_suite_command(name)

@@ -95,6 +95,9 @@ class ManagedPostgres:
         if any(self.data_dir.iterdir()):
             raise UserError(f"{self.data_dir} is not empty and is not a PostgreSQL data directory; choose another --data-dir.")
         self._own(self.data_dir)
+        if self.account is not None and subprocess.run(["test", "-w", str(self.data_dir)], preexec_fn=_demote(self.account)).returncode:
+            raise UserError(f"the postgres system user cannot reach {self.data_dir}: a parent directory is closed to other "
+                            "users (chmod o+x it, or choose another --data-dir).")
         self.log_file.touch()
         self._own(self.log_file)
         self._run([_binary("initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
@@ -127,6 +130,11 @@ class ManagedPostgres:
         if (self.data_dir / "postmaster.pid").exists():
             subprocess.run([_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"],
                            capture_output=True, preexec_fn=_demote(self.account), start_new_session=True)
+
+
+def require_server_binaries() -> None:
+    for name in ("initdb", "pg_ctl", "postgres"):
+        _binary(name)
 
 
 def connect(dsn: str, **kwargs: Any):

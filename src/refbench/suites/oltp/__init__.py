@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from refbench.engines.postgres import ManagedPostgres, connect, redact, server_settings
+from refbench.engines.postgres import ManagedPostgres, connect, redact, require_server_binaries, server_settings
 from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
 from refbench.suites.oltp import consistency, database, driver
@@ -62,6 +62,12 @@ class OltpSuite:
         o = plan.options[self.name]
         if o["dsn"] and o["data_dir"]:
             raise PlanError("[oltp] dsn and data_dir exclude each other: data_dir places the managed server, dsn replaces it.")
+        # Problems a user can fix are found here, before the run directory exists.
+        if o["dsn"]:
+            with connect(o["dsn"], autocommit=True) as conn:
+                database.check_privileges(conn)
+        else:
+            require_server_binaries()
         return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
                      f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
                 for u in o["users"] for r in range(1, o["repeats"] + 1)]
@@ -159,7 +165,7 @@ def figures(r: "driver.DriverResult") -> dict[str, Any]:
     new_orders = r.counters_end["sum_d_next_o_id"] - r.counters_start["sum_d_next_o_id"]
     xacts = sum(r.counters_end[k] - r.counters_start[k] for k in ("xact_commit", "xact_rollback"))
     m: dict[str, Any] = {
-        "users": r.users, "measured_s": round(r.measured_s, 2),
+        "users": r.users, "measured_s": round(r.measured_s, 3),
         "nopm": round(new_orders / minutes, 1), "tpm": round(xacts / minutes, 1),
         "new_orders_schema_delta": new_orders, "new_orders_committed_by_driver": r.counts["new_order"]["ok"],
     }

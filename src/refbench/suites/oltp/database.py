@@ -30,7 +30,7 @@ def loaded_warehouses(conn) -> int | None:
 def build(dsn: str, warehouses: int, workers: int, rebuild: bool, on_progress: Callable[[str, float], None]) -> dict[str, Any]:
     """Makes the schema hold exactly ``warehouses`` warehouses; returns what the load did and cost."""
     with connect(dsn, autocommit=True) as conn:
-        _check_privileges(conn)
+        check_privileges(conn)
         present = loaded_warehouses(conn)
         if present == warehouses and not rebuild:
             _install_functions(conn)
@@ -65,7 +65,7 @@ def _install_functions(conn) -> None:
         conn.execute(sql(name))
 
 
-def _check_privileges(conn) -> None:
+def check_privileges(conn) -> None:
     ok = conn.execute("SELECT has_database_privilege(current_database(), 'CREATE')").fetchone()[0]
     if not ok:
         user, db = conn.execute("SELECT current_user, current_database()").fetchone()

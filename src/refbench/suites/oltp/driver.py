@@ -11,6 +11,7 @@ import math
 import multiprocessing
 import os
 import queue
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,8 @@ def _cpu_s() -> float:
 
 
 def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int, window: Any, go: Any, stop: Any,
-                  out: Any) -> None:
+                  out: Any, parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the runner, which stops the users
     try:
         conn = connect(dsn, autocommit=True)
     except UserError as exc:
@@ -102,7 +104,7 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
     cur = conn.cursor()
     import psycopg
 
-    while not stop.is_set():
+    while not stop.is_set() and os.getppid() == parent:  # a killed runner leaves no user behind
         if not deck:
             deck = list(DECK)
             rng.shuffle(deck)
@@ -182,7 +184,8 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
     mp = multiprocessing.get_context("fork")
     window = mp.Array("d", 3)
     go, stop, out = mp.Event(), mp.Event(), mp.Queue()
-    procs = [mp.Process(target=_virtual_user, args=(i, dsn, warehouses, think, seed, window, go, stop, out), daemon=True)
+    procs = [mp.Process(target=_virtual_user, args=(i, dsn, warehouses, think, seed, window, go, stop, out, os.getpid()),
+                        daemon=True)
              for i in range(users)]
     for p in procs:
         p.start()

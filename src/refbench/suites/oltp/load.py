@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import time
 from datetime import datetime
 from typing import Callable, Iterator
@@ -85,7 +86,8 @@ def load_all(dsn: str, warehouses: int, workers: int, on_done: Callable[[], None
     t0 = time.monotonic()
     jobs = [(dsn, "items", 0)] + [(dsn, "warehouse", w) for w in range(1, warehouses + 1)]
     rows = 0
-    with multiprocessing.get_context("fork").Pool(max(1, workers)) as pool:
+    with multiprocessing.get_context("fork").Pool(max(1, workers), initializer=signal.signal,
+                                                  initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
         for count in pool.imap_unordered(_work, jobs):
             rows += count
             if on_done:

@@ -1,0 +1,166 @@
+"""The OLTP suite on a real managed PostgreSQL with a one-warehouse schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from refbench.engines.postgres import ManagedPostgres, connect
+from refbench.suites.oltp import consistency, database
+from refbench.suites.oltp.driver import TX, transaction_args
+from refbench.suites.oltp.rand import TpccRandom, last_name
+
+TINY = ["--warehouses", "1", "--rampup-s", "1", "--duration-s", "4"]
+
+
+@pytest.fixture
+def data_dir():
+    """A data directory the postgres system user can reach (pytest's tmp_path is closed to other users)."""
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-pg-"))
+    base.chmod(0o755)
+    yield base / "pgdata"
+    ManagedPostgres(base / "pgdata", {}).stop_stale()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _server_running(data: Path) -> bool:
+    return (data / "postmaster.pid").exists()
+
+
+def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench, data_dir):
+    result = refbench("oltp", *TINY, "--users", "1,2", "--data-dir", str(data_dir), "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    run = tmp_path / result.last_line
+    assert not _server_running(data_dir)  # stopped at the end
+    for users in (1, 2):
+        m = json.loads((run / "records" / "oltp" / f"u{users}-r1.json").read_text())["metrics"]
+        assert m["nopm"] > 0 and m["tpm"] > m["nopm"]
+        assert abs(m["nopm"] - m["new_orders_schema_delta"] / (m["measured_s"] / 60)) <= 0.001 * m["nopm"]
+        assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= users
+        assert m["new_order_lat_p50_ms"] <= m["new_order_lat_p99_ms"] <= m["new_order_lat_p999_ms"] <= m["new_order_lat_max_ms"]
+        assert sum(m[f"{tx}_count"] for tx in TX) > 0 and m["errors"] == 0
+        assert 0 < m["driver_cpu_share_pct"] < 100
+    findings = json.loads((run / "findings" / "oltp.json").read_text())
+    names = {f["check"] for f in findings}
+    assert {f"consistency condition {n}" for n in (1, 2, 3, 4)} <= {n.split(":")[0] for n in names}
+    assert all(f["passed"] for f in findings), [f for f in findings if not f["passed"]]
+    assert {p.stem for p in (run / "charts" / "oltp").glob("*.png")} == {"throughput_by_users", "latency_by_users", "throughput_over_time"}
+    assert {"scaling", "latency", "series", "load", "settings"} <= {p.stem for p in (run / "tables" / "oltp").glob("*.parquet")}
+    html = (run / "report.html").read_text()
+    assert "Throughput and New-Order latency by load level" in html and "shared_buffers" in html
+
+
+def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, data_dir):
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    try:
+        with connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE refbench")
+        dsn = server.dsn.replace("dbname=postgres", "dbname=refbench")
+        database.build(dsn, 1, 2, False, lambda *_: None)
+        with connect(dsn, autocommit=True) as conn:
+            assert all(v == 0 for _, v in consistency.check(conn).values())
+            conn.execute("UPDATE tpcc.district SET d_ytd = d_ytd + 1 WHERE d_w_id = 1 AND d_id = 3")
+            conn.execute("DELETE FROM tpcc.new_order WHERE no_w_id = 1 AND no_d_id = 5 AND no_o_id = 2500")
+            broken = consistency.check(conn)
+        assert broken[1][1] == 1 and broken[3][1] == 1 and broken[9][1] == 1
+    finally:
+        server.stop()
+    result = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs")
+    assert result.code == 1, result.stderr
+    assert "FAILED" in result.stderr and "consistency condition 1" in result.stderr
+    findings = {f["check"].split(":")[0]: f for f in json.loads((tmp_path / result.last_line / "findings" / "oltp.json").read_text())}
+    assert not findings["consistency condition 1"]["passed"] and not findings["consistency condition 3"]["passed"]
+    assert findings["consistency condition 2"]["passed"]
+
+
+def test_an_existing_schema_of_another_size_needs_rebuild(tmp_path, refbench, data_dir):
+    first = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs")
+    assert first.code == 0, first.stderr
+    second = refbench("oltp", "--warehouses", "2", "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs")
+    assert second.code == 2
+    assert "pass --rebuild" in second.stderr and len(second.stderr.strip().splitlines()) >= 1
+    assert not _server_running(data_dir)
+
+
+def test_unreachable_dsn_is_one_sentence_and_writes_nothing(tmp_path, refbench):
+    result = refbench("oltp", "--dsn", "host=127.0.0.1 port=1 user=nobody password=secret dbname=x", "--runs-dir", "runs")
+    assert result.code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot connect to PostgreSQL" in lines[0] and "secret" not in lines[0]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_dsn_without_create_privilege_is_refused(tmp_path, refbench, data_dir):
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    try:
+        with connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE ROLE weak LOGIN")
+            conn.execute("CREATE DATABASE locked")
+            conn.execute("REVOKE ALL ON DATABASE locked FROM PUBLIC")
+            conn.execute("GRANT CONNECT ON DATABASE locked TO weak")
+        dsn = f"host={server.socket_dir} port={server.port} user=weak dbname=locked"
+        result = refbench("oltp", "--dsn", dsn, "--runs-dir", "runs")
+    finally:
+        server.stop()
+    assert result.code == 2
+    assert "may not create schemas" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_data_dir_the_postgres_user_cannot_reach_is_one_sentence(tmp_path, refbench):
+    if os.geteuid() != 0:
+        pytest.skip("only root runs the server as another user")
+    result = refbench("oltp", "--data-dir", str(tmp_path / "closed" / "pgdata"), "--runs-dir", "runs")
+    assert result.code == 2 and "cannot reach" in result.stderr
+
+
+def test_transaction_inputs_follow_the_specification():
+    rng = TpccRandom(7)
+    assert last_name(0) == "BARBARBAR" and last_name(371) == "PRICALLYOUGHT"
+    for _ in range(500):
+        w, d, c, items, supply, qty = transaction_args("new_order", rng, 2, 4)
+        assert 5 <= len(items) <= 15 and all(1 <= q <= 10 for q in qty) and 1 <= c <= 3000 and 1 <= d <= 10
+        assert all(1 <= i <= 100001 for i in items) and set(supply) <= {1, 2, 3, 4}
+        assert items.count(100001) <= 1 and (100001 not in items or items[-1] == 100001)
+    rollbacks = sum(transaction_args("new_order", rng, 1, 1)[3][-1] == 100001 for _ in range(20000))
+    assert 140 <= rollbacks <= 260  # 1% of 20,000
+    by_name = sum(transaction_args("payment", rng, 1, 1)[5] is not None for _ in range(5000))
+    assert 2800 <= by_name <= 3200  # 60%
+    assert all(1 <= rng.nurand(8191, 1, 100000) <= 100000 for _ in range(1000))
+
+
+def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_dir):
+    import signal
+    import time
+
+    from conftest import cli_env, refbench_command
+
+    args = ["oltp", "--warehouses", "1", "--rampup-s", "1", "--duration-s", "3", "--users", "1,2",
+            "--data-dir", str(data_dir), "--runs-dir", "runs"]
+    proc = subprocess.Popen(refbench_command(*args), cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((tmp_path / "runs").glob("*/records/oltp/u1-r1.json")):
+        time.sleep(0.2)
+    time.sleep(1.5)  # into the second case's measurement
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "refbench resume" in err
+    assert not _server_running(data_dir)
+    pids = subprocess.run(["pgrep", "-f", "refbench oltp"], capture_output=True, text=True).stdout.split()
+    assert not [p for p in pids if int(p) != os.getpid()]  # no virtual user left behind
+    run = Path(tmp_path / out.strip().splitlines()[-1])
+    assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u1-r1"]
+    resumed = refbench("resume", str(run))
+    assert resumed.code == 0, resumed.stderr
+    assert sorted(p.stem for p in (run / "records" / "oltp").glob("*.json")) == ["u1-r1", "u2-r1"]
+    assert not _server_running(data_dir)
