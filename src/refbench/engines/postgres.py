@@ -152,8 +152,8 @@ def redact(dsn: str) -> str:
 
 
 def server_settings(conn, names: list[str]) -> dict[str, str]:
-    rows = conn.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (names,)).fetchall()
-    return {name: f"{setting}{' ' + unit if unit else ''}" for name, setting, unit in rows}
+    rows = conn.execute("SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)", (names,)).fetchall()
+    return dict(rows)
 
 
 def _quote(value: str) -> str:

@@ -40,10 +40,10 @@ class OltpSuite:
     ]
     options = {
         "warehouses": Option(int, {"quick": 1, "standard": 10, "full": 100}, "Warehouses (about 100 MB each).", minimum=1),
-        "users": Option(list, {"quick": [2], "standard": [1, 2, 4, 8, 16], "full": [8, 16, 32, 64]},
+        "users": Option(list, {"quick": [1, 2], "standard": [1, 2, 4, 8, 16], "full": [8, 16, 32, 64]},
                         "Virtual users per case: a list makes a scaling series.", item=int, minimum=1, maximum=1000),
         "rampup_s": Option(int, {"quick": 3, "standard": 60, "full": 900}, "Ramp-up seconds before measuring.", minimum=0),
-        "duration_s": Option(int, {"quick": 10, "standard": 300, "full": 900}, "Measured seconds.", minimum=1),
+        "duration_s": Option(int, {"quick": 8, "standard": 300, "full": 900}, "Measured seconds.", minimum=1),
         "repeats": Option(int, 1, "Runs of each user count.", minimum=1),
         "think_times": Option(bool, False, "Use the specification's keying and think times (off: drive load)."),
         "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string)."),
