@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from refbench.suites import Chart  # noqa: E402
 
@@ -31,6 +32,8 @@ def render(chart: Chart, directory: Path) -> Path:
             ax.plot(xs, [y for _, y in points], marker="o", markersize=3, linewidth=1.5, label=str(label))
         if categorical:
             ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45 if len(categories) > 6 else 0)
+    if not categorical and chart.kind != "bar" and all(isinstance(x, int) for p in chart.series.values() for x, _ in p):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # user counts, queue depths: no 1.5 users
     if chart.logx and not categorical:
         ax.set_xscale("log", base=2)
     if chart.logy:

@@ -29,6 +29,16 @@ def loaded_warehouses(conn) -> int | None:
 
 def build(dsn: str, warehouses: int, workers: int, rebuild: bool, on_progress: Callable[[str, float], None]) -> dict[str, Any]:
     """Makes the schema hold exactly ``warehouses`` warehouses; returns what the load did and cost."""
+    import psycopg
+
+    try:
+        return _build(dsn, warehouses, workers, rebuild, on_progress)
+    except psycopg.Error as exc:  # a full disk, a lost connection, a server that stopped
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"building the TPC-C schema failed: {first.rstrip('.')}.") from None
+
+
+def _build(dsn: str, warehouses: int, workers: int, rebuild: bool, on_progress: Callable[[str, float], None]) -> dict[str, Any]:
     with connect(dsn, autocommit=True) as conn:
         check_privileges(conn)
         present = loaded_warehouses(conn)
