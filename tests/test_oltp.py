@@ -168,3 +168,12 @@ def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_d
     assert resumed.code == 0, resumed.stderr
     assert sorted(p.stem for p in (run / "records" / "oltp").glob("*.json")) == ["u1-r1", "u2-r1"]
     assert not _server_running(data_dir)
+
+
+def test_a_missing_postgresql_server_is_one_clear_sentence(monkeypatch):
+    from refbench.engines import postgres
+    from refbench.errors import UserError
+
+    monkeypatch.setattr(postgres, "postgres_binary", lambda name: None)
+    with pytest.raises(UserError, match=r"PostgreSQL server is not installed \(initdb not found\).*apt-get install postgresql.*--dsn"):
+        postgres.require_server_binaries()

@@ -165,18 +165,24 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
 
 
 def postgres_cpu_s() -> float:
-    """CPU seconds used so far by every process named 'postgres' on this host (the database's CPU)."""
+    """CPU seconds used so far by PostgreSQL on this host: every live 'postgres' process, plus what the
+    postmaster's exited children (backends of closed connections) used, which the kernel adds to its
+    children's totals when it reaps them."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    procs = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        if name == "postgres":
+        if stat[stat.index("(") + 1:stat.rindex(")")] == "postgres":
             fields = stat[stat.rindex(")") + 2:].split()
-            total += int(fields[11]) + int(fields[12])
+            procs[int(pid)] = (int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
+    total = 0
+    for ppid, own, children in procs.values():
+        total += own
+        if ppid not in procs:  # a postmaster
+            total += children
     return total / ticks
 
 
