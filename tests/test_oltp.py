@@ -134,6 +134,7 @@ def test_transaction_inputs_follow_the_specification():
         assert 5 <= len(items) <= 15 and all(1 <= q <= 10 for q in qty) and 1 <= c <= 3000 and 1 <= d <= 10
         assert all(1 <= i <= 100001 for i in items) and set(supply) <= {1, 2, 3, 4}
         assert items.count(100001) <= 1 and (100001 not in items or items[-1] == 100001)
+        assert len(set(items)) == len(items)
     rollbacks = sum(ints(transaction_args("new_order", rng, 1, 1)[3])[-1] == 100001 for _ in range(20000))
     assert 140 <= rollbacks <= 260  # 1% of 20,000
     by_name = sum(transaction_args("payment", rng, 1, 1)[5] is not None for _ in range(5000))

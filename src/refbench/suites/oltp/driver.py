@@ -51,10 +51,14 @@ def transaction_args(tx: str, rng: TpccRandom, w: int, warehouses: int, others: 
     if others is None:
         others = [x for x in range(1, warehouses + 1) if x != w]
     if tx == "new_order":
-        lines = []
+        lines, items = [], set()
         for _ in range(rng.randint(5, 15)):
+            item = rng.item_id()
+            while item in items:  # distinct items, so each line updates its own stock row
+                item = rng.item_id()
+            items.add(item)
             remote = others and rng.randint(1, 100) == 1
-            lines.append((rng.choice(others) if remote else w, rng.item_id(), rng.randint(1, 10)))
+            lines.append((rng.choice(others) if remote else w, item, rng.randint(1, 10)))
         lines.sort()
         if rng.randint(1, 100) == 1:  # 1% roll back: the last line names an unused item (2.4.1.4)
             lines[-1] = (lines[-1][0], UNUSED_ITEM, lines[-1][2])
