@@ -65,3 +65,13 @@ def test_runs_lists_and_run_without_suites_writes_host_report(tmp_path, refbench
     assert "Tuning audit" in (run / "report.html").read_text()
     listing = refbench("runs", "--runs-dir", "runs")
     assert listing.code == 0 and "hostonly" in listing.stdout and "complete" in listing.stdout
+
+
+def test_which_way_is_better_for_each_kind_of_figure():
+    from refbench.report.compare import direction, verdict
+
+    assert [direction(m) for m in ("iops", "read_mb_s", "nopm", "tpm")] == [1, 1, 1, 1]
+    assert [direction(m) for m in ("read_lat_p99_us", "new_order_lat_avg_ms", "elapsed_s")] == [-1, -1, -1]
+    assert [direction(m) for m in ("runtime_s", "measured_s", "db_cpu_s", "device_busy_pct", "steady_state_at_s")] == [0] * 5
+    assert verdict("read_lat_p99_us", 200.0, 100.0) == (2.0, "2.00× faster")
+    assert verdict("iops", 1000.0, 995.0)[1] == "same"

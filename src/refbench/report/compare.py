@@ -13,8 +13,9 @@ from refbench.runstore import Run
 # Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
 HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|_mb_s|_mib_s|_gb_s|_b_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
 LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$|_ns$|_min$)", re.I)
-# Durations that a run chose rather than achieved (how long a point ran, when steady state came).
-NEUTRAL = re.compile(r"(runtime|_at_s$|_pct$)", re.I)
+# Durations a run chose rather than achieved (how long a point ran or was measured, when steady state came),
+# and CPU seconds over a fixed interval (less is not better when less work was done).
+NEUTRAL = re.compile(r"(runtime|measured|cpu_s$|_at_s$|_pct$)", re.I)
 SAME_WITHIN = 0.01
 
 
