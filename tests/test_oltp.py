@@ -178,3 +178,16 @@ def test_a_missing_postgresql_server_is_one_clear_sentence(monkeypatch):
     monkeypatch.setattr(postgres, "postgres_binary", lambda name: None)
     with pytest.raises(UserError, match=r"PostgreSQL server is not installed \(initdb not found\).*apt-get install postgresql.*--dsn"):
         postgres.require_server_binaries()
+
+
+def test_default_data_dir_moves_when_the_run_directory_is_closed_to_postgres(tmp_path, refbench):
+    if os.geteuid() != 0:
+        pytest.skip("only root runs the server as another user")
+    # pytest's tmp_path is closed to other users, like a checkout in /root.
+    result = refbench("oltp", *TINY, "--users", "1", "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    assert "/var/tmp/refbench/" in result.stderr
+    run = tmp_path / result.last_line
+    data = Path("/var/tmp/refbench") / run.name / "pgdata"
+    assert (data / "PG_VERSION").exists() and not _server_running(data)
+    shutil.rmtree(data.parent, ignore_errors=True)

@@ -71,6 +71,15 @@ class ManagedPostgres:
         self.socket_dir: Path | None = None
         self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
 
+    @staticmethod
+    def reachable(directory: Path) -> bool:
+        """Whether the server's account can reach ``directory`` (root's home, for one, is closed to it)."""
+        account = _run_as()
+        probe = Path(directory)
+        while not probe.exists():
+            probe = probe.parent
+        return account is None or subprocess.run(["test", "-x", str(probe)], preexec_fn=_demote(account)).returncode == 0
+
     @property
     def dsn(self) -> str:
         return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname=postgres"

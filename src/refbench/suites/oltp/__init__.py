@@ -82,7 +82,7 @@ class OltpSuite:
         else:
             settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(o["users"]) + 20)}
             settings |= dict(s.split("=", 1) for s in o["pg_settings"])
-            server = ManagedPostgres(Path(o["data_dir"]) if o["data_dir"] else ctx.work_dir / "pgdata", settings)
+            server = ManagedPostgres(Path(o["data_dir"]) if o["data_dir"] else self._default_data_dir(ctx), settings)
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
@@ -92,6 +92,19 @@ class OltpSuite:
             ctx.state["dsn"] = server.dsn.replace("dbname=postgres", "dbname=refbench")
             ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
         self._build(ctx, rebuild=o["rebuild"])
+
+    @staticmethod
+    def _default_data_dir(ctx) -> Path:
+        """The run's work directory, unless the server's account cannot reach it (a checkout in root's home):
+        then a directory of this run's name under /var/tmp."""
+        if ManagedPostgres.reachable(ctx.work_dir):
+            return ctx.work_dir / "pgdata"
+        fallback = Path("/var/tmp/refbench") / ctx.run.path.name
+        fallback.mkdir(parents=True, exist_ok=True)
+        for part in (fallback.parent, fallback):
+            part.chmod(0o755)
+        ctx.log(f"the postgres user cannot reach {ctx.work_dir}; the managed server's data goes to {fallback} instead")
+        return fallback / "pgdata"
 
     def _build(self, ctx, rebuild: bool) -> None:
         o = ctx.options
