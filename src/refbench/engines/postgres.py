@@ -54,6 +54,11 @@ def _demote(account: pwd.struct_passwd | None):
     return switch
 
 
+def _account_can(account: pwd.struct_passwd | None, test_flag: str, path: Path) -> bool:
+    """``test FLAG PATH`` as the server's account: can it enter (-x) or write (-w) there?"""
+    return account is None or subprocess.run(["test", test_flag, str(path)], preexec_fn=_demote(account)).returncode == 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,7 +83,7 @@ class ManagedPostgres:
         probe = Path(directory)
         while not probe.exists():
             probe = probe.parent
-        return account is None or subprocess.run(["test", "-x", str(probe)], preexec_fn=_demote(account)).returncode == 0
+        return _account_can(account, "-x", probe)
 
     @property
     def dsn(self) -> str:
@@ -104,7 +109,7 @@ class ManagedPostgres:
         if any(self.data_dir.iterdir()):
             raise UserError(f"{self.data_dir} is not empty and is not a PostgreSQL data directory; choose another --data-dir.")
         self._own(self.data_dir)
-        if self.account is not None and subprocess.run(["test", "-w", str(self.data_dir)], preexec_fn=_demote(self.account)).returncode:
+        if not _account_can(self.account, "-w", self.data_dir):
             raise UserError(f"the postgres system user cannot reach {self.data_dir}: a parent directory is closed to other "
                             "users (chmod o+x it, or choose another --data-dir).")
         self.log_file.touch()
@@ -127,17 +132,15 @@ class ManagedPostgres:
                    "start"], "start")
 
     def stop(self) -> None:
-        if (self.data_dir / "postmaster.pid").exists():
-            subprocess.run([_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "120", "stop"],
-                           capture_output=True, preexec_fn=_demote(self.account), start_new_session=True)
+        self.stop_stale()
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
 
     def stop_stale(self) -> None:
-        """A server left running by a refbench that was killed: stop it before starting afresh."""
+        """Stops the server of this data directory if one runs: ours, or one a killed refbench left behind."""
         if (self.data_dir / "postmaster.pid").exists():
-            subprocess.run([_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"],
+            subprocess.run([_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "120", "stop"],
                            capture_output=True, preexec_fn=_demote(self.account), start_new_session=True)
 
 
