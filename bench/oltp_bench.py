@@ -86,10 +86,8 @@ def main() -> None:
     server = ManagedPostgres(base / "pgdata", {"shared_buffers": "128MB", "max_connections": "100", "max_wal_size": "1GB"})
     server.start()
     try:
-        with connect(server.dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE refbench")
-            conn.execute("CREATE DATABASE gotpc")
-        ours = run_refbench(server.dsn.replace("dbname=postgres", "dbname=refbench"), args.warehouses, args.users,
+        server.database("gotpc")
+        ours = run_refbench(server.database("refbench"), args.warehouses, args.users,
                             args.seconds, args.rampup)
         theirs = run_go_tpc(go_tpc, server.port, args.warehouses, args.users, args.seconds, args.rampup)
         tps = run_pgbench(server.port, args.users, args.seconds)

@@ -61,9 +61,7 @@ def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, dat
     server = ManagedPostgres(data_dir, {})
     server.start()
     try:
-        with connect(server.dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE refbench")
-        dsn = server.dsn.replace("dbname=postgres", "dbname=refbench")
+        dsn = server.database("refbench")
         database.build(dsn, 1, 2, False, lambda *_: None)
         with connect(dsn, autocommit=True) as conn:
             assert all(v == 0 for _, v in consistency.check(conn).values())

@@ -89,6 +89,13 @@ class ManagedPostgres:
     def dsn(self) -> str:
         return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname=postgres"
 
+    def database(self, name: str) -> str:
+        """The DSN of database ``name`` on this server, created if it does not exist yet."""
+        with connect(self.dsn, autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                conn.execute(f'CREATE DATABASE "{name}"')
+        return self.dsn.replace("dbname=postgres", f"dbname={name}")
+
     def _run(self, argv: list[str], what: str) -> subprocess.CompletedProcess:
         result = subprocess.run(argv, capture_output=True, text=True, preexec_fn=_demote(self.account),
                                 start_new_session=True, stdin=subprocess.DEVNULL)

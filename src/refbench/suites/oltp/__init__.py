@@ -86,10 +86,7 @@ class OltpSuite:
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
-            with connect(server.dsn, autocommit=True) as conn:
-                if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'refbench'").fetchone():
-                    conn.execute("CREATE DATABASE refbench")
-            ctx.state["dsn"] = server.dsn.replace("dbname=postgres", "dbname=refbench")
+            ctx.state["dsn"] = server.database("refbench")
             ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
         self._build(ctx, rebuild=o["rebuild"])
 
