@@ -13,7 +13,8 @@ import pytest
 
 from refbench.engines.postgres import ManagedPostgres, connect
 from refbench.suites.oltp import consistency, database
-from refbench.suites.oltp.driver import TX, transaction_args
+from refbench.suites.oltp.driver import TX
+from refbench.suites.oltp.inputs import INPUTS
 from refbench.suites.oltp.rand import TpccRandom, last_name
 
 TINY = ["--warehouses", "1", "--rampup-s", "1", "--duration-s", "4"]
@@ -124,20 +125,32 @@ def test_data_dir_the_postgres_user_cannot_reach_is_one_sentence(tmp_path, refbe
 def test_transaction_inputs_follow_the_specification():
     rng = TpccRandom(7)
     assert last_name(0) == "BARBARBAR" and last_name(371) == "PRICALLYOUGHT"
-    def ints(text):
-        return [int(x) for x in text.strip("{}").split(",")]
 
-    for _ in range(500):
-        w, d, c, items, supply, qty = (ints(v) if isinstance(v, str) else v for v in transaction_args("new_order", rng, 2, 4))
-        assert 5 <= len(items) <= 15 and all(1 <= q <= 10 for q in qty) and 1 <= c <= 3000 and 1 <= d <= 10
+    def values(params):
+        return [None if p is None else [int(x) for x in p.decode().strip("{}").split(",")] if p.startswith(b"{")
+                else p.decode() for p in params]
+
+    remote_lines = lines = 0
+    for _ in range(3000):
+        w, d, c, items, supply, qty = values(INPUTS["new_order"](rng, 2, [1, 3, 4]))
+        assert w == "2" and 1 <= int(d) <= 10 and 1 <= int(c) <= 3000
+        assert 5 <= len(items) == len(supply) == len(qty) <= 15 and all(1 <= q <= 10 for q in qty)
         assert all(1 <= i <= 100001 for i in items) and set(supply) <= {1, 2, 3, 4}
         assert items.count(100001) <= 1 and (100001 not in items or items[-1] == 100001)
         assert len(set(items)) == len(items)
-    rollbacks = sum(ints(transaction_args("new_order", rng, 1, 1)[3])[-1] == 100001 for _ in range(20000))
+        assert list(zip(supply, items))[:-1] == sorted(zip(supply, items))[:-1]  # the lock order
+        remote_lines += sum(s != 2 for s in supply)
+        lines += len(items)
+    assert 0.005 <= remote_lines / lines <= 0.015  # 1% of order lines are remote (2.4.1.5)
+    rollbacks = sum(values(INPUTS["new_order"](rng, 1, []))[3][-1] == 100001 for _ in range(20000))
     assert 140 <= rollbacks <= 260  # 1% of 20,000
-    by_name = sum(transaction_args("payment", rng, 1, 1)[5] is not None for _ in range(5000))
-    assert 2800 <= by_name <= 3200  # 60%
+    payments = [values(INPUTS["payment"](rng, 1, [2])) for _ in range(5000)]
+    assert 2800 <= sum(p[5] is not None for p in payments) <= 3200  # 60% by last name
+    assert 600 <= sum(p[2] == "2" for p in payments) <= 900  # 15% through a remote warehouse
+    assert all((p[4] is None) != (p[5] is None) and 1 <= float(p[6]) <= 5000 for p in payments)
     assert all(1 <= rng.nurand(8191, 1, 100000) <= 100000 for _ in range(1000))
+    assert 10 <= min(int(values(INPUTS["stock_level"](rng, 1, []))[2]) for _ in range(500))
+    assert max(int(values(INPUTS["stock_level"](rng, 1, []))[2]) for _ in range(500)) <= 20
 
 
 def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_dir):

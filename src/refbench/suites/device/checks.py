@@ -82,7 +82,8 @@ def verify(target: Target, size: int, raw_dir: Path) -> CheckResult:
 
 def _verify_job(target: Target, size: int) -> dict[str, Any]:
     return {"name": "verify", "filename": fio_filename(target.path), "size": size, "rw": "write", "bs": "64k",
-            "direct": 1, "ioengine": "libaio", "iodepth": 8, "verify": "crc32c", "verify_fatal": 1}
+            "direct": 1, "ioengine": "libaio", "iodepth": 8, "verify": "crc32c", "verify_fatal": 1,
+            "verify_state_save": 0}  # fio would otherwise leave a verify-state file in the working directory
 
 
 def dd_write_read(target: Target, size: int) -> CheckResult:

@@ -23,6 +23,7 @@ from psycopg import pq
 from refbench.engines.postgres import connect
 from refbench.errors import UserError
 from refbench.suites.oltp import database
+from refbench.suites.oltp.inputs import INPUTS
 from refbench.suites.oltp.rand import TpccRandom
 
 TX = ["new_order", "payment", "order_status", "delivery", "stock_level"]
@@ -36,50 +37,22 @@ SQL = {
     "delivery": "SELECT tpcc.delivery($1, $2)",
     "stock_level": "SELECT tpcc.stock_level($1, $2, $3)",
 }
-UNUSED_ITEM = 100_001
 ROLLBACK_SQLSTATE = "RB001"
+# Errors after which going on would only measure the failure: the virtual user stops and the case fails.
+FATAL_SQLSTATE_CLASSES = {
+    "53": "the database server ran out of disk space, memory or connections",
+    "57": "the database server was shut down or the transaction was cancelled",
+    "58": "the database server had an I/O error",
+    "XX": "the database server had an internal error",
+    "42": "the TPC-C tables or functions are missing or were changed",
+}
 HIST_MAX_US = 120_000_000
+DECKS_PER_BATCH = 4
 BUCKET_S = 10
 
 
 def _histogram() -> HdrHistogram:
     return HdrHistogram(1, HIST_MAX_US, 3)
-
-
-def transaction_args(tx: str, rng: TpccRandom, w: int, warehouses: int, others: list[int] | None = None) -> tuple:
-    d = rng.randint(1, 10)
-    if others is None:
-        others = [x for x in range(1, warehouses + 1) if x != w]
-    if tx == "new_order":
-        lines, items = [], set()
-        for _ in range(rng.randint(5, 15)):
-            item = rng.item_id()
-            while item in items:  # distinct items, so each line updates its own stock row
-                item = rng.item_id()
-            items.add(item)
-            remote = others and rng.randint(1, 100) == 1
-            lines.append((rng.choice(others) if remote else w, item, rng.randint(1, 10)))
-        lines.sort()
-        if rng.randint(1, 100) == 1:  # 1% roll back: the last line names an unused item (2.4.1.4)
-            lines[-1] = (lines[-1][0], UNUSED_ITEM, lines[-1][2])
-        # Arrays travel as text literals: psycopg's list adaptation costs the driver more CPU than the server's cast.
-        return (w, d, rng.customer_id(), _int_array(l[1] for l in lines), _int_array(l[0] for l in lines),
-                _int_array(l[2] for l in lines))
-    if tx == "payment":
-        c_w, c_d = (rng.choice(others), rng.randint(1, 10)) if others and rng.randint(1, 100) <= 15 else (w, d)
-        by_name = rng.randint(1, 100) <= 60
-        return (w, d, c_w, c_d, None if by_name else rng.customer_id(), rng.run_last_name() if by_name else None,
-                round(rng.uniform(1, 5000), 2))
-    if tx == "order_status":
-        by_name = rng.randint(1, 100) <= 60
-        return (w, d, None if by_name else rng.customer_id(), rng.run_last_name() if by_name else None)
-    if tx == "delivery":
-        return (w, rng.randint(1, 10))
-    return (w, d, rng.randint(10, 20))
-
-
-def _int_array(values) -> str:
-    return "{" + ",".join(map(str, values)) + "}"
 
 
 def _cpu_s() -> float:
@@ -108,62 +81,73 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
     rng = TpccRandom(seed * 1000 + index)
     w = index % warehouses + 1
     others = [x for x in range(1, warehouses + 1) if x != w]
-    hist = {tx: _histogram() for tx in TX}
-    counts = {tx: {"ok": 0, "rollback": 0, "error": 0} for tx in TX}
+    # One histogram and one count per (10-second slot, transaction, outcome); slots count from the start of the
+    # measurement (ramp-up slots are negative), so the measured figures are the sum of slots 0 and up.
+    hist: dict[tuple[int, str], HdrHistogram] = {}
+    counts: dict[tuple[int, str, str], int] = {}
     errors: dict[str, int] = {}
-    buckets: dict[int, dict[str, Any]] = {}
-    deck: list[str] = []
     go.wait()
-    start, end, run_start = window[0], window[1], window[2]
+    start, end = window[0], window[1]
     cpu_at_start = cpu_at_end = None
+    ok = pq.ExecStatus.TUPLES_OK
 
-    while not stop.is_set() and os.getppid() == parent:  # a killed runner leaves no user behind
-        if not deck:
+    while not stop.value:
+        # Work in batches of a few decks: their inputs are made together and their results folded together.
+        # Between two transactions the database evicts the driver from the CPU caches, and Python run cold costs
+        # several times more: batching cut the driver's CPU per transaction by a quarter.
+        batch = []
+        for _ in range(DECKS_PER_BATCH):
             deck = list(DECK)
             rng.shuffle(deck)
-        tx = deck.pop()
-        params = [None if a is None else str(a).encode() for a in transaction_args(tx, rng, w, warehouses, others)]
-        if think:
-            time.sleep(KEYING_S[tx])
-        t = time.perf_counter()
-        result = pgconn.exec_prepared(names[tx], params)
-        if result.status == pq.ExecStatus.TUPLES_OK:
-            outcome = "ok"
-        else:
-            if pgconn.status != pq.ConnStatus.OK:
-                out.put(("error", index, "lost its connection: " + pgconn.error_message.decode(errors="replace").strip()))
-                return
-            sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
-            outcome = "rollback" if sqlstate == ROLLBACK_SQLSTATE else "error"
-            if outcome == "error":
-                errors[sqlstate] = errors.get(sqlstate, 0) + 1
-        latency_us = max(1, int((time.perf_counter() - t) * 1e6))
-        now = time.time()
-        if cpu_at_start is None and now >= start:
-            cpu_at_start = _cpu_s()
-        if start <= now <= end:
-            counts[tx][outcome] += 1
+            batch += deck
+        inputs = [(tx, names[tx], INPUTS[tx](rng, w, others)) for tx in batch]
+        results = []
+        for tx, name, params in inputs:
+            if stop.value or os.getppid() != parent:  # a killed runner leaves no user behind
+                break
+            if think:
+                time.sleep(KEYING_S[tx])
+            t = time.perf_counter()
+            result = pgconn.exec_prepared(name, params)
+            latency_us = int((time.perf_counter() - t) * 1e6)
+            now = time.time()
+            if result.status == ok:
+                outcome = "ok"
+            else:
+                sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
+                outcome = "rollback" if sqlstate == ROLLBACK_SQLSTATE else "error"
+                if outcome == "error":
+                    if pgconn.status != pq.ConnStatus.OK:
+                        out.put(("error", index, "lost its connection: " + pgconn.error_message.decode(errors="replace").strip()))
+                        return
+                    if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
+                        message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
+                        out.put(("error", index, f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})"))
+                        return
+                    errors[sqlstate] = errors.get(sqlstate, 0) + 1
+            if now <= end:
+                results.append((int((now - start) // BUCKET_S), tx, outcome, latency_us))
+                if cpu_at_start is None and now >= start:
+                    cpu_at_start = _cpu_s()
+            elif cpu_at_end is None:
+                cpu_at_end = _cpu_s()
+            if think:
+                time.sleep(min(-math.log(1 - rng.random()) * THINK_MEAN_S[tx], 10 * THINK_MEAN_S[tx]))
+        for slot, tx, outcome, latency_us in results:
+            key = (slot, tx, outcome)
+            counts[key] = counts.get(key, 0) + 1
             if outcome != "error":
-                hist[tx].record_value(min(latency_us, HIST_MAX_US))
-        elif now > end and cpu_at_end is None:
-            cpu_at_end = _cpu_s()
-        slot = int((now - run_start) // BUCKET_S)
-        bucket = buckets.get(slot)
-        if bucket is None:  # not setdefault: a histogram is costly to build, once per bucket is enough
-            bucket = buckets[slot] = {"tx": 0, "new_order": 0, "hist": _histogram()}
-        if outcome != "error":
-            bucket["tx"] += 1
-            bucket["new_order"] += tx == "new_order" and outcome == "ok"
-            bucket["hist"].record_value(min(latency_us, HIST_MAX_US))
-        if think:
-            time.sleep(min(-math.log(1 - rng.random()) * THINK_MEAN_S[tx], 10 * THINK_MEAN_S[tx]))
+                h = hist.get((slot, tx))
+                if h is None:  # not setdefault: a histogram is costly to build, once per slot is enough
+                    h = hist[(slot, tx)] = _histogram()
+                h.record_value(min(max(latency_us, 1), HIST_MAX_US))
+        if os.getppid() != parent:
+            return
     if cpu_at_end is None:
         cpu_at_end = _cpu_s()
     conn.close()
     out.put(("done", index, {
-        "hist": {tx: h.encode() for tx, h in hist.items()},
-        "counts": counts, "errors": errors,
-        "buckets": {b: {"tx": v["tx"], "new_order": v["new_order"], "hist": v["hist"].encode()} for b, v in buckets.items()},
+        "hist": {key: h.encode() for key, h in hist.items()}, "counts": counts, "errors": errors,
         "cpu_s": (cpu_at_end - cpu_at_start) if cpu_at_start is not None else 0.0,
     }))
 
@@ -207,8 +191,9 @@ class DriverResult:
 def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: float, think: bool, seed: int,
         on_tick: Callable[[float], None] | None = None) -> DriverResult:
     mp = multiprocessing.get_context("fork")
-    window = mp.Array("d", 3)
-    go, stop, out = mp.Event(), mp.Event(), mp.Queue()
+    window = mp.Array("d", 2)
+    # stop is read before every transaction: a plain shared byte, not an Event, whose lock all users would share.
+    go, stop, out = mp.Event(), mp.RawValue("b", 0), mp.Queue()
     procs = [mp.Process(target=_virtual_user, args=(i, dsn, warehouses, think, seed, window, go, stop, out, os.getpid()),
                         daemon=True)
              for i in range(users)]
@@ -221,13 +206,13 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
                 raise UserError(f"virtual user {index} could not start: {detail}")
         with connect(dsn, autocommit=True) as conn:
             run_start = time.time()
-            window[0], window[1], window[2] = run_start + rampup_s, run_start + rampup_s + duration_s, run_start
+            window[0], window[1] = run_start + rampup_s, run_start + rampup_s + duration_s
             go.set()
-            _sleep_until(window[0], run_start, on_tick)
+            _watch_until(window[0], run_start, out, on_tick)
             counters_start, cpu_start, t_start = database.counters(conn), postgres_cpu_s(), time.time()
-            _sleep_until(window[1], run_start, on_tick)
+            _watch_until(window[1], run_start, out, on_tick)
             counters_end, cpu_end, t_end = database.counters(conn), postgres_cpu_s(), time.time()
-        stop.set()
+        stop.value = 1
         done = []
         while len(done) < users:
             try:
@@ -239,46 +224,55 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
             if kind == "done":
                 done.append(detail)
     finally:
-        stop.set()
+        stop.value = 1
         go.set()
         for p in procs:
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
-    return _combine(users, t_end - t_start, counters_start, counters_end, cpu_end - cpu_start, done, rampup_s + duration_s)
+    return _combine(users, t_end - t_start, counters_start, counters_end, cpu_end - cpu_start, done, rampup_s, duration_s)
 
 
-def _sleep_until(t: float, run_start: float, on_tick: Callable[[float], None] | None) -> None:
+def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float], None] | None) -> None:
+    """Waits until ``t``; a virtual user that fails meanwhile ends the case at once."""
     while (left := t - time.time()) > 0:
-        time.sleep(min(1.0, left))
+        try:
+            kind, index, detail = out.get(timeout=min(1.0, left))
+        except queue.Empty:
+            pass
+        else:
+            raise UserError(f"virtual user {index} {detail}")
         if on_tick:
             on_tick(time.time() - run_start)
 
 
-def _combine(users, measured_s, c0, c1, db_cpu_s, done, run_s) -> DriverResult:
+def _combine(users, measured_s, c0, c1, db_cpu_s, done, rampup_s, duration_s) -> DriverResult:
     hists = {tx: _histogram() for tx in TX}
     counts = {tx: {"ok": 0, "rollback": 0, "error": 0} for tx in TX}
     errors: dict[str, int] = {}
-    buckets: dict[int, dict[str, Any]] = {}
+    slots: dict[int, dict[str, Any]] = {}
     for part in done:
-        for tx in TX:
-            hists[tx].add(HdrHistogram.decode(part["hist"][tx]))
-            for k, v in part["counts"][tx].items():
-                counts[tx][k] += v
+        for (slot, tx), encoded in part["hist"].items():
+            h = HdrHistogram.decode(encoded)
+            slots.setdefault(slot, {"tx": 0, "new_order": 0, "hist": _histogram()})["hist"].add(h)
+            if slot >= 0:
+                hists[tx].add(h)
+        for (slot, tx, outcome), n in part["counts"].items():
+            if slot >= 0:
+                counts[tx][outcome] += n
+            if outcome != "error":
+                s = slots.setdefault(slot, {"tx": 0, "new_order": 0, "hist": _histogram()})
+                s["tx"] += n
+                s["new_order"] += n if tx == "new_order" and outcome == "ok" else 0
         for code, n in part["errors"].items():
             errors[code] = errors.get(code, 0) + n
-        for b, v in part["buckets"].items():
-            slot = buckets.setdefault(int(b), {"tx": 0, "new_order": 0, "hist": _histogram()})
-            slot["tx"] += v["tx"]
-            slot["new_order"] += v["new_order"]
-            slot["hist"].add(HdrHistogram.decode(v["hist"]))
     series = []
-    for b, v in sorted(buckets.items()):
-        seconds = min(BUCKET_S, run_s - b * BUCKET_S)  # the last bucket ends with the measurement
-        if seconds < 1:
+    for slot, v in sorted(slots.items()):
+        begins, ends = max(slot * BUCKET_S, -rampup_s), min((slot + 1) * BUCKET_S, duration_s)
+        if ends - begins < 1:
             continue
-        series.append({"t_s": b * BUCKET_S, "seconds": round(seconds, 1), "tx_per_min": round(v["tx"] * 60 / seconds, 1),
-                       "new_orders_per_min": round(v["new_order"] * 60 / seconds, 1),
+        series.append({"t_s": begins, "seconds": round(ends - begins, 1), "tx_per_min": round(v["tx"] * 60 / (ends - begins), 1),
+                       "new_orders_per_min": round(v["new_order"] * 60 / (ends - begins), 1),
                        "lat_avg_ms": round(v["hist"].get_mean_value() / 1000, 3) if v["tx"] else None,
                        "lat_p99_ms": round(v["hist"].get_value_at_percentile(99) / 1000, 3) if v["tx"] else None})
     return DriverResult(users, measured_s, c0, c1, db_cpu_s, sum(p["cpu_s"] for p in done), hists, counts, errors, series)

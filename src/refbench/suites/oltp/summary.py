@@ -35,7 +35,7 @@ def summarize(records: list[Record]) -> list[Table]:
               note="NOPM: New-Orders per minute from the schema (Σ D_NEXT_O_ID). TPM: database transactions per minute."),
         Table("latency", "Latency per transaction type", latency, note="Measured interval only; HDR histograms."),
         Table("series", "Throughput and latency every 10 seconds", series,
-              note="From the start of ramp-up; t_s is the start of each 10-second bucket.",
+              note="t_s: where each 10-second bucket starts, in seconds from the start of the measurement (ramp-up is negative).",
               report_columns=[]),
         Table("load", "Schema size", load_rows, note=f"{load_note}; total {load.get('total_bytes', 0) / 1e6:,.1f} MB on disk."),
         Table("settings", "PostgreSQL settings", settings, note=f"Database: {records[0].extra.get('database')}."),
@@ -60,5 +60,5 @@ def charts(tables: list[Table]) -> list[Chart]:
         series.setdefault(f"{point['users']} users ({point['case']})", []).append((point["t_s"], point["new_orders_per_min"]))
     if series:
         out.append(Chart("throughput_over_time", "New-Orders per minute over time (10-second buckets, ramp-up included)",
-                         "seconds since start", "New-Orders per minute", series))
+                         "seconds from the start of the measurement (ramp-up < 0)", "New-Orders per minute", series))
     return out

@@ -1,13 +1,13 @@
 -- Order-Status (TPC-C 2.6), read-only: a customer's balance, last order and its lines.
 CREATE OR REPLACE FUNCTION tpcc.order_status(p_w_id int, p_d_id int, p_c_id int, p_c_last text) RETURNS int AS $$
 DECLARE
-  v_c_id int := p_c_id; v_count int; v_balance numeric; v_o_id int; v_lines int;
+  v_c_id int := p_c_id; v_ids int[]; v_balance numeric; v_o_id int; v_lines int;
 BEGIN
   IF p_c_last IS NOT NULL THEN
-    SELECT count(*) INTO v_count FROM tpcc.customer WHERE c_w_id = p_w_id AND c_d_id = p_d_id AND c_last = p_c_last;
-    SELECT c_id INTO v_c_id FROM tpcc.customer WHERE c_w_id = p_w_id AND c_d_id = p_d_id AND c_last = p_c_last
-      ORDER BY c_first OFFSET GREATEST((v_count - 1) / 2, 0) LIMIT 1;
-    IF NOT FOUND THEN
+    SELECT array_agg(c_id ORDER BY c_first) INTO v_ids
+      FROM tpcc.customer WHERE c_w_id = p_w_id AND c_d_id = p_d_id AND c_last = p_c_last;
+    v_c_id := v_ids[(cardinality(v_ids) + 1) / 2];
+    IF v_c_id IS NULL THEN
       RETURN 0;
     END IF;
   END IF;
