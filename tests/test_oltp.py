@@ -202,3 +202,41 @@ def test_default_data_dir_moves_when_the_run_directory_is_closed_to_postgres(tmp
     data = Path("/var/tmp/refbench") / run.name / "pgdata"
     assert (data / "PG_VERSION").exists() and not _server_running(data)
     shutil.rmtree(data.parent, ignore_errors=True)
+
+
+def test_a_full_disk_during_the_load_is_one_sentence_and_stops_the_server(tmp_path, refbench):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-full-"))
+    base.chmod(0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=72m,mode=755", "tmpfs", str(base)], check=True)
+    try:
+        result = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(base / "pgdata"), "--runs-dir", "runs")
+        assert result.code == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert "building the TPC-C schema failed: could not extend file" in lines[-1], result.stderr
+        assert "Traceback" not in result.stderr
+        assert not _server_running(base / "pgdata")
+    finally:
+        ManagedPostgres(base / "pgdata", {}).stop_stale()
+        subprocess.run(["umount", str(base)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_think_times_end_with_the_measurement(data_dir):
+    """Keying and think times last up to minutes; a run must still end when its measured interval does."""
+    import time
+
+    from refbench.suites.oltp import driver
+
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    try:
+        dsn = server.database("refbench")
+        database.build(dsn, 1, 2, False, lambda *_: None)
+        t0 = time.monotonic()
+        result = driver.run(dsn, 1, 2, 0, 2, True, 1)
+        assert time.monotonic() - t0 < 15
+        assert result.errors == {} and result.measured_s >= 2
+    finally:
+        server.stop()

@@ -60,9 +60,17 @@ def _cpu_s() -> float:
     return t.user + t.system
 
 
+def _pause(seconds: float, stop: Any) -> None:
+    """Keying or think time, cut short when the run stops."""
+    until = time.monotonic() + seconds
+    while not stop.value and (left := until - time.monotonic()) > 0:
+        time.sleep(min(0.2, left))
+
+
 def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int, window: Any, go: Any, stop: Any,
                   out: Any, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the runner, which stops the users
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the runner's handler, which would print a traceback here
     try:
         conn = connect(dsn, autocommit=True)
     except UserError as exc:
@@ -94,7 +102,7 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
     while not stop.value:
         # Work in batches of a few decks: their inputs are made together and their results folded together.
         # Between two transactions the database evicts the driver from the CPU caches, and Python run cold costs
-        # several times more: batching cut the driver's CPU per transaction by a quarter.
+        # several times more: batching cut the driver's CPU per transaction by a third.
         batch = []
         for _ in range(DECKS_PER_BATCH):
             deck = list(DECK)
@@ -106,7 +114,7 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
             if stop.value or os.getppid() != parent:  # a killed runner leaves no user behind
                 break
             if think:
-                time.sleep(KEYING_S[tx])
+                _pause(KEYING_S[tx], stop)
             t = time.perf_counter()
             result = pgconn.exec_prepared(name, params)
             latency_us = int((time.perf_counter() - t) * 1e6)
@@ -118,7 +126,8 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
                 outcome = "rollback" if sqlstate == ROLLBACK_SQLSTATE else "error"
                 if outcome == "error":
                     if pgconn.status != pq.ConnStatus.OK:
-                        out.put(("error", index, "lost its connection: " + pgconn.error_message.decode(errors="replace").strip()))
+                        first = pgconn.error_message.decode(errors="replace").strip().splitlines()[:1] or ["?"]
+                        out.put(("error", index, "lost its connection: " + " ".join(first[0].split())))
                         return
                     if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
                         message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
@@ -132,7 +141,7 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
             elif cpu_at_end is None:
                 cpu_at_end = _cpu_s()
             if think:
-                time.sleep(min(-math.log(1 - rng.random()) * THINK_MEAN_S[tx], 10 * THINK_MEAN_S[tx]))
+                _pause(min(-math.log(1 - rng.random()) * THINK_MEAN_S[tx], 10 * THINK_MEAN_S[tx]), stop)
         for slot, tx, outcome, latency_us in results:
             key = (slot, tx, outcome)
             counts[key] = counts.get(key, 0) + 1

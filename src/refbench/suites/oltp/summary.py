@@ -29,7 +29,7 @@ def summarize(records: list[Record]) -> list[Table]:
     settings = [{"setting": k, "value": v} for k, v in sorted(records[0].extra.get("settings", {}).items())]
     load_note = (f"{load.get('warehouses')} warehouse(s): reused an existing load" if load.get("reused") else
                  f"{load.get('warehouses')} warehouse(s), {load.get('rows', 0):,} rows loaded with COPY in "
-                 f"{load.get('load_s')} s, keys and indexes in {load.get('index_s')} s")
+                 f"{load.get('load_s')} s, keys, indexes, vacuum and checkpoint in {load.get('index_s')} s")
     return [
         Table("scaling", "Throughput and New-Order latency by load level", scaling,
               note="NOPM: New-Orders per minute from the schema (Σ D_NEXT_O_ID). TPM: database transactions per minute."),
