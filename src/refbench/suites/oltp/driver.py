@@ -48,7 +48,12 @@ FATAL_SQLSTATE_CLASSES = {
 }
 HIST_MAX_US = 120_000_000
 DECKS_PER_BATCH = 4
-BUCKET_S = 10
+
+
+def series_bucket_s(run_s: float) -> int:
+    """The width of the throughput-over-time buckets: 10 seconds, as the papers plot, or 1 second when a case
+    is shorter than a minute (the quick profile), where 10-second buckets would leave a chart of two points."""
+    return 10 if run_s >= 60 else 1
 
 
 def _histogram() -> HdrHistogram:
@@ -67,8 +72,8 @@ def _pause(seconds: float, stop: Any) -> None:
         time.sleep(min(0.2, left))
 
 
-def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int, window: Any, go: Any, stop: Any,
-                  out: Any, parent: int) -> None:
+def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int, bucket_s: float, window: Any, go: Any,
+                  stop: Any, out: Any, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the runner, which stops the users
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the runner's handler, which would print a traceback here
     try:
@@ -135,7 +140,7 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
                         return
                     errors[sqlstate] = errors.get(sqlstate, 0) + 1
             if now <= end:
-                results.append((int((now - start) // BUCKET_S), tx, outcome, latency_us))
+                results.append((int((now - start) // bucket_s), tx, outcome, latency_us))
                 if cpu_at_start is None and now >= start:
                     cpu_at_start = _cpu_s()
             elif cpu_at_end is None:
@@ -200,11 +205,12 @@ class DriverResult:
 def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: float, think: bool, seed: int,
         on_tick: Callable[[float], None] | None = None) -> DriverResult:
     mp = multiprocessing.get_context("fork")
+    bucket_s = series_bucket_s(rampup_s + duration_s)
     window = mp.Array("d", 2)
     # stop is read before every transaction: a plain shared byte, not an Event, whose lock all users would share.
     go, stop, out = mp.Event(), mp.RawValue("b", 0), mp.Queue()
-    procs = [mp.Process(target=_virtual_user, args=(i, dsn, warehouses, think, seed, window, go, stop, out, os.getpid()),
-                        daemon=True)
+    procs = [mp.Process(target=_virtual_user, daemon=True,
+                        args=(i, dsn, warehouses, think, seed, bucket_s, window, go, stop, out, os.getpid()))
              for i in range(users)]
     for p in procs:
         p.start()
@@ -239,7 +245,8 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
-    return _combine(users, t_end - t_start, counters_start, counters_end, cpu_end - cpu_start, done, rampup_s, duration_s)
+    return _combine(users, t_end - t_start, counters_start, counters_end, cpu_end - cpu_start, done, rampup_s, duration_s,
+                    bucket_s)
 
 
 def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float], None] | None) -> None:
@@ -255,7 +262,7 @@ def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float]
             on_tick(time.time() - run_start)
 
 
-def _combine(users, measured_s, c0, c1, db_cpu_s, done, rampup_s, duration_s) -> DriverResult:
+def _combine(users, measured_s, c0, c1, db_cpu_s, done, rampup_s, duration_s, bucket_s) -> DriverResult:
     hists = {tx: _histogram() for tx in TX}
     counts = {tx: {"ok": 0, "rollback": 0, "error": 0} for tx in TX}
     errors: dict[str, int] = {}
@@ -277,7 +284,7 @@ def _combine(users, measured_s, c0, c1, db_cpu_s, done, rampup_s, duration_s) ->
             errors[code] = errors.get(code, 0) + n
     series = []
     for slot, v in sorted(slots.items()):
-        begins, ends = max(slot * BUCKET_S, -rampup_s), min((slot + 1) * BUCKET_S, duration_s)
+        begins, ends = max(slot * bucket_s, -rampup_s), min((slot + 1) * bucket_s, duration_s)
         if ends - begins < 1:
             continue
         series.append({"t_s": begins, "seconds": round(ends - begins, 1), "tx_per_min": round(v["tx"] * 60 / (ends - begins), 1),

@@ -34,8 +34,9 @@ def summarize(records: list[Record]) -> list[Table]:
         Table("scaling", "Throughput and New-Order latency by load level", scaling,
               note="NOPM: New-Orders per minute from the schema (Σ D_NEXT_O_ID). TPM: database transactions per minute."),
         Table("latency", "Latency per transaction type", latency, note="Measured interval only; HDR histograms."),
-        Table("series", "Throughput and latency every 10 seconds", series,
-              note="t_s: where each 10-second bucket starts, in seconds from the start of the measurement (ramp-up is negative).",
+        Table("series", "Throughput and latency over time", series,
+              note="10-second buckets (1-second when a case is shorter than a minute); t_s: where a bucket starts, in "
+                   "seconds from the start of the measurement (ramp-up is negative).",
               report_columns=[]),
         Table("load", "Schema size", load_rows, note=f"{load_note}; total {load.get('total_bytes', 0) / 1e6:,.1f} MB on disk."),
         Table("settings", "PostgreSQL settings", settings, note=f"Database: {records[0].extra.get('database')}."),
@@ -57,8 +58,9 @@ def charts(tables: list[Table]) -> list[Chart]:
     ]
     series: dict[str, list[tuple[Any, float]]] = {}
     for point in by.get("series", []):
-        series.setdefault(f"{point['users']} users ({point['case']})", []).append((point["t_s"], point["new_orders_per_min"]))
+        label = f"{point['users']} user{'s' if point['users'] > 1 else ''} ({point['case']})"
+        series.setdefault(label, []).append((point["t_s"] + point["seconds"] / 2, point["new_orders_per_min"]))
     if series:
-        out.append(Chart("throughput_over_time", "New-Orders per minute over time (10-second buckets, ramp-up included)",
+        out.append(Chart("throughput_over_time", "New-Orders per minute over time (ramp-up included)",
                          "seconds from the start of the measurement (ramp-up < 0)", "New-Orders per minute", series))
     return out
