@@ -17,8 +17,8 @@ class TpccRandom(random.Random):
         self._pool = "".join(self.choice(ALNUM) for _ in range(8192))
 
     def randint(self, a: int, b: int) -> int:
-        # random.Random.randint is pure Python and was the driver's largest cost after the round trip; one C call
-        # to random() is uniform enough for ranges this small (bias below 2**-30).
+        # random.Random.randint is four Python calls deep and the load and the driver call it millions of times;
+        # one C call to random() is uniform enough for ranges this small (bias below 2**-30).
         return a + int(self.random() * (b - a + 1))
 
     def nurand(self, a: int, x: int, y: int) -> int:
