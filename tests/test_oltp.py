@@ -240,3 +240,22 @@ def test_think_times_end_with_the_measurement(data_dir):
         assert result.errors == {} and result.measured_s > 1.5
     finally:
         server.stop()
+
+
+def test_wrong_password_is_one_sentence_and_writes_nothing(tmp_path, refbench, data_dir):
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    try:
+        with connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE ROLE bench LOGIN PASSWORD 'right-one'")
+            hba = data_dir / "pg_hba.conf"
+            hba.write_text("host all bench 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+            conn.execute("SELECT pg_reload_conf()")
+        result = refbench("oltp", "--dsn", f"host=127.0.0.1 port={server.port} user=bench password=wrong-one dbname=postgres",
+                          "--runs-dir", "runs")
+    finally:
+        server.stop()
+    assert result.code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "password authentication failed" in lines[0] and "wrong-one" not in lines[0], lines
+    assert not (tmp_path / "runs").exists()
