@@ -132,6 +132,14 @@ class ManagedPostgres:
         # A short socket path: unix socket paths are limited to about 100 bytes, run directories are long.
         self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-pg-"))
         self._own(self.socket_dir)
+        self._launch()
+
+    def restart(self) -> None:
+        """Stops and starts the server on the same port and socket, so its buffer cache starts empty."""
+        self.stop_stale()
+        self._launch()
+
+    def _launch(self) -> None:
         options = {"port": str(self.port), "listen_addresses": "127.0.0.1", "unix_socket_directories": str(self.socket_dir),
                    **self.settings}
         opts = " ".join(f"-c {k}={_quote(v)}" for k, v in options.items())

@@ -1,0 +1,178 @@
+"""The DSS suite's two engines behind one small surface: load the generated tables, run a query and time it,
+start cold, report sizes and settings. Column store: DuckDB, in-process. Row store: PostgreSQL (the managed
+instance of refbench.engines.postgres, or the user's server through a DSN) with keys and indexes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from refbench.engines.duckdb import DuckDb
+from refbench.engines.postgres import ManagedPostgres, connect, server_settings
+from refbench.errors import UserError
+from refbench.suites.dss.datagen import TABLES
+
+
+def sql(name: str) -> str:
+    return files("refbench.suites.dss").joinpath("sql", f"{name}.sql").read_text()
+
+
+def _statements(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+class DuckDbEngine:
+    name = "duckdb"
+    kind = "column store"
+
+    def __init__(self, path: Path, memory_limit: str = ""):
+        self.db = DuckDb(path, memory_limit=memory_limit or None)
+
+    def loaded(self, scale_factor: float) -> bool:
+        if not self.db.path.exists():
+            return False
+        self.db.open()
+        try:
+            return self.db.execute("SELECT scale_factor FROM refbench_load")[0][0] == scale_factor
+        except Exception:  # no such table: an interrupted load
+            return False
+
+    def load(self, data_dir: Path, scale_factor: float) -> dict[str, Any]:
+        self.db.close()
+        for suffix in ("", ".wal"):
+            Path(f"{self.db.path}{suffix}").unlink(missing_ok=True)
+        self.db.open()
+        t0 = time.monotonic()
+        for statement in _statements(sql("schema")):
+            self.db.execute(statement)
+        rows = {t: self.db.load_csv(t, data_dir / f"{t}.csv") for t in TABLES}
+        self.db.execute(f"CREATE TABLE refbench_load AS SELECT {scale_factor}::DOUBLE AS scale_factor")
+        self.db.execute("CHECKPOINT")
+        return {"load_s": round(time.monotonic() - t0, 2), "rows": rows}
+
+    def open(self) -> None:
+        self.db.open()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def cold(self) -> str:
+        self.db.restart()
+        return "DuckDB closed and opened again"
+
+    def run(self, query: str) -> tuple[list[tuple], float]:
+        return self.db.timed(query)
+
+    def sizes(self) -> dict[str, Any]:
+        block = self.db.execute("SELECT block_size FROM pragma_database_size()")[0][0]
+        tables = {}
+        for t in TABLES:
+            blocks = self.db.execute(f"SELECT count(DISTINCT block_id) FROM pragma_storage_info('{t}') "
+                                     "WHERE block_id IS NOT NULL")[0][0]
+            tables[t] = blocks * block
+        return {"tables_bytes": tables, "database_bytes": self.db.path.stat().st_size}
+
+    def settings(self) -> dict[str, str]:
+        rows = self.db.execute("SELECT name, value FROM duckdb_settings() WHERE name IN "
+                               "('threads', 'memory_limit', 'max_temp_directory_size')")
+        return {"version": self.db.version(), **dict(rows)}
+
+
+def _copy_table(job: tuple[str, str, str]) -> tuple[str, int]:
+    dsn, table, csv = job
+    with connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        with cur.copy(f"COPY {table} FROM STDIN (FORMAT csv, HEADER true)") as copy, open(csv, "rb") as f:
+            while chunk := f.read(1 << 20):
+                copy.write(chunk)
+        return table, cur.rowcount
+
+
+def _worker_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+class PostgresEngine:
+    name = "postgres"
+    kind = "row store"
+
+    def __init__(self, dsn: str, server: ManagedPostgres | None, workers: int):
+        self.dsn, self.server, self.workers = dsn, server, max(1, workers)
+        self.conn = None
+
+    def loaded(self, scale_factor: float) -> bool:
+        with connect(self.dsn, autocommit=True) as conn:
+            if not conn.execute("SELECT to_regclass('refbench_load') IS NOT NULL").fetchone()[0]:
+                return False
+            return conn.execute("SELECT scale_factor FROM refbench_load").fetchone()[0] == scale_factor
+
+    def load(self, data_dir: Path, scale_factor: float) -> dict[str, Any]:
+        import psycopg
+
+        self.close()
+        t0 = time.monotonic()
+        try:
+            with connect(self.dsn, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(TABLES) + " CASCADE")
+                for statement in _statements(sql("schema")):
+                    conn.execute(statement)
+            # Largest first, so the longest COPY starts at once.
+            jobs = sorted(((self.dsn, t, str(data_dir / f"{t}.csv")) for t in TABLES),
+                          key=lambda j: -Path(j[2]).stat().st_size)
+            with multiprocessing.get_context("fork").Pool(self.workers, initializer=_worker_signals) as pool:
+                rows = dict(pool.imap_unordered(_copy_table, jobs))
+            load_s = time.monotonic() - t0
+            with connect(self.dsn, autocommit=True) as conn:
+                for statement in _statements(sql("indexes")):
+                    conn.execute(statement)
+                conn.execute("VACUUM (FREEZE, ANALYZE)")
+                conn.execute("CREATE TABLE refbench_load (scale_factor double precision)")
+                conn.execute("INSERT INTO refbench_load VALUES (%s)", (scale_factor,))
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"loading the TPC-H tables into PostgreSQL failed: {first.rstrip('.')}.") from None
+        return {"load_s": round(load_s, 2), "index_s": round(time.monotonic() - t0 - load_s, 2), "rows": rows}
+
+    def open(self) -> None:
+        if self.conn is None:
+            self.conn = connect(self.dsn, autocommit=True)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def cold(self) -> str:
+        self.close()
+        if self.server is not None:
+            self.server.restart()
+            how = "PostgreSQL restarted"
+        else:
+            how = "a new connection (a user's server keeps its shared buffers)"
+        self.open()
+        return how
+
+    def run(self, query: str) -> tuple[list[tuple], float]:
+        t0 = time.perf_counter()
+        rows = self.conn.execute(query).fetchall()
+        return rows, time.perf_counter() - t0
+
+    def sizes(self) -> dict[str, Any]:
+        with connect(self.dsn, autocommit=True) as conn:
+            rows = conn.execute("SELECT relname, pg_table_size(oid), pg_indexes_size(oid) FROM pg_class "
+                                "WHERE relname = ANY(%s) AND relkind = 'r' AND relnamespace = 'public'::regnamespace",
+                                (TABLES,)).fetchall()
+            database = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        return {"tables_bytes": {r[0]: r[1] for r in rows}, "indexes_bytes": {r[0]: r[2] for r in rows},
+                "database_bytes": database}
+
+    def settings(self) -> dict[str, str]:
+        with connect(self.dsn, autocommit=True) as conn:
+            return server_settings(conn, ["server_version", "shared_buffers", "work_mem", "max_parallel_workers_per_gather",
+                                          "effective_cache_size", "random_page_cost"])
