@@ -100,3 +100,48 @@ def test_tpchgen_failure_is_one_sentence(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(UserError, match="cannot create the TPC-H data directory .*: Not a directory"):
         datagen.generate(blocker / "data", 0.01)
+
+
+def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tmp_path, refbench):
+    import json
+
+    shared = Path(tempfile.mkdtemp(prefix="refbench-test-dss-data-"))
+    shared.chmod(0o755)
+    args = ["dss", "--sf", "0.01", "--streams", "2", "--data-dir", str(shared), "--runs-dir", "runs"]
+    try:
+        first = refbench(*args)
+        assert first.code == 0, first.stderr
+        run = tmp_path / first.last_line
+        records = {p.stem: json.loads(p.read_text()) for p in (run / "records" / "dss").glob("*.json")}
+        for engine in ("duckdb", "postgres"):
+            assert {f"{engine}-q{q:02d}" for q in range(1, 23)} | {f"{engine}-power", f"{engine}-throughput"} <= set(records)
+            q6 = records[f"{engine}-q06"]["metrics"]
+            assert q6["cold_s"] > 0 and q6["warm_s"] > 0 and q6["rows"] == 1
+            power = records[f"{engine}-power"]["metrics"]
+            assert power["power"] > 0 and {f"Q{q}_s" for q in range(1, 23)} | {"RF1_s", "RF2_s"} <= set(power)
+            throughput = records[f"{engine}-throughput"]
+            assert throughput["metrics"]["streams"] == 2 and throughput["metrics"]["throughput"] > 0
+            assert throughput["extra"]["stream_orders"] == {"1": STREAM_ORDERS[1], "2": STREAM_ORDERS[2]}
+        findings = json.loads((run / "findings" / "dss.json").read_text())
+        assert [f["passed"] for f in findings] == [True] and "same answers" in findings[0]["check"]
+        assert {"individual", "figures", "power_steps", "load", "settings"} <= {p.stem for p in (run / "tables" / "dss").glob("*.csv")}
+        assert {"single_stream", "parallel_streams", "duckdb_long_queries", "postgres_short_queries"} <= {
+            p.stem for p in (run / "charts" / "dss").glob("*.png")}
+        assert "Power, throughput and their combination" in (run / "report.html").read_text()
+
+        # The same data and databases again, with one PostgreSQL row changed behind refbench's back.
+        server = ManagedPostgres(shared / "pgdata", {})
+        server.start()
+        try:
+            from refbench.engines.postgres import connect
+
+            with connect(server.database("tpch"), autocommit=True) as conn:
+                conn.execute("DELETE FROM lineitem WHERE l_orderkey = 1 AND l_linenumber = 1")  # one count off in Q1
+        finally:
+            server.stop()
+        second = refbench(*args, "--modes", "power")
+        assert second.code == 1, second.stderr
+        assert "FAILED" in second.stderr and "same answers" in second.stderr and "Q1" in second.stderr
+    finally:
+        ManagedPostgres(shared / "pgdata", {}).stop_stale()
+        shutil.rmtree(shared, ignore_errors=True)

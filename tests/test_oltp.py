@@ -199,9 +199,9 @@ def test_default_data_dir_moves_when_the_run_directory_is_closed_to_postgres(tmp
     assert result.code == 0, result.stderr
     assert "/var/tmp/refbench/" in result.stderr
     run = tmp_path / result.last_line
-    data = Path("/var/tmp/refbench") / run.name / "pgdata"
+    data = Path("/var/tmp/refbench") / run.name / "oltp" / "pgdata"
     assert (data / "PG_VERSION").exists() and not _server_running(data)
-    shutil.rmtree(data.parent, ignore_errors=True)
+    shutil.rmtree(data.parent.parent, ignore_errors=True)
 
 
 def test_a_full_disk_during_the_load_is_one_sentence_and_stops_the_server(tmp_path, refbench):

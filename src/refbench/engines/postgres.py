@@ -159,6 +159,19 @@ class ManagedPostgres:
                            capture_output=True, preexec_fn=_demote(self.account), start_new_session=True)
 
 
+def managed_data_dir(preferred: Path, fallback: Path) -> Path:
+    """``preferred`` if the server's account can reach it; otherwise ``fallback`` (a checkout in root's home is
+    closed to the postgres account), created with its parents open to it."""
+    if ManagedPostgres.reachable(preferred.parent):
+        return preferred
+    fallback.parent.mkdir(parents=True, exist_ok=True)
+    for part in fallback.parents:
+        if part in (Path("/var/tmp"), Path("/tmp"), Path("/")):
+            break
+        part.chmod(0o755)
+    return fallback
+
+
 def require_server_binaries() -> None:
     for name in ("initdb", "pg_ctl", "postgres"):
         _binary(name)

@@ -107,6 +107,7 @@ class Suite(Protocol):
 BUILTIN_SUITES: dict[str, str] = {
     "device": "refbench.suites.device:DeviceSuite",
     "oltp": "refbench.suites.oltp:OltpSuite",
+    "dss": "refbench.suites.dss:DssSuite",
 }
 
 # Extra suites, e.g. a site's own or a test's: entry points in the group "refbench.suites", or

@@ -1,0 +1,343 @@
+"""The DSS suite: paper 002's decision-support workload, derived from TPC-H, on a column store (DuckDB) and a
+row store (PostgreSQL). The 22 queries run one by one cold and warm, as one stream with the refresh functions
+(power), and as parallel streams in the specification's orders (throughput).
+
+Where things are: queries.py holds the 22 queries, their parameters and the stream orders; engines.py the two
+engines; refresh.py RF1 and RF2; answers.py the answer checks; summary.py the tables and charts. Figures are
+"power", "throughput" and their combination — never QphH: this is a derived workload, not an audited result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from refbench.engines.postgres import ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries
+from refbench.errors import UserError
+from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
+from refbench.plan import ENGINES, Option, Plan, PlanError
+from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites.device.targets import device_of
+from refbench.suites.dss import answers, datagen, refresh
+from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
+from refbench.suites.dss.queries import min_streams, stream_queries
+
+MODES = ("individual", "power", "throughput")
+PROC = Path("/proc")
+
+
+def _setting_pair(text: str) -> str | None:
+    return None if "=" in text and text.split("=", 1)[0].strip() else "must look like name=value"
+
+
+class DssSuite:
+    name = "dss"
+    summary = ("Decision support like paper 002 (derived from TPC-H): the 22 queries on DuckDB (column store) and "
+               "PostgreSQL (row store) — each query cold and warm, one stream with the refresh functions (power), "
+               "parallel streams in the specification's orders (throughput) — with every answer checked.")
+    examples = [
+        "refbench dss                                    # quick: SF 0.01, both engines, every mode",
+        "refbench dss --sf 10 --data-dir /mnt/nvme0/tpch --profile standard",
+        "refbench dss --sf 1 --engines duckdb --modes individual,power",
+        "refbench dss --sf 100 --streams 7 --dsn 'host=db1 user=bench dbname=tpch' --profile full",
+    ]
+    options = {
+        "sf": Option(float, {"quick": 0.01, "standard": 1.0, "full": 100.0}, "Scale factor (SF 1 ≈ 1 GB of data).",
+                     minimum=0.001),
+        "engines": Option(list, list(ENGINES), "Engines: duckdb (column store), postgres (row store).", item=str,
+                          choices=ENGINES),
+        "modes": Option(list, list(MODES), "individual (each query cold, then warm), power, throughput.", item=str,
+                        choices=MODES),
+        "streams": Option(int, 0, "Throughput streams (0 = the specification's minimum for the scale factor).", minimum=0),
+        "data_dir": Option(str, "", "Where the generated data and the DuckDB database go (default: the work directory); "
+                                    "put it on the storage under test."),
+        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string)."),
+        "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
+        "shared_buffers": Option(str, "256MB", "Managed PostgreSQL's buffer cache: the memory cap that pushes I/O to storage."),
+        "pg_settings": Option(list, ["work_mem=64MB", "max_wal_size=4GB"], "More managed-server settings, name=value.",
+                              item=str, check=_setting_pair),
+        "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM)."),
+        "drop_caches": Option(bool, True, "Drop the OS page cache before each cold query (needs root)."),
+        "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up."),
+    }
+
+    # ---- the matrix ----------------------------------------------------------------------------------
+
+    def cases(self, plan: Plan) -> list[Case]:
+        o = plan.options[self.name]
+        engines = [e for e in o["engines"] if e in plan.engines]
+        if not engines:
+            raise PlanError(f"[dss] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")
+        if o["dsn"] and o["pg_data_dir"]:
+            raise PlanError("[dss] dsn and pg_data_dir exclude each other: pg_data_dir places the managed server, dsn replaces it.")
+        datagen.tpchgen()
+        if "postgres" in engines:
+            if o["dsn"]:
+                with connect(o["dsn"], autocommit=True):
+                    pass
+            else:
+                require_server_binaries()
+        streams = o["streams"] or min_streams(o["sf"])
+        cases = []
+        for engine in engines:
+            if "individual" in o["modes"]:
+                cases += [Case(f"{engine}-q{q:02d}", {"engine": engine, "mode": "individual", "query": q},
+                               f"{engine} Q{q} cold and warm") for q in range(1, 23)]
+            if "power" in o["modes"]:
+                cases.append(Case(f"{engine}-power", {"engine": engine, "mode": "power"}, f"{engine} power stream"))
+            if "throughput" in o["modes"]:
+                cases.append(Case(f"{engine}-throughput", {"engine": engine, "mode": "throughput", "streams": streams},
+                                  f"{engine} {streams} parallel streams"))
+        return cases
+
+    # ---- data and engines ----------------------------------------------------------------------------
+
+    def prepare(self, ctx) -> None:
+        o = ctx.options
+        base = Path(o["data_dir"]) if o["data_dir"] else ctx.work_dir
+        data = base / f"tpch-sf{o['sf']:g}"
+        with ctx.task(f"generating SF {o['sf']:g} with tpchgen-cli"):
+            ctx.state["data"] = datagen.generate(data, o["sf"])
+        ctx.log(f"data: {data} ({'reused' if ctx.state['data']['reused'] else 'generated'}, on "
+                f"{device_of(data) or 'no block device'})")
+        ctx.state["data_dir"], ctx.state["device"] = data, device_of(data)
+        engines = {}
+        if "duckdb" in self._engines(ctx):
+            engines["duckdb"] = DuckDbEngine(base / f"tpch-sf{o['sf']:g}.duckdb", o["duckdb_memory_limit"])
+        if "postgres" in self._engines(ctx):
+            if o["dsn"]:
+                engines["postgres"] = PostgresEngine(o["dsn"], None, os.cpu_count() or 1)
+                ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
+            else:
+                settings = {"shared_buffers": o["shared_buffers"], **dict(s.split("=", 1) for s in o["pg_settings"])}
+                server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings)
+                ctx.state["server"] = server
+                with ctx.task("starting the managed PostgreSQL"):
+                    server.start()
+                engines["postgres"] = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
+                ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
+        ctx.state["engines"] = engines
+        # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
+        loads_file = base / f"tpch-sf{o['sf']:g}-loads.json"
+        loads = json.loads(loads_file.read_text()) if loads_file.exists() else {}
+        for name, engine in engines.items():
+            if engine.loaded(o["sf"]):
+                loads[name] = {**loads.get(name, {}), "reused": True}
+            else:
+                with ctx.task(f"loading SF {o['sf']:g} into {name}"):
+                    loads[name] = {**engine.load(data, o["sf"]), "reused": False}
+                loads_file.write_text(json.dumps(loads))
+            engine.open()
+            loads[name] |= {"sizes": engine.sizes(), "settings": engine.settings(), "kind": engine.kind}
+        ctx.state["loads"] = loads
+
+    def _engines(self, ctx) -> list[str]:
+        return [e for e in ctx.options["engines"] if e in ctx.plan.engines]
+
+    def close(self, ctx) -> None:
+        for engine in ctx.state.pop("engines", {}).values():
+            engine.close()
+        server = ctx.state.pop("server", None)
+        if server is not None:
+            server.stop()
+
+    # ---- one case ------------------------------------------------------------------------------------
+
+    def measure(self, ctx, case: Case) -> Record:
+        engine = ctx.state["engines"][case.params["engine"]]
+        sf = ctx.options["sf"]
+        extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name}
+        if case.params["mode"] == "individual":
+            return self._individual(ctx, engine, case.params["query"], extra)
+        if case.params["mode"] == "power":
+            return self._power(ctx, engine, sf, extra)
+        return self._throughput(ctx, engine, sf, case.params["streams"], extra)
+
+    def _individual(self, ctx, engine, query: int, extra: dict[str, Any]) -> Record:
+        text = dict(stream_queries(0, ctx.options["sf"]))[query]
+        caches = _drop_caches() if ctx.options["drop_caches"] else "the OS page cache was kept (drop_caches = false)"
+        how = engine.cold()
+        cold_rows, cold = self._observed(ctx, lambda: engine.run(text))
+        warm_rows, warm = self._observed(ctx, lambda: engine.run(text))
+        _save_answer(ctx, engine.name, query, warm_rows)
+        metrics = {"query": query, "cold_s": round(cold["seconds"], 4), "warm_s": round(warm["seconds"], 4),
+                   "rows": len(warm_rows), **{f"cold_{k}": v for k, v in cold.items() if k != "seconds"},
+                   **{f"warm_{k}": v for k, v in warm.items() if k != "seconds"}}
+        return Record(metrics, method=(f"Q{query} with the validation parameters, on {engine.name} ({engine.kind}): "
+                                       f"cold — {caches}, {how} — then warm, at once again. Times are the engine "
+                                       "call from submit to the last row fetched."), extra=extra)
+
+    def _observed(self, ctx, call) -> tuple[list[tuple], dict[str, Any]]:
+        """Runs ``call`` and measures the host around it: CPU % and read MB/s of the data's device."""
+        device = ctx.state["device"]
+        cpu0, disks0 = read_cpu(PROC), read_disks(PROC)
+        rows, seconds = call()
+        cpu1, disks1 = read_cpu(PROC), read_disks(PROC)
+        seen: dict[str, Any] = {"seconds": seconds}
+        if cpu0 and cpu1:
+            rates = cpu_rates(cpu0, cpu1)
+            seen["cpu_pct"] = round(max(0.0, 100 - rates["idle_pct"] - rates["iowait_pct"]), 1)
+        if device and device in disks0 and device in disks1 and seconds > 0:
+            seen["read_mb_s"] = round(disk_rates(disks0[device], disks1[device], seconds)["read_mb_s"], 2)
+        return rows, seen
+
+    def _power(self, ctx, engine, sf: float, extra: dict[str, Any]) -> Record:
+        times: dict[str, float] = {}
+        with ctx.task(f"{engine.name}: RF1, 22 queries, RF2", total=24) as task:
+            t0 = time.perf_counter()
+            times["RF1"] = refresh.rf1(engine.run, sf, 0)
+            task.advance()
+            for q, text in stream_queries(0, sf):
+                times[f"Q{q}"] = engine.run(text)[1]
+                task.advance()
+            times["RF2"] = refresh.rf2(engine.run, sf, 0)
+            elapsed = time.perf_counter() - t0
+        metrics = {"elapsed_s": round(elapsed, 3), "power": round(power_at_size(sf, list(times.values())), 1),
+                   **{f"{k}_s": round(v, 4) for k, v in times.items()}}
+        return Record(metrics, method=(f"One session on {engine.name}: RF1 (SF·1500 orders inserted), the 22 queries "
+                                       "in stream 0's order with the validation parameters, RF2 (those orders deleted). "
+                                       "power = 3600·SF / geometric mean of the 24 times (5.4.1)."), extra=extra)
+
+    def _throughput(self, ctx, engine, sf: float, streams: int, extra: dict[str, Any]) -> Record:
+        results: dict[str, Any] = {}
+        errors: list[str] = []
+        seed = ctx.options["seed"]
+
+        def query_stream(s: int) -> None:
+            session = engine.session()
+            try:
+                t0 = time.perf_counter()
+                for q, text in stream_queries(s, sf, seed):
+                    session.run(text)
+                results[f"stream_{s}_s"] = time.perf_counter() - t0
+            except Exception as exc:  # reported below, after every stream has stopped
+                errors.append(f"stream {s}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            finally:
+                session.close()
+
+        def refresh_stream() -> None:
+            session = engine.session()
+            try:
+                t0 = time.perf_counter()
+                for pair in range(1, streams + 1):
+                    refresh.rf1(session.run, sf, pair)
+                    refresh.rf2(session.run, sf, pair)
+                results["refresh_stream_s"] = time.perf_counter() - t0
+            except Exception as exc:
+                errors.append(f"refresh stream: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            finally:
+                session.close()
+
+        threads = [threading.Thread(target=query_stream, args=(s,)) for s in range(1, streams + 1)]
+        threads.append(threading.Thread(target=refresh_stream))
+        with ctx.task(f"{engine.name}: {streams} query streams and a refresh stream"):
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            elapsed = time.perf_counter() - t0
+        if errors:
+            raise UserError(f"the throughput test on {engine.name} failed: {errors[0]}.")
+        extra["stream_orders"] = {s: [q for q, _ in stream_queries(s, sf, seed)] for s in range(1, streams + 1)}
+        metrics = {"streams": streams, "elapsed_s": round(elapsed, 3),
+                   "throughput": round(throughput_at_size(sf, streams, elapsed), 1),
+                   **{k: round(v, 3) for k, v in sorted(results.items())}}
+        return Record(metrics, method=(f"{streams} query streams at once on {engine.name}, stream s running the 22 "
+                                       "queries in Appendix A's row s with seeded random parameters, plus one refresh "
+                                       f"stream of {streams} RF1/RF2 pairs. throughput = S·22·3600 / Ts · SF (5.4.2)."),
+                      extra=extra)
+
+    # ---- correctness ---------------------------------------------------------------------------------
+
+    def check(self, ctx) -> list[Finding]:
+        sf = ctx.options["sf"]
+        got: dict[str, dict[int, list[tuple]]] = {}
+        for name, engine in ctx.state["engines"].items():
+            got[name] = {}
+            for q, text in stream_queries(0, sf):
+                saved = _load_answer(ctx, name, q)
+                got[name][q] = saved if saved is not None else [tuple(r) for r in engine.run(text)[0]]
+        findings = []
+        if sf == 1.0:
+            for name, by_query in got.items():
+                wrong = {q: d for q in range(1, 23) if (d := answers.compare(q, by_query[q], answers.reference_answer(q)))}
+                findings.append(Finding(f"{name}: stream 0 answers match the TPC-H reference answers at SF1", not wrong,
+                                        _detail(wrong, "all 22 queries within the specification's tolerance (2.1.3.5)")))
+        if len(got) == 2:
+            (a, rows_a), (b, rows_b) = got.items()
+            wrong = {q: d for q in range(1, 23) if (d := answers.compare(q, rows_b[q], answers.as_expected(rows_a[q])))}
+            findings.append(Finding(f"{a} and {b} give the same answers (stream 0)", not wrong,
+                                    _detail(wrong, "all 22 queries agree within the specification's tolerance")))
+        if not findings:
+            findings.append(Finding("answers checked", False, f"at SF {sf:g} with one engine there is nothing to check "
+                                    "answers against: run both engines, or SF 1 for the reference answers"))
+        return findings
+
+    def summarize(self, records: list[Record]) -> list[Table]:
+        from refbench.suites.dss.summary import summarize
+
+        return summarize(records)
+
+    def charts(self, tables: list[Table]) -> list[Chart]:
+        from refbench.suites.dss.summary import charts
+
+        return charts(tables)
+
+
+def power_at_size(sf: float, seconds: list[float]) -> float:
+    """5.4.1: 3600·SF over the geometric mean of the query and refresh times, each rounded to 0.1 s (at least 0.1),
+    and none below a thousandth of the longest."""
+    times = [max(0.1, round(s, 1)) for s in seconds]
+    floor = max(times) / 1000
+    times = [max(t, floor) for t in times]
+    return 3600 * sf / math.exp(sum(math.log(t) for t in times) / len(times))
+
+
+def throughput_at_size(sf: float, streams: int, elapsed_s: float) -> float:
+    """5.4.2: S·22·3600 / Ts · SF, Ts rounded to 0.1 s."""
+    return streams * 22 * 3600 / max(0.1, round(elapsed_s, 1)) * sf
+
+
+def _drop_caches() -> str:
+    try:
+        subprocess.run(["sync"], check=False)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return "OS page cache dropped"
+    except OSError:
+        return "the OS page cache could not be dropped (needs root), so cold reads may come from memory"
+
+
+def _answer_path(ctx, engine: str, query: int) -> Path:
+    return ctx.work_dir / "answers" / f"{engine}-q{query:02d}.json"
+
+
+def _save_answer(ctx, engine: str, query: int, rows: list[tuple]) -> None:
+    path = _answer_path(ctx, engine, query)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(answers.as_expected(rows)))
+
+
+def _load_answer(ctx, engine: str, query: int) -> list[tuple] | None:
+    try:
+        return [tuple(r) for r in json.loads(_answer_path(ctx, engine, query).read_text())]
+    except (OSError, ValueError):
+        return None
+
+
+def _detail(wrong: dict[int, str], ok: str) -> str:
+    return "; ".join(f"Q{q}: {d}" for q, d in sorted(wrong.items())) if wrong else ok
+
+
+def _pg_data_dir(ctx, base: Path) -> Path:
+    preferred = base / "pgdata"
+    chosen = managed_data_dir(preferred, Path("/var/tmp/refbench") / ctx.run.path.name / "dss" / "pgdata")
+    if chosen != preferred:
+        ctx.log(f"the postgres user cannot reach {base}; the managed server's data goes to {chosen.parent} instead")
+    return chosen

@@ -69,6 +69,10 @@ class DuckDbEngine:
     def run(self, query: str) -> tuple[list[tuple], float]:
         return self.db.timed(query)
 
+    def session(self) -> "DuckDbSession":
+        """Another connection to the same database, for a stream of its own (DuckDB runs them in parallel)."""
+        return DuckDbSession(self.db.conn.cursor())
+
     def sizes(self) -> dict[str, Any]:
         block = self.db.execute("SELECT block_size FROM pragma_database_size()")[0][0]
         tables = {}
@@ -82,6 +86,33 @@ class DuckDbEngine:
         rows = self.db.execute("SELECT name, value FROM duckdb_settings() WHERE name IN "
                                "('threads', 'memory_limit', 'max_temp_directory_size')")
         return {"version": self.db.version(), **dict(rows)}
+
+
+class DuckDbSession:
+    def __init__(self, conn):
+        self.conn = conn
+
+    def run(self, query: str) -> tuple[list[tuple], float]:
+        t0 = time.perf_counter()
+        rows = self.conn.execute(query).fetchall()
+        return rows, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresSession:
+    def __init__(self, dsn: str):
+        self.conn = connect(dsn, autocommit=True)
+
+    def run(self, query: str) -> tuple[list[tuple], float]:
+        t0 = time.perf_counter()
+        cursor = self.conn.execute(query)
+        rows = cursor.fetchall() if cursor.description else []
+        return rows, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def _copy_table(job: tuple[str, str, str]) -> tuple[str, int]:
@@ -104,7 +135,7 @@ class PostgresEngine:
 
     def __init__(self, dsn: str, server: ManagedPostgres | None, workers: int):
         self.dsn, self.server, self.workers = dsn, server, max(1, workers)
-        self.conn = None
+        self.main: PostgresSession | None = None
 
     def loaded(self, scale_factor: float) -> bool:
         with connect(self.dsn, autocommit=True) as conn:
@@ -140,13 +171,16 @@ class PostgresEngine:
         return {"load_s": round(load_s, 2), "index_s": round(time.monotonic() - t0 - load_s, 2), "rows": rows}
 
     def open(self) -> None:
-        if self.conn is None:
-            self.conn = connect(self.dsn, autocommit=True)
+        if self.main is None:
+            self.main = PostgresSession(self.dsn)
 
     def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+        if self.main is not None:
+            self.main.close()
+            self.main = None
+
+    def session(self) -> PostgresSession:
+        return PostgresSession(self.dsn)
 
     def cold(self) -> str:
         self.close()
@@ -159,9 +193,7 @@ class PostgresEngine:
         return how
 
     def run(self, query: str) -> tuple[list[tuple], float]:
-        t0 = time.perf_counter()
-        rows = self.conn.execute(query).fetchall()
-        return rows, time.perf_counter() - t0
+        return self.main.run(query)
 
     def sizes(self) -> dict[str, Any]:
         with connect(self.dsn, autocommit=True) as conn:

@@ -13,7 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from refbench.engines.postgres import ManagedPostgres, connect, redact, require_server_binaries, server_settings
+from refbench.engines.postgres import (
+    ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries, server_settings,
+)
 from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
 from refbench.suites.oltp import consistency, database, driver
@@ -92,16 +94,11 @@ class OltpSuite:
 
     @staticmethod
     def _default_data_dir(ctx) -> Path:
-        """The run's work directory, unless the server's account cannot reach it (a checkout in root's home):
-        then a directory of this run's name under /var/tmp."""
-        if ManagedPostgres.reachable(ctx.work_dir):
-            return ctx.work_dir / "pgdata"
-        fallback = Path("/var/tmp/refbench") / ctx.run.path.name
-        fallback.mkdir(parents=True, exist_ok=True)
-        for part in (fallback.parent, fallback):
-            part.chmod(0o755)
-        ctx.log(f"the postgres user cannot reach {ctx.work_dir}; the managed server's data goes to {fallback} instead")
-        return fallback / "pgdata"
+        preferred = ctx.work_dir / "pgdata"
+        chosen = managed_data_dir(preferred, Path("/var/tmp/refbench") / ctx.run.path.name / "oltp" / "pgdata")
+        if chosen != preferred:
+            ctx.log(f"the postgres user cannot reach {ctx.work_dir}; the managed server's data goes to {chosen.parent} instead")
+        return chosen
 
     def _build(self, ctx, rebuild: bool) -> None:
         o = ctx.options

@@ -1,0 +1,105 @@
+"""The DSS suite's tables and charts, shaped like paper 002's: per-query cold and warm times (long- and short-
+running queries apart), the single stream's and the parallel streams' elapsed times, and the sizing figures."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from refbench.suites import Chart, Record, Table
+
+
+def summarize(records: list[Record]) -> list[Table]:
+    if not records:
+        return []
+    by_mode: dict[str, list[Record]] = {}
+    for r in records:
+        by_mode.setdefault(r.params["mode"], []).append(r)
+    tables = []
+    individual = sorted(by_mode.get("individual", []), key=lambda r: (r.params["engine"], r.params["query"]))
+    if individual:
+        tables.append(Table("individual", "Individual queries, cold and warm", [{
+            "engine": r.params["engine"], "query": f"Q{r.params['query']}", "cold s": r.metrics["cold_s"],
+            "warm s": r.metrics["warm_s"], "cold/warm": round(r.metrics["cold_s"] / r.metrics["warm_s"], 2) if r.metrics["warm_s"] else None,
+            "cold read MB/s": r.metrics.get("cold_read_mb_s"), "cold CPU %": r.metrics.get("cold_cpu_pct"),
+            "warm CPU %": r.metrics.get("warm_cpu_pct"), "rows": r.metrics["rows"],
+        } for r in individual], note="Validation parameters (stream 0). Read MB/s: the data's device during the query; "
+                                     "CPU %: the whole host. A query that reads at high MB/s with CPU to spare is "
+                                     "storage-bound."))
+    figures: dict[str, dict[str, Any]] = {}
+    for r in by_mode.get("power", []):
+        figures.setdefault(r.params["engine"], {})["power"] = r.metrics["power"]
+        figures[r.params["engine"]]["power stream s"] = r.metrics["elapsed_s"]
+    for r in by_mode.get("throughput", []):
+        figures.setdefault(r.params["engine"], {})["throughput"] = r.metrics["throughput"]
+        figures[r.params["engine"]]["streams"] = r.metrics["streams"]
+        figures[r.params["engine"]]["parallel streams s"] = r.metrics["elapsed_s"]
+    if figures:
+        rows = []
+        for engine, f in sorted(figures.items()):
+            combined = math.sqrt(f["power"] * f["throughput"]) if "power" in f and "throughput" in f else None
+            rows.append({"engine": engine, **f, "power × throughput (geometric mean)": round(combined, 1) if combined else None})
+        tables.append(Table("figures", "Power, throughput and their combination", rows,
+                            note="Derived from TPC-H 5.4 at the run's scale factor; not comparable with audited "
+                                 "TPC-H results (never QphH)."))
+    power = [{"engine": r.params["engine"], "step": k[:-2], "seconds": v}
+             for r in by_mode.get("power", []) for k, v in r.metrics.items() if k.endswith("_s") and k != "elapsed_s"]
+    if power:
+        tables.append(Table("power_steps", "Power stream: each step", power, note="Stream 0's order: RF1, the 22 queries, RF2."))
+    load = []
+    for r in records:
+        l = r.extra.get("load", {})
+        sizes = l.get("sizes", {})
+        for table, rows in sorted(l.get("rows", {}).items()):
+            entry = {"engine": r.params["engine"], "table": table, "rows": rows,
+                     "table MB": round(sizes.get("tables_bytes", {}).get(table, 0) / 1e6, 1)}
+            if "indexes_bytes" in sizes:
+                entry["index MB"] = round(sizes["indexes_bytes"].get(table, 0) / 1e6, 1)
+            if entry not in load:
+                load.append(entry)
+    if load:
+        notes = []
+        for engine in sorted({r.params["engine"] for r in records}):
+            l = next(r.extra["load"] for r in records if r.params["engine"] == engine)
+            data = next(r.extra["data"] for r in records if r.params["engine"] == engine)
+            raw = sum(data.get("bytes", {}).values())
+            notes.append(f"{engine}: " + ("reused an earlier load" if l.get("reused") else f"loaded in {l.get('load_s')} s")
+                         + (f" + {l['index_s']} s for keys, indexes and VACUUM" if "index_s" in l and not l.get("reused") else "")
+                         + f", {l['sizes']['database_bytes'] / 1e6:,.0f} MB on disk "
+                         f"({l['sizes']['database_bytes'] / raw:.2f}× the {raw / 1e6:,.0f} MB of generated CSV)")
+        tables.append(Table("load", "Load and on-disk footprint", load, note="; ".join(notes) + "."))
+    settings = []
+    for engine in sorted({r.params["engine"] for r in records}):
+        l = next(r.extra["load"] for r in records if r.params["engine"] == engine)
+        settings += [{"engine": engine, "setting": k, "value": v} for k, v in sorted(l.get("settings", {}).items())]
+    if settings:
+        tables.append(Table("settings", "Engine settings", settings))
+    return tables
+
+
+def charts(tables: list[Table]) -> list[Chart]:
+    by = {t.name: t.rows for t in tables}
+    out = []
+    individual = by.get("individual", [])
+    for engine in sorted({r["engine"] for r in individual}):
+        rows = [r for r in individual if r["engine"] == engine]
+        # The paper splits long- and short-running queries so that the short ones stay readable.
+        threshold = statistics.median(r["cold s"] for r in rows)
+        for part, keep in (("long", lambda r: r["cold s"] > threshold), ("short", lambda r: r["cold s"] <= threshold)):
+            chosen = [r for r in rows if keep(r)]
+            if chosen:
+                out.append(Chart(f"{engine}_{part}_queries", f"{engine}: {part}-running queries, cold and warm "
+                                 f"({'above' if part == 'long' else 'at or below'} the median cold time, {threshold:.3g} s)",
+                                 "query", "seconds", {"cold": [(r["query"], r["cold s"]) for r in chosen],
+                                                      "warm": [(r["query"], r["warm s"]) for r in chosen]}, kind="bar"))
+    figures = by.get("figures", [])
+    if any("power stream s" in f for f in figures):
+        out.append(Chart("single_stream", "Single query stream (power test), elapsed", "engine", "seconds",
+                         {"power stream": [(f["engine"], f["power stream s"]) for f in figures if "power stream s" in f]},
+                         kind="bar"))
+    if any("parallel streams s" in f for f in figures):
+        out.append(Chart("parallel_streams", "Parallel query streams (throughput test), elapsed", "engine", "seconds",
+                         {"elapsed": [(f"{f['engine']} ({f['streams']} streams)", f["parallel streams s"])
+                                      for f in figures if "parallel streams s" in f]}, kind="bar"))
+    return out
