@@ -142,6 +142,24 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
         second = refbench(*args, "--modes", "power")
         assert second.code == 1, second.stderr
         assert "FAILED" in second.stderr and "same answers" in second.stderr and "Q1" in second.stderr
+        compared = refbench("compare", str(run), str(tmp_path / second.last_line), "--json")
+        assert compared.code == 0, compared.stderr
+        in_both = {(f["case"], f["metric"]) for f in compared.json()["figures"]}
+        assert {("duckdb-power", "elapsed_s"), ("postgres-power", "power"), ("postgres-power", "Q17_s")} <= in_both
     finally:
         ManagedPostgres(shared / "pgdata", {}).stop_stale()
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_compare_sums_up_each_engine_as_the_geometric_mean_of_its_query_speedups():
+    from refbench.report.compare import overall, verdict
+
+    rows = []
+    for engine, factors in (("duckdb", (2.0, 8.0, 4.0)), ("postgres", (1.0, 1.0, 1.0))):
+        for q, f in enumerate(factors, start=1):
+            factor, words = verdict("cold_s", 10.0, 10.0 / f)
+            rows.append({"suite": "dss", "case": f"{engine}-q{q:02d}", "metric": "cold_s", "factor": factor, "B vs A": words})
+    summary = {r["group"]: r for r in overall(rows)}
+    assert summary["duckdb"]["geometric mean factor"] == 4.0 and summary["duckdb"]["B vs A"] == "4.00× faster"
+    assert summary["postgres"]["B vs A"] == "same" and summary["postgres"]["cases"] == 3
+    assert overall(rows[:2]) == []  # two cases are not enough for an overall figure

@@ -152,14 +152,15 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Put every figure two runs share side by side, with the ratio ("3.6× faster")."""
-    from refbench.report.compare import shared_figures, write_html
+    from refbench.report.compare import overall, shared_figures, write_html
 
     a, b = Run.find(run_a, runs_dir), Run.find(run_b, runs_dir)
     rows = [r for r in shared_figures(a, b) if not metric or metric in r["metric"]]
     path = html_out or b.path.parent / f"compare-{a.path.name}-vs-{b.path.name}.html"
     write_html(a, b, rows, path)
     if as_json:
-        print(json.dumps({"a": str(a.path), "b": str(b.path), "html": str(path), "figures": rows}, indent=2))
+        print(json.dumps({"a": str(a.path), "b": str(b.path), "html": str(path), "figures": rows, "overall": overall(rows)},
+                         indent=2))
         return
     if not rows:
         err.print("the two runs share no figures (no case was measured in both).")
@@ -172,6 +173,11 @@ def compare(
             style = "green" if "faster" in words else "red" if "slower" in words else ""
             table.add_row(r["suite"], r["case"], r["metric"], fmt(r["A"]), fmt(r["B"]), f"[{style}]{words}[/{style}]" if style else words)
         out.print(table)
+        if summary := overall(rows):
+            table = RichTable("suite", "group", "metric", "cases", "B vs A (geometric mean)", title="Overall")
+            for r in summary:
+                table.add_row(r["suite"], r["group"], r["metric"], str(r["cases"]), r["B vs A"])
+            out.print(table)
     err.print(f"comparison: {path}")
 
 

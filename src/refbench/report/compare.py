@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,23 @@ def shared_figures(a: Run, b: Run) -> list[dict[str, Any]]:
     return rows
 
 
+def overall(rows: list[dict[str, Any]], minimum_cases: int = 3) -> list[dict[str, Any]]:
+    """The paper's overall ratio: for each figure with a better direction, the geometric mean of its factors over
+    the cases of one group (the first part of the case id: an engine, a target), e.g. cold_s over 22 queries."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        if r["factor"] is not None and direction(r["metric"]) != 0:
+            groups.setdefault((r["suite"], r["case"].split("-")[0], r["metric"]), []).append(r["factor"])
+    out = []
+    for (suite, group, metric), factors in sorted(groups.items()):
+        if len(factors) >= minimum_cases:
+            mean = math.exp(sum(math.log(f) for f in factors) / len(factors))
+            words = "same" if abs(mean - 1) < SAME_WITHIN else f"{mean:.2f}× faster" if mean > 1 else f"{1 / mean:.2f}× slower"
+            out.append({"suite": suite, "group": group, "metric": metric, "cases": len(factors),
+                        "geometric mean factor": round(mean, 3), "B vs A": words})
+    return out
+
+
 def configuration_rows(a: Run, b: Run) -> list[dict[str, Any]]:
     """The host and plan facts that tell two configurations apart."""
 
@@ -86,6 +104,8 @@ def write_html(a: Run, b: Run, rows: list[dict[str, Any]], out: Path) -> Path:
         "<p class='note'>“faster” means better in the figure's own sense: higher throughput or lower latency/time. "
         "The factor is how many times better B is than A; figures without a better direction (percentages) show B/A.</p>",
         "<h2>Configurations</h2>", h.table(configuration_rows(a, b)),
+        *(["<h2>Overall</h2><p class='note'>Geometric mean of each figure's factor over the cases of a group "
+           "(an engine's 22 queries, a target's sweep points).</p>", h.table(overall(rows))] if overall(rows) else []),
         f"<h2>Shared figures ({len(rows)})</h2>",
         h.table(rows, max_rows=5000) if rows else "<p class='note'>The two runs share no figures (no case measured in both).</p>",
     ]

@@ -189,17 +189,21 @@ class DssSuite:
 
     def _power(self, ctx, engine, sf: float, extra: dict[str, Any]) -> Record:
         times: dict[str, float] = {}
+        host: dict[str, float] = {}  # per query: CPU % and the data device's read MB/s
+        before = engine.usage()
         with ctx.task(f"{engine.name}: RF1, 22 queries, RF2", total=24) as task:
             t0 = time.perf_counter()
             times["RF1"] = refresh.rf1(engine.run, sf, 0)
             task.advance()
             for q, text in stream_queries(0, sf):
-                times[f"Q{q}"] = engine.run(text)[1]
+                _, seen = self._observed(ctx, lambda: engine.run(text))
+                times[f"Q{q}"] = seen.pop("seconds")
+                host |= {f"Q{q}_{k}": v for k, v in seen.items()}
                 task.advance()
             times["RF2"] = refresh.rf2(engine.run, sf, 0)
             elapsed = time.perf_counter() - t0
         metrics = {"elapsed_s": round(elapsed, 3), "power": round(power_at_size(sf, list(times.values())), 1),
-                   **{f"{k}_s": round(v, 4) for k, v in times.items()}}
+                   **_space_used(before, engine.usage()), **{f"{k}_s": round(v, 4) for k, v in times.items()}, **host}
         return Record(metrics, method=(f"One session on {engine.name}: RF1 (SF·1500 orders inserted), the 22 queries "
                                        "in stream 0's order with the validation parameters, RF2 (those orders deleted). "
                                        "power = 3600·SF / geometric mean of the 24 times (5.4.1)."), extra=extra)
@@ -236,6 +240,7 @@ class DssSuite:
 
         threads = [threading.Thread(target=query_stream, args=(s,)) for s in range(1, streams + 1)]
         threads.append(threading.Thread(target=refresh_stream))
+        before = engine.usage()
         with ctx.task(f"{engine.name}: {streams} query streams and a refresh stream"):
             t0 = time.perf_counter()
             for t in threads:
@@ -247,7 +252,7 @@ class DssSuite:
             raise UserError(f"the throughput test on {engine.name} failed: {errors[0]}.")
         extra["stream_orders"] = {s: [q for q, _ in stream_queries(s, sf, seed)] for s in range(1, streams + 1)}
         metrics = {"streams": streams, "elapsed_s": round(elapsed, 3),
-                   "throughput": round(throughput_at_size(sf, streams, elapsed), 1),
+                   "throughput": round(throughput_at_size(sf, streams, elapsed), 1), **_space_used(before, engine.usage()),
                    **{k: round(v, 3) for k, v in sorted(results.items())}}
         return Record(metrics, method=(f"{streams} query streams at once on {engine.name}, stream s running the 22 "
                                        "queries in Appendix A's row s with seeded random parameters, plus one refresh "
@@ -303,6 +308,11 @@ def power_at_size(sf: float, seconds: list[float]) -> float:
 def throughput_at_size(sf: float, streams: int, elapsed_s: float) -> float:
     """5.4.2: S·22·3600 / Ts · SF, Ts rounded to 0.1 s."""
     return streams * 22 * 3600 / max(0.1, round(elapsed_s, 1)) * sf
+
+
+def _space_used(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+    """temp_mb, wal_mb: what the engine wrote to temporary files and its log during the case."""
+    return {f"{k.removesuffix('_bytes')}_mb": round((after[k] - before[k]) / 1e6, 1) for k in before}
 
 
 def _drop_caches() -> str:

@@ -73,6 +73,10 @@ class DuckDbEngine:
         """Another connection to the same database, for a stream of its own (DuckDB runs them in parallel)."""
         return DuckDbSession(self.db.conn.cursor())
 
+    def usage(self) -> dict[str, int]:
+        """Counters of temporary and log space written; DuckDB exposes none that survive a query."""
+        return {}
+
     def sizes(self) -> dict[str, Any]:
         block = self.db.execute("SELECT block_size FROM pragma_database_size()")[0][0]
         tables = {}
@@ -194,6 +198,12 @@ class PostgresEngine:
 
     def run(self, query: str) -> tuple[list[tuple], float]:
         return self.main.run(query)
+
+    def usage(self) -> dict[str, int]:
+        """Temporary files (sorts and hashes that spilled) and WAL written so far: the paper's temp and log sizing."""
+        rows, _ = self.run("SELECT temp_bytes, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint "
+                           "FROM pg_stat_database WHERE datname = current_database()")
+        return {"temp_bytes": int(rows[0][0]), "wal_bytes": int(rows[0][1])}
 
     def sizes(self) -> dict[str, Any]:
         with connect(self.dsn, autocommit=True) as conn:

@@ -29,12 +29,13 @@ def summarize(records: list[Record]) -> list[Table]:
                                      "storage-bound."))
     figures: dict[str, dict[str, Any]] = {}
     for r in by_mode.get("power", []):
-        figures.setdefault(r.params["engine"], {})["power"] = r.metrics["power"]
-        figures[r.params["engine"]]["power stream s"] = r.metrics["elapsed_s"]
+        f = figures.setdefault(r.params["engine"], {})
+        f |= {"power": r.metrics["power"], "power stream s": r.metrics["elapsed_s"]}
+        f |= {f"power {k.replace('_mb', ' MB')}": r.metrics[k] for k in ("temp_mb", "wal_mb") if k in r.metrics}
     for r in by_mode.get("throughput", []):
-        figures.setdefault(r.params["engine"], {})["throughput"] = r.metrics["throughput"]
-        figures[r.params["engine"]]["streams"] = r.metrics["streams"]
-        figures[r.params["engine"]]["parallel streams s"] = r.metrics["elapsed_s"]
+        f = figures.setdefault(r.params["engine"], {})
+        f |= {"throughput": r.metrics["throughput"], "streams": r.metrics["streams"], "parallel streams s": r.metrics["elapsed_s"]}
+        f |= {f"throughput {k.replace('_mb', ' MB')}": r.metrics[k] for k in ("temp_mb", "wal_mb") if k in r.metrics}
     if figures:
         rows = []
         for engine, f in sorted(figures.items()):
@@ -42,9 +43,12 @@ def summarize(records: list[Record]) -> list[Table]:
             rows.append({"engine": engine, **f, "power × throughput (geometric mean)": round(combined, 1) if combined else None})
         tables.append(Table("figures", "Power, throughput and their combination", rows,
                             note="Derived from TPC-H 5.4 at the run's scale factor; not comparable with audited "
-                                 "TPC-H results (never QphH)."))
-    power = [{"engine": r.params["engine"], "step": k[:-2], "seconds": v}
-             for r in by_mode.get("power", []) for k, v in r.metrics.items() if k.endswith("_s") and k != "elapsed_s"]
+                                 "TPC-H results (never QphH). temp MB and wal MB: what PostgreSQL wrote to temporary "
+                                 "files and to its log during the test (the paper's tempdb and log sizing)."))
+    power = [{"engine": r.params["engine"], "step": k[:-2], "seconds": v, "read MB/s": r.metrics.get(f"{k[:-2]}_read_mb_s"),
+              "CPU %": r.metrics.get(f"{k[:-2]}_cpu_pct")}
+             for r in by_mode.get("power", []) for k, v in r.metrics.items()
+             if k.endswith("_s") and k != "elapsed_s" and not k.endswith("_mb_s")]
     if power:
         tables.append(Table("power_steps", "Power stream: each step", power, note="Stream 0's order: RF1, the 22 queries, RF2."))
     load = []
