@@ -23,3 +23,68 @@ def test_each_limit_can_decide_and_the_rules_are_configurable():
     strict = CapacityRules(free_space_pct=20, temp_reserve_pct=50, compression=2)
     assert strict.maximum_tb(1000) == pytest.approx(1000 * 0.8 * 0.5 * 2 / 1000)
     assert strict.rate(1000, None, 1)["rules"]["compression"] == 2
+
+
+def test_a_dw_run_rates_both_stores_and_agrees_with_an_independent_reading(tmp_path, refbench):
+    import json
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from refbench.engines.postgres import ManagedPostgres
+    from refbench.host.telemetry import Telemetry
+
+    data = Path(tempfile.mkdtemp(prefix="refbench-test-dw-"))
+    data.chmod(0o755)
+    try:
+        first = refbench("dw", "--duration-s", "15", "--data-dir", str(data), "--runs-dir", "runs", timeout=300)
+        assert first.code == 0, first.stderr
+        run = tmp_path / first.last_line
+        records = {p.stem: json.loads(p.read_text()) for p in (run / "records" / "dw").glob("*.json")}
+        assert set(records) == {"postgres", "duckdb"}
+        row = records["postgres"]
+        m = row["metrics"]
+        assert m["queries_completed"] > 0 and m["queries_per_hour_per_tb"] > 0
+        assert m["physical_scan_mb_s"] > 0 and m["logical_scan_mb_s"] > 0  # memory capped, data kept out of the cache
+        assert m["io_throughput_mb_s"] == pytest.approx((m["physical_scan_mb_s"] + m["logical_scan_mb_s"]) / 2, abs=0.01)
+        assert records["duckdb"]["metrics"]["logical_scan_mb_s"] is None  # N/A, as paper 000's column store
+        # The physical scan rate against the run's own once-a-second /proc/diskstats samples over the interval.
+        t0, t1 = row["extra"]["interval_epoch_s"]
+        sampled = Telemetry(run / "telemetry" / "samples.jsonl").device(row["extra"]["device"], t0, t1)["read_mb_s"]
+        assert sampled == pytest.approx(m["physical_scan_mb_s"], rel=0.10)
+        csv = (run / "tables" / "dw" / "primary.csv").read_text()
+        assert "rating decided by" in csv and any(limit in csv for limit in ("maximum user data capacity", "memory limit", "throughput limit"))
+        assert (run / "charts" / "dw" / "rating_sheet.png").stat().st_size > 10_000
+        assert "Primary metrics" in (run / "report.html").read_text()
+
+        # A second run names the first as its reference.
+        second = refbench("dw", "--duration-s", "3", "--data-dir", str(data), "--runs-dir", "runs",
+                          "--reference", first.last_line, timeout=300)
+        assert second.code == 0, second.stderr
+        again = tmp_path / second.last_line
+        reference = json.loads((again / "records" / "dw" / "duckdb.json").read_text())["extra"]["reference"]
+        assert reference["run"] == run.name
+        assert reference["queries_per_hour_per_tb"] == records["duckdb"]["metrics"]["queries_per_hour_per_tb"]
+        relative = (again / "tables" / "dw" / "stores.csv").read_text()
+        assert "column store,duckdb," in relative
+    finally:
+        ManagedPostgres(data / "pgdata", {}).stop_stale()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_relative_throughput_of_a_run_against_itself_is_100_percent():
+    from refbench.suites import Record
+    from refbench.suites.dw.summary import summarize
+
+    def record(engine, qphtb):
+        return Record({"queries_per_hour_per_tb": qphtb, "queries_per_hour": qphtb * 1000, "physical_scan_mb_s": 100.0,
+                       "logical_scan_mb_s": None, "io_throughput_mb_s": None, "cpu_avg_pct": 50.0},
+                      extra={"store": "column store", "reference": {"run": "self", "queries_per_hour_per_tb": qphtb},
+                             "capacity_inputs": {"data_volume_gb": 12_000, "memory_gb": 512, "volume_from": "test",
+                                                 "memory_from": "test", "rules": {}}},
+                      params={"engine": engine})
+
+    tables = {t.name: t.rows for t in summarize([record("duckdb", 2365.0)])}
+    assert tables["stores"][0]["relative throughput %"] == 100
+    assert tables["primary"][0]["column store relative throughput %"] == 100
+    assert tables["primary"][0]["maximum user data capacity (TB)"] == 41

@@ -16,6 +16,8 @@ from refbench.suites import Chart  # noqa: E402
 def render(chart: Chart, directory: Path) -> Path:
     """Writes <name>.png and <name>.svg into ``directory``; returns the PNG path."""
     directory.mkdir(parents=True, exist_ok=True)
+    if chart.kind == "sheet":
+        return _sheet(chart, directory)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     categorical = any(isinstance(x, str) for points in chart.series.values() for x, _ in points)
     categories: list = []
@@ -60,3 +62,27 @@ def _bars(ax, chart: Chart, categories: list) -> None:
         xs = [j + (i - (n - 1) / 2) * width for j in range(len(categories))]
         ax.bar(xs, [values.get(c, 0) for c in categories], width=width, label=str(label))
     ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45 if len(categories) > 6 else 0)
+
+
+def _sheet(chart: Chart, directory: Path) -> Path:
+    """A one-page sheet: each series is a titled section of (label, value) lines, like a certification table."""
+    lines = sum(len(points) + 2 for points in chart.series.values()) + 2
+    fig = plt.figure(figsize=(10, 0.26 * lines + 0.4), dpi=110)
+    y = 1.0
+    step = 1.0 / lines
+    fig.text(0.03, y - step, chart.title, fontsize=13, weight="bold", va="top")
+    y -= 2 * step
+    for section, points in chart.series.items():
+        fig.text(0.03, y - step * 0.2, section, fontsize=10.5, weight="bold", va="top", color="#1f4e79")
+        y -= step
+        for label, value in points:
+            fig.text(0.05, y - step * 0.2, str(label), fontsize=9, va="top")
+            fig.text(0.42, y - step * 0.2, f"{value:,}" if isinstance(value, (int, float)) else str(value), fontsize=9,
+                     va="top", weight="bold")
+            y -= step
+        y -= step
+    png = directory / f"{chart.name}.png"
+    fig.savefig(png)
+    fig.savefig(directory / f"{chart.name}.svg")
+    plt.close(fig)
+    return png

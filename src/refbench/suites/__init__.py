@@ -84,7 +84,7 @@ class Chart:
     xlabel: str
     ylabel: str
     series: dict[str, list[tuple[Any, float]]]
-    kind: str = "line"  # line | bar
+    kind: str = "line"  # line | bar | sheet (series: section -> (label, value) lines)
     logx: bool = False
     logy: bool = False
     note: str = ""
@@ -108,6 +108,7 @@ BUILTIN_SUITES: dict[str, str] = {
     "device": "refbench.suites.device:DeviceSuite",
     "oltp": "refbench.suites.oltp:OltpSuite",
     "dss": "refbench.suites.dss:DssSuite",
+    "dw": "refbench.suites.dw:DwSuite",
 }
 
 # Extra suites, e.g. a site's own or a test's: entry points in the group "refbench.suites", or

@@ -99,53 +99,10 @@ class DssSuite:
     # ---- data and engines ----------------------------------------------------------------------------
 
     def prepare(self, ctx) -> None:
-        o = ctx.options
-        base = Path(o["data_dir"]) if o["data_dir"] else ctx.work_dir
-        data = base / f"tpch-sf{o['sf']:g}"
-        with ctx.task(f"generating SF {o['sf']:g} with tpchgen-cli"):
-            ctx.state["data"] = datagen.generate(data, o["sf"])
-        ctx.log(f"data: {data} ({'reused' if ctx.state['data']['reused'] else 'generated'}, on "
-                f"{device_of(data) or 'no block device'})")
-        ctx.state["data_dir"], ctx.state["device"] = data, device_of(data)
-        engines = {}
-        if "duckdb" in self._engines(ctx):
-            engines["duckdb"] = DuckDbEngine(base / f"tpch-sf{o['sf']:g}.duckdb", o["duckdb_memory_limit"])
-        if "postgres" in self._engines(ctx):
-            if o["dsn"]:
-                engines["postgres"] = PostgresEngine(o["dsn"], None, os.cpu_count() or 1)
-                ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
-            else:
-                settings = {"shared_buffers": o["shared_buffers"], **dict(s.split("=", 1) for s in o["pg_settings"])}
-                server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings)
-                ctx.state["server"] = server
-                with ctx.task("starting the managed PostgreSQL"):
-                    server.start()
-                engines["postgres"] = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
-                ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
-        ctx.state["engines"] = engines
-        # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
-        loads_file = base / f"tpch-sf{o['sf']:g}-loads.json"
-        loads = json.loads(loads_file.read_text()) if loads_file.exists() else {}
-        for name, engine in engines.items():
-            if engine.loaded(o["sf"]):
-                loads[name] = {**loads.get(name, {}), "reused": True}
-            else:
-                with ctx.task(f"loading SF {o['sf']:g} into {name}"):
-                    loads[name] = {**engine.load(data, o["sf"]), "reused": False}
-                loads_file.write_text(json.dumps(loads))
-            engine.open()
-            loads[name] |= {"sizes": engine.sizes(), "settings": engine.settings(), "kind": engine.kind}
-        ctx.state["loads"] = loads
-
-    def _engines(self, ctx) -> list[str]:
-        return [e for e in ctx.options["engines"] if e in ctx.plan.engines]
+        prepare_data_and_engines(ctx)
 
     def close(self, ctx) -> None:
-        for engine in ctx.state.pop("engines", {}).values():
-            engine.close()
-        server = ctx.state.pop("server", None)
-        if server is not None:
-            server.stop()
+        close_engines(ctx)
 
     # ---- one case ------------------------------------------------------------------------------------
 
@@ -262,28 +219,7 @@ class DssSuite:
     # ---- correctness ---------------------------------------------------------------------------------
 
     def check(self, ctx) -> list[Finding]:
-        sf = ctx.options["sf"]
-        got: dict[str, dict[int, list[tuple]]] = {}
-        for name, engine in ctx.state["engines"].items():
-            got[name] = {}
-            for q, text in stream_queries(0, sf):
-                saved = _load_answer(ctx, name, q)
-                got[name][q] = saved if saved is not None else [tuple(r) for r in engine.run(text)[0]]
-        findings = []
-        if sf == 1.0:
-            for name, by_query in got.items():
-                wrong = {q: d for q in range(1, 23) if (d := answers.compare(q, by_query[q], answers.reference_answer(q)))}
-                findings.append(Finding(f"{name}: stream 0 answers match the TPC-H reference answers at SF1", not wrong,
-                                        _detail(wrong, "all 22 queries within the specification's tolerance (2.1.3.5)")))
-        if len(got) == 2:
-            (a, rows_a), (b, rows_b) = got.items()
-            wrong = {q: d for q in range(1, 23) if (d := answers.compare(q, rows_b[q], answers.as_expected(rows_a[q])))}
-            findings.append(Finding(f"{a} and {b} give the same answers (stream 0)", not wrong,
-                                    _detail(wrong, "all 22 queries agree within the specification's tolerance")))
-        if not findings:
-            findings.append(Finding("answers checked", False, f"at SF {sf:g} with one engine there is nothing to check "
-                                    "answers against: run both engines, or SF 1 for the reference answers"))
-        return findings
+        return check_answers(ctx)
 
     def summarize(self, records: list[Record]) -> list[Table]:
         from refbench.suites.dss.summary import summarize
@@ -294,6 +230,87 @@ class DssSuite:
         from refbench.suites.dss.summary import charts
 
         return charts(tables)
+
+
+def engine_names(ctx) -> list[str]:
+    return [e for e in ctx.options["engines"] if e in ctx.plan.engines]
+
+
+def prepare_data_and_engines(ctx) -> None:
+    """Generates (or reuses) the data, starts the engines and loads them (or reuses a load): what the DSS and DW
+    suites share. Needs the options sf, engines, data_dir, dsn, pg_data_dir, shared_buffers, pg_settings and
+    duckdb_memory_limit; fills ctx.state with data, data_dir, device, engines, server and loads."""
+    o = ctx.options
+    base = Path(o["data_dir"]) if o["data_dir"] else ctx.work_dir
+    data = base / f"tpch-sf{o['sf']:g}"
+    with ctx.task(f"generating SF {o['sf']:g} with tpchgen-cli"):
+        ctx.state["data"] = datagen.generate(data, o["sf"])
+    ctx.log(f"data: {data} ({'reused' if ctx.state['data']['reused'] else 'generated'}, on "
+            f"{device_of(data) or 'no block device'})")
+    ctx.state["data_dir"], ctx.state["device"] = data, device_of(data)
+    engines = {}
+    if "duckdb" in engine_names(ctx):
+        engines["duckdb"] = DuckDbEngine(base / f"tpch-sf{o['sf']:g}.duckdb", o["duckdb_memory_limit"])
+    if "postgres" in engine_names(ctx):
+        if o["dsn"]:
+            engines["postgres"] = PostgresEngine(o["dsn"], None, os.cpu_count() or 1)
+            ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
+        else:
+            settings = {"shared_buffers": o["shared_buffers"], **dict(s.split("=", 1) for s in o["pg_settings"])}
+            server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings)
+            ctx.state["server"] = server
+            with ctx.task("starting the managed PostgreSQL"):
+                server.start()
+            engines["postgres"] = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
+            ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
+    ctx.state["engines"] = engines
+    # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
+    loads_file = base / f"tpch-sf{o['sf']:g}-loads.json"
+    loads = json.loads(loads_file.read_text()) if loads_file.exists() else {}
+    for name, engine in engines.items():
+        if engine.loaded(o["sf"]):
+            loads[name] = {**loads.get(name, {}), "reused": True}
+        else:
+            with ctx.task(f"loading SF {o['sf']:g} into {name}"):
+                loads[name] = {**engine.load(data, o["sf"]), "reused": False}
+            loads_file.write_text(json.dumps(loads))
+        engine.open()
+        loads[name] |= {"sizes": engine.sizes(), "settings": engine.settings(), "kind": engine.kind}
+    ctx.state["loads"] = loads
+
+
+def check_answers(ctx) -> list[Finding]:
+    """Stream 0's answers of every engine: against the reference set at SF 1, and between the two engines."""
+    sf = ctx.options["sf"]
+    got: dict[str, dict[int, list[tuple]]] = {}
+    for name, engine in ctx.state["engines"].items():
+        got[name] = {}
+        for q, text in stream_queries(0, sf):
+            saved = _load_answer(ctx, name, q)
+            got[name][q] = saved if saved is not None else [tuple(r) for r in engine.run(text)[0]]
+    findings = []
+    if sf == 1.0:
+        for name, by_query in got.items():
+            wrong = {q: d for q in range(1, 23) if (d := answers.compare(q, by_query[q], answers.reference_answer(q)))}
+            findings.append(Finding(f"{name}: stream 0 answers match the TPC-H reference answers at SF1", not wrong,
+                                    _detail(wrong, "all 22 queries within the specification's tolerance (2.1.3.5)")))
+    if len(got) == 2:
+        (a, rows_a), (b, rows_b) = got.items()
+        wrong = {q: d for q in range(1, 23) if (d := answers.compare(q, rows_b[q], answers.as_expected(rows_a[q])))}
+        findings.append(Finding(f"{a} and {b} give the same answers (stream 0)", not wrong,
+                                _detail(wrong, "all 22 queries agree within the specification's tolerance")))
+    if not findings:
+        findings.append(Finding("answers checked", False, f"at SF {sf:g} with one engine there is nothing to check "
+                                "answers against: run both engines, or SF 1 for the reference answers"))
+    return findings
+
+
+def close_engines(ctx) -> None:
+    for engine in ctx.state.pop("engines", {}).values():
+        engine.close()
+    server = ctx.state.pop("server", None)
+    if server is not None:
+        server.stop()
 
 
 def power_at_size(sf: float, seconds: list[float]) -> float:

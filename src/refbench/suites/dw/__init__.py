@@ -1,0 +1,192 @@
+"""The data-warehouse rating: what paper 000 publishes for a server + storage configuration (a Fast Track
+rating), as an open method. Concurrent sessions run a scan-heavy query mix for a fixed interval on the row
+store and the column store, with the engines' memory capped and the data kept out of the page cache; from that
+come the measured throughput (queries/hour/TB), the physical and logical scan rates, the I/O throughput and the
+CPU, then the capacity rating and the throughput relative to a reference run, on one rating sheet.
+
+Where things are: workload.py runs the sessions and reads the counters; capacity.py states the capacity rules;
+summary.py builds the tables and the rating sheet. Data and engines are the DSS suite's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from refbench.errors import UserError
+from refbench.plan import ENGINES, Option, Plan, PlanError
+from refbench.runstore import Run
+from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites.device.targets import device_of
+from refbench.suites.dss import check_answers, close_engines, datagen, engine_names, prepare_data_and_engines
+from refbench.suites.dss.engines import DuckDbEngine
+from refbench.suites.dw import capacity, workload
+
+STORE = {"postgres": "row store", "duckdb": "column store"}
+
+
+class DwSuite:
+    name = "dw"
+    summary = ("Data-warehouse rating like paper 000 (a Fast Track rating, as an open method): concurrent sessions "
+               "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
+               "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "
+               "rated and maximum user data capacity; throughput relative to a reference run; the rating sheet.")
+    examples = [
+        "refbench dw                                      # quick: SF 0.1, both stores, 2 sessions, 10 s each",
+        "refbench dw --sf 10 --data-dir /mnt/nvme0/dw --sessions 8 --duration-s 600 --profile standard",
+        "refbench dw --sf 10 --data-dir /mnt/sas/dw --reference runs/20261122T101500Z-nvme",
+    ]
+    options = {
+        "sf": Option(float, {"quick": 0.1, "standard": 10.0, "full": 1000.0}, "Scale factor (SF 1000 ≈ the paper's 1 TB).",
+                     minimum=0.001),
+        "engines": Option(list, list(ENGINES), "Stores: postgres (row store), duckdb (column store).", item=str, choices=ENGINES),
+        "sessions": Option(int, {"quick": 2, "standard": 8, "full": 16}, "Concurrent query sessions.", minimum=1, maximum=256),
+        "duration_s": Option(int, {"quick": 10, "standard": 600, "full": 3600}, "Measurement interval per store, seconds.",
+                             minimum=1),
+        "data_dir": Option(str, "", "Where the data, the DuckDB database and the managed PostgreSQL go (default: the "
+                                    "work directory); put it on the storage under test."),
+        "dsn": Option(str, "", "Rate this PostgreSQL instead of a managed one (its files cannot be kept out of its "
+                               "host's page cache, and its physical scan rate is not measured)."),
+        "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
+        "shared_buffers": Option(str, {"quick": "16MB", "standard": "1GB", "full": "64GB"},
+                                 "The row store's memory cap, about a tenth of its data or less (paper 000 caps SQL Server "
+                                 "at 118 GB for 1 TB)."),
+        "pg_settings": Option(list, ["work_mem=32MB", "max_wal_size=4GB"], "More managed-server settings, name=value.", item=str),
+        "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap."),
+        "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never).",
+                          minimum=0),
+        "data_volume_gb": Option(float, 0.0, "Capacity of the data volume in GB (0 = the file system holding the data).",
+                                 minimum=0),
+        "memory_gb": Option(float, 0.0, "Server memory for the memory limit, GB (0 = this host's).", minimum=0),
+        "free_space_pct": Option(float, capacity.FREE_SPACE_PCT, "Free-space reserve of the data volume, % (paper 000: 10).",
+                                 minimum=0, maximum=99),
+        "temp_reserve_pct": Option(float, capacity.TEMP_RESERVE_PCT, "Temp-space reserve, % (paper 000: 25).",
+                                   minimum=0, maximum=99),
+        "compression": Option(float, capacity.COMPRESSION, "Assumed compression ratio (paper 000: 5:1).", minimum=1),
+        "scan_hours": Option(float, capacity.SCAN_HOURS, "Throughput limit: a full scan must fit in this many hours.",
+                             minimum=0.01),
+        "memory_gb_per_tb": Option(float, capacity.MEMORY_GB_PER_TB, "Memory limit: GB of server memory per TB of user "
+                                   "data (14.2: paper 000's 512 GB for 36 TB).", minimum=0.01),
+        "reference": Option(str, "", "An earlier dw run to report relative throughput against (as paper 000 against "
+                                     "its reference configuration)."),
+        "seed": Option(int, 1, "Seed of the random query parameters."),
+    }
+
+    def cases(self, plan: Plan) -> list[Case]:
+        o = plan.options[self.name]
+        engines = [e for e in o["engines"] if e in plan.engines]
+        if not engines:
+            raise PlanError(f"[dw] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")
+        datagen.tpchgen()
+        if o["reference"]:
+            reference_figures(o["reference"], Path(plan.runs_dir))  # an unknown reference fails here, before anything
+        return [Case(e, {"engine": e}, f"{STORE[e]} ({e}), {o['sessions']} sessions, {o['duration_s']} s") for e in engines]
+
+    def prepare(self, ctx) -> None:
+        prepare_data_and_engines(ctx)
+
+    def close(self, ctx) -> None:
+        close_engines(ctx)
+
+    def measure(self, ctx, case: Case) -> Record:
+        o = ctx.options
+        engine = ctx.state["engines"][case.params["engine"]]
+        files, where = self._data_files(ctx, engine)
+        device = device_of(where) if where else None
+        with ctx.task(f"{STORE[engine.name]}: {o['sessions']} sessions for {o['duration_s']} s", total=None):
+            seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device)
+        if seen["errors"]:
+            raise UserError(f"the {STORE[engine.name]} workload failed: {seen['errors'][0]}.")
+        raw_tb = o["sf"] / 1000  # SF 1 is 1 GB of raw data
+        per_hour = len(seen["completed"]) * 3600 / seen["interval_s"]
+        physical, logical = seen["physical_mb_s"], seen["logical_mb_s"]
+        metrics = {
+            "queries_completed": len(seen["completed"]), "queries_per_hour": round(per_hour, 1),
+            "queries_per_hour_per_tb": round(per_hour * raw_tb, 4),
+            "physical_scan_mb_s": None if physical is None else round(physical, 2),
+            "logical_scan_mb_s": None if logical is None else round(logical, 2),
+            "io_throughput_mb_s": round((physical + logical) / 2, 2) if physical is not None and logical is not None else None,
+            "cpu_avg_pct": None if seen["cpu_pct"] is None else round(seen["cpu_pct"], 1),
+            "interval_s": round(seen["interval_s"], 3),
+        }
+        counts: dict[str, int] = {}
+        for q, _ in seen["completed"]:
+            counts[f"Q{q}"] = counts.get(f"Q{q}", 0) + 1
+        extra = {
+            "engine": engine.name, "store": STORE[engine.name], "device": device, "data_files": len(files),
+            "interval_epoch_s": [seen["started_epoch_s"], seen["ended_epoch_s"]], "queries": counts,
+            "load": ctx.state["loads"][engine.name], "capacity_inputs": self._capacity_inputs(ctx),
+            "reference": (reference_figures(o["reference"], Path(ctx.plan.runs_dir)).get(engine.name)
+                          if o["reference"] else None),
+            "run": ctx.run.path.name, "system": _system(ctx.run.meta.get("inventory", {}), device, engine.settings()),
+        }
+        return Record(metrics, method=(
+            f"{o['sessions']} sessions on the {STORE[engine.name]} ({engine.name}), each cycling through the "
+            f"scan-heavy mix Q{', Q'.join(map(str, workload.SCAN_MIX))} with random parameters, for {o['duration_s']} s; "
+            f"memory capped ({'shared_buffers ' + o['shared_buffers'] if engine.name == 'postgres' else 'memory_limit ' + o['duckdb_memory_limit']}), "
+            f"data files dropped from the page cache every {o['evict_s']:g} s. Queries/hour/TB: queries completed "
+            f"inside the interval per hour × raw data in TB (SF {o['sf']:g} = {raw_tb:g} TB). Physical scan: MB/s read "
+            "from the data's device (/proc/diskstats). Logical scan: table and index MB/s the engine consumed "
+            "(PostgreSQL: blocks read + hit × block size; DuckDB exposes no such counter: N/A, as paper 000 reports for "
+            "its column store). I/O throughput: the average of the two, as paper 000 defines it."), extra=extra)
+
+    def _data_files(self, ctx, engine) -> tuple[list[Path], Path | None]:
+        """The engine's data files (kept out of the page cache) and where they are."""
+        if isinstance(engine, DuckDbEngine):
+            return [engine.db.path], engine.db.path
+        server = ctx.state.get("server")
+        if server is None:
+            return [], None  # a user's server: its files are not ours to touch
+        return workload.data_files([server.data_dir / "base"]), server.data_dir
+
+    def _capacity_inputs(self, ctx) -> dict[str, Any]:
+        o = ctx.options
+        volume = o["data_volume_gb"] or shutil.disk_usage(ctx.state["data_dir"]).total / 1e9
+        memory = o["memory_gb"] or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+        rules = {k: o[k] for k in ("free_space_pct", "temp_reserve_pct", "compression", "scan_hours", "memory_gb_per_tb")}
+        return {"data_volume_gb": round(volume, 1), "memory_gb": round(memory, 1), "rules": rules,
+                "volume_from": "--data-volume-gb" if o["data_volume_gb"] else f"the file system holding {ctx.state['data_dir']}",
+                "memory_from": "--memory-gb" if o["memory_gb"] else "this host's memory"}
+
+    def check(self, ctx) -> list[Finding]:
+        findings = check_answers(ctx)
+        for r in ctx.run.records(self.name):
+            findings.append(Finding(f"{r.extra['store']}: queries completed during the interval",
+                                    r.metrics["queries_completed"] > 0,
+                                    f"{r.metrics['queries_completed']} in {r.metrics['interval_s']} s"))
+        return findings
+
+    def summarize(self, records: list[Record]) -> list[Table]:
+        from refbench.suites.dw.summary import summarize
+
+        return summarize(records)
+
+    def charts(self, tables: list[Table]) -> list[Chart]:
+        from refbench.suites.dw.summary import charts
+
+        return charts(tables)
+
+
+def _system(inventory: dict[str, Any], device: str | None, settings: dict[str, str]) -> dict[str, Any]:
+    """The rating sheet's system block: what paper 000's certification table lists."""
+    cpu, memory, system = inventory.get("cpu", {}), inventory.get("memory", {}), inventory.get("system", {})
+    disk = next((d for d in inventory.get("block_devices", [])
+                 if device and (d["name"] == device or device in d.get("partitions", []))), None)
+    storage = (f"{disk['name']}: {disk.get('model') or 'unknown model'}, {disk['size_bytes'] / 1e12:.2f} TB, "
+               f"{'rotational' if disk.get('rotational') else 'solid state'}") if disk else "not a local block device"
+    return {"system": inventory.get("hostname"), "processor": f"{cpu.get('model')} ({cpu.get('sockets')}/{cpu.get('cores')}/"
+            f"{cpu.get('threads')} sockets/cores/threads)", "memory": f"{memory.get('total_gib')} GiB",
+            "operating system": f"{system.get('distribution')}, Linux {system.get('kernel')}",
+            "database": settings.get("server_version") or settings.get("version"), "storage": storage}
+
+
+def reference_figures(reference: str, runs_dir: Path) -> dict[str, dict[str, Any]]:
+    """The reference run's measured throughput per engine, for relative throughput."""
+    run = Run.find(reference, str(runs_dir))
+    figures = {r.case_id: {"run": run.path.name, "queries_per_hour_per_tb": r.metrics["queries_per_hour_per_tb"]}
+               for r in run.records("dw")}
+    if not figures:
+        raise UserError(f"the reference run {run.path.name} has no dw measurements to compare with.")
+    return figures

@@ -31,6 +31,11 @@ def whole_tb(tb: float) -> int:
     return int(tb + 0.5)
 
 
+def shown_tb(tb: float) -> float:
+    """Whole terabytes like the paper from 10 TB up; below that two decimals, or a small system would rate 0."""
+    return whole_tb(tb) if tb >= 10 else round(tb, 2)
+
+
 @dataclass(frozen=True)
 class CapacityRules:
     free_space_pct: float = FREE_SPACE_PCT

@@ -1,0 +1,111 @@
+"""The rating workload: concurrent sessions run a scan-heavy mix of the decision-support queries for a fixed
+interval, while the engine's memory is capped and the data files are kept out of the OS page cache, so that the
+storage is what gets measured (paper 000 caps SQL Server's memory, which reads with direct I/O).
+
+PostgreSQL and DuckDB read through the OS page cache, so capping their own buffers is not enough: every
+``evict_s`` seconds the data files' cached pages are dropped with posix_fadvise(DONTNEED), for those files only.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from refbench.host.telemetry import SECTOR_BYTES, cpu_rates, read_cpu, read_disks
+from refbench.suites.dss.queries import QUERIES, random_parameters
+
+# Queries whose work is mostly scanning lineitem and orders: the Fast Track mix is scan-heavy by design.
+SCAN_MIX = [1, 6, 14, 12, 3, 5, 10, 7, 9, 18]
+PROC = Path("/proc")
+
+
+def evict(files: list[Path]) -> None:
+    for path in files:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # a file the engine just removed
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def data_files(roots: list[Path]) -> list[Path]:
+    files = []
+    for root in roots:
+        if root.is_file():
+            files.append(root)
+        elif root.is_dir():
+            files += [p for p in root.rglob("*") if p.is_file()]
+    return files
+
+
+def run(engine, sf: float, sessions: int, duration_s: float, seed: int, files: list[Path], evict_s: float,
+        device: str | None) -> dict[str, Any]:
+    """Runs the mix on ``sessions`` sessions for ``duration_s``; returns what completed and what the host did."""
+    stop = threading.Event()
+    completed: list[tuple[int, float]] = []  # (query, seconds) finished inside the interval
+    errors: list[str] = []
+    lock = threading.Lock()
+    open_sessions = [engine.session() for _ in range(sessions)]
+
+    def session_loop(index: int, session) -> None:
+        rng = random.Random(seed * 1000 + index)
+        mix = SCAN_MIX[index % len(SCAN_MIX):] + SCAN_MIX[:index % len(SCAN_MIX)]  # sessions start apart in the mix
+        while not stop.is_set():
+            params = random_parameters(sf, rng)
+            for q in mix:
+                if stop.is_set():
+                    return
+                try:
+                    _, seconds = session.run(QUERIES[q].format(**params[q]).strip())
+                except Exception as exc:  # a query cancelled at the end of the interval, or a real failure
+                    if not stop.is_set():
+                        with lock:
+                            errors.append(f"Q{q}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+                        stop.set()
+                    return
+                if not stop.is_set():
+                    with lock:
+                        completed.append((q, seconds))
+
+    def evictor() -> None:
+        while not stop.wait(evict_s):
+            evict(files)
+
+    threads = [threading.Thread(target=session_loop, args=(i, s)) for i, s in enumerate(open_sessions)]
+    if evict_s > 0:
+        evict(files)
+        threads.append(threading.Thread(target=evictor))
+    before = engine.usage()
+    cpu0, disks0, t0 = read_cpu(PROC), read_disks(PROC), time.time()
+    for t in threads:
+        t.start()
+    stop.wait(duration_s)
+    stop.set()
+    cpu1, disks1, t1 = read_cpu(PROC), read_disks(PROC), time.time()
+    after = engine.usage()
+    for s in open_sessions:
+        s.cancel()
+    for t in threads:
+        t.join()
+    for s in open_sessions:
+        s.close()
+    interval = t1 - t0
+    physical = None
+    if device and device in disks0 and device in disks1:
+        physical = (disks1[device][1] - disks0[device][1]) * SECTOR_BYTES / 1e6 / interval
+    logical = None
+    if "logical_read_bytes" in before:
+        logical = (after["logical_read_bytes"] - before["logical_read_bytes"]) / 1e6 / interval
+    cpu = None
+    if cpu0 and cpu1:
+        rates = cpu_rates(cpu0, cpu1)
+        cpu = 100 - rates["idle_pct"] - rates["iowait_pct"]
+    return {"interval_s": interval, "started_epoch_s": t0, "ended_epoch_s": t1, "completed": completed,
+            "errors": errors, "physical_mb_s": physical, "logical_mb_s": logical, "cpu_pct": cpu}
