@@ -56,3 +56,15 @@ def remove_temp_files(directory: Path) -> int:
             leftover.unlink(missing_ok=True)
             removed += 1
     return removed
+
+
+def writable_directory(path: Path, what: str) -> None:
+    """Creates ``path`` if needed; a directory that cannot be made or written ends the run with one sentence."""
+    from refbench.errors import UserError
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {what} {path}: {exc.strerror}.") from None
+    if not os.access(path, os.W_OK):
+        raise UserError(f"{what} {path} is not writable.")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from refbench.errors import UserError
-from refbench.fileio import atomic_write_json, read_json, remove_temp_files
+from refbench.fileio import atomic_write_json, read_json, remove_temp_files, writable_directory
 from refbench.plan import Plan
 from refbench.suites import Finding, Record
 
@@ -48,12 +48,7 @@ class Run:
     @classmethod
     def create(cls, plan: Plan, meta: dict[str, Any]) -> "Run":
         runs_dir = Path(plan.runs_dir)
-        try:
-            runs_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"cannot create the runs directory {runs_dir}: {exc.strerror}.") from None
-        if not os.access(runs_dir, os.W_OK):
-            raise UserError(f"the runs directory {runs_dir} is not writable.")
+        writable_directory(runs_dir, "the runs directory")
         started = utc_now()
         base = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{plan.name}"
         for attempt in range(1, 100):

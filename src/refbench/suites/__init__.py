@@ -109,6 +109,7 @@ BUILTIN_SUITES: dict[str, str] = {
     "oltp": "refbench.suites.oltp:OltpSuite",
     "dss": "refbench.suites.dss:DssSuite",
     "dw": "refbench.suites.dw:DwSuite",
+    "analytics": "refbench.suites.analytics:AnalyticsSuite",
 }
 
 # Extra suites, e.g. a site's own or a test's: entry points in the group "refbench.suites", or

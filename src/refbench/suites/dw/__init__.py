@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from refbench.errors import UserError
+from refbench.host.pagecache import files_under
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.runstore import Run
 from refbench.suites import Case, Chart, Finding, Record, Table
 from refbench.suites.device.targets import device_of
-from refbench.suites.dss import check_answers, close_engines, datagen, engine_names, prepare_data_and_engines
+from refbench.suites.dss import check_answers, close_engines, datagen, prepare_data_and_engines
 from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dw import capacity, workload
 
@@ -139,7 +140,7 @@ class DwSuite:
         server = ctx.state.get("server")
         if server is None:
             return [], None  # a user's server: its files are not ours to touch
-        return workload.data_files([server.data_dir / "base"]), server.data_dir
+        return files_under([server.data_dir / "base"]), server.data_dir
 
     def _capacity_inputs(self, ctx) -> dict[str, Any]:
         o = ctx.options

@@ -8,41 +8,19 @@ PostgreSQL and DuckDB read through the OS page cache, so capping their own buffe
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from refbench.host.pagecache import evict
 from refbench.host.telemetry import SECTOR_BYTES, cpu_rates, read_cpu, read_disks
 from refbench.suites.dss.queries import QUERIES, random_parameters
 
 # Queries whose work is mostly scanning lineitem and orders: the Fast Track mix is scan-heavy by design.
 SCAN_MIX = [1, 6, 14, 12, 3, 5, 10, 7, 9, 18]
 PROC = Path("/proc")
-
-
-def evict(files: list[Path]) -> None:
-    for path in files:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue  # a file the engine just removed
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def data_files(roots: list[Path]) -> list[Path]:
-    files = []
-    for root in roots:
-        if root.is_file():
-            files.append(root)
-        elif root.is_dir():
-            files += [p for p in root.rglob("*") if p.is_file()]
-    return files
 
 
 def run(engine, sf: float, sessions: int, duration_s: float, seed: int, files: list[Path], evict_s: float,
