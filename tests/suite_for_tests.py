@@ -15,6 +15,7 @@ from refbench.suites import Case, Chart, Finding, Record, Table
 
 class SleepySuite:
     name = "sleepy"
+    node_figures = {"ops_per_s": "sum", "lat_ms": "mean"}
     summary = "A test suite: each case sleeps and writes a little."
     options = {
         "cases": Option(int, {"quick": 4, "standard": 8, "full": 16}, "Number of cases.", minimum=1, maximum=1000),

@@ -51,16 +51,28 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 def _start_and_execute(plan_kwargs: dict[str, Any]) -> None:
     plan = load_plan(**plan_kwargs)
+    if plan.hosts:
+        from refbench.cluster.coordinator import preflight
+
+        preflight(plan)
     run = runner.start(plan, sys.argv, err)
     _execute(run)
 
 
 def _execute(run: Run) -> None:
     try:
-        passed = runner.execute(run, err)
+        if run.plan.hosts:
+            from refbench.cluster.coordinator import execute as execute_on_cluster
+
+            passed = execute_on_cluster(run, err)
+        else:
+            passed = runner.execute(run, err)
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/yellow]: {len(run.records())} case(s) recorded. "
-                  f"Continue with: refbench resume {run.path}")
+        if run.plan.hosts:
+            err.print("[yellow]interrupted[/yellow]: the nodes were told to stop; a cluster run is run again, not resumed.")
+        else:
+            err.print(f"[yellow]interrupted[/yellow]: {len(run.records())} case(s) recorded. "
+                      f"Continue with: refbench resume {run.path}")
         print(run.path, flush=True)
         raise typer.Exit(130)
     err.print(f"report: {run.report_path}")
@@ -81,12 +93,65 @@ def run(
     runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
     name: Optional[str] = typer.Option(None, "--name", help="Run name (part of the run directory)."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a suite option: suite.key=value (repeatable)."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", metavar="N[,N…]", help="Run on this many nodes at once; "
+                                        "several counts make a scaling series (1,2,4)."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp:// or tls://); "
+                                            "without it, --hosts starts a local cluster on loopback."),
+    tls_ca_file: Optional[str] = typer.Option(None, "--tls-ca-file", help="TLS: CA certificate (PEM)."),
+    tls_cert: Optional[str] = typer.Option(None, "--tls-cert", help="TLS: this end's certificate (PEM)."),
+    tls_key: Optional[str] = typer.Option(None, "--tls-key", help="TLS: this end's private key (PEM)."),
 ) -> None:
-    """Run a plan: its suites in order, into a new run directory, then write the report."""
+    """Run a plan: its suites in order, into a new run directory, then write the report. With --hosts, on that
+    many nodes of a Dask cluster at once, each measuring its own host."""
     _start_and_execute({
-        "path": plan, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": targets or None},
+        "path": plan, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": targets or None,
+                                "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
+                                "tls_cert": tls_cert, "tls_key": tls_key},
         "sets": set_, "suites": suite or None,
     })
+
+
+def _counts(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(n) for n in text.split(",")]
+    except ValueError:
+        raise UserError(f"--hosts takes node counts such as 4 or 1,2,4, not '{text}'.") from None
+
+
+def _tls_options():
+    return (typer.Option(None, "--tls-ca-file", help="TLS: CA certificate that signed the cluster's certificates (PEM)."),
+            typer.Option(None, "--tls-cert", help="TLS: this end's certificate (PEM)."),
+            typer.Option(None, "--tls-key", help="TLS: this end's private key (PEM)."))
+
+
+@app.command(epilog="Examples:\n\n  refbench scheduler                       # loopback only: 127.0.0.1:8786\n\n"
+             "  refbench scheduler --host 10.0.0.1 --tls-ca-file ca.pem --tls-cert sched.pem --tls-key sched.key")
+def scheduler(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
+    port: int = typer.Option(8786, "--port", help="Port to listen on (0: any free port)."),
+    tls_ca_file: Optional[str] = _tls_options()[0], tls_cert: Optional[str] = _tls_options()[1],
+    tls_key: Optional[str] = _tls_options()[2],
+) -> None:
+    """Start a Dask scheduler for refbench workers; prints its address."""
+    from refbench.cluster.service import serve_scheduler
+
+    serve_scheduler(host, port, tls_ca_file or "", tls_cert or "", tls_key or "", err)
+
+
+@app.command(epilog="Examples:\n\n  refbench worker --scheduler tcp://127.0.0.1:8786\n\n"
+             "  refbench worker --scheduler tls://10.0.0.1:8786 --tls-ca-file ca.pem --tls-cert db1.pem --tls-key db1.key")
+def worker(
+    scheduler: str = typer.Option(..., "--scheduler", help="The scheduler's address (tcp:// or tls://)."),
+    name: Optional[str] = typer.Option(None, "--name", help="This node's name in the results (default: the host name)."),
+    tls_ca_file: Optional[str] = _tls_options()[0], tls_cert: Optional[str] = _tls_options()[1],
+    tls_key: Optional[str] = _tls_options()[2],
+) -> None:
+    """Start a Dask worker that runs refbench plans on this host for a cluster run."""
+    from refbench.cluster.service import serve_worker
+
+    serve_worker(scheduler, name, tls_ca_file or "", tls_cert or "", tls_key or "", err)
 
 
 @app.command(epilog="Example:  refbench resume runs/20261122T070000Z-lab-a")
@@ -96,6 +161,8 @@ def resume(
 ) -> None:
     """Continue an interrupted run: recorded cases are skipped, the rest are measured."""
     found = Run.find(run_ref, runs_dir)
+    if found.plan.hosts:
+        raise UserError(f"{found.path} is a cluster run, which cannot be resumed; run the plan again.")
     if found.status() == "complete":
         err.print(f"{found.path} is already complete; nothing to resume.")
         print(found.path)
@@ -137,7 +204,13 @@ def report(
     from refbench.report import build_report
 
     found = Run.find(run_ref, runs_dir)
-    path = build_report(found, err)
+    if found.plan.hosts:
+        from refbench.cluster.summary import build_cluster_report
+
+        build_cluster_report(found)
+        path = found.report_path
+    else:
+        path = build_report(found, err)
     err.print(f"report: {path}")
     print(found.path)
 

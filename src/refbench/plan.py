@@ -141,6 +141,13 @@ TOP_LEVEL: dict[str, Option] = {
     "suites": Option(list, [], "Suites to run, in order.", item=str),
     "targets": Option(list, [], "Files, directories or block devices the storage suites measure.", item=str),
     "engines": Option(list, list(ENGINES), "Database engines the SQL suites use.", item=str, choices=ENGINES),
+    "scheduler": Option(str, "", "Dask scheduler to run on several hosts (e.g. tcp://10.0.0.1:8786); with hosts and no "
+                                 "scheduler, refbench starts a local cluster on loopback."),
+    "hosts": Option(list, [], "Node counts to run the plan on, one step each (e.g. [1, 2, 4]: a scaling series).",
+                    item=int, minimum=1, maximum=1024),
+    "tls_ca_file": Option(str, "", "TLS: the certificate authority that signed the cluster's certificates (PEM)."),
+    "tls_cert": Option(str, "", "TLS: this end's certificate (PEM)."),
+    "tls_key": Option(str, "", "TLS: this end's private key (PEM; may be in the certificate file)."),
 }
 
 
@@ -153,6 +160,11 @@ class Plan:
     suites: list[str] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
     engines: list[str] = field(default_factory=lambda: list(ENGINES))
+    scheduler: str = ""
+    hosts: list[int] = field(default_factory=list)
+    tls_ca_file: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # suite -> resolved options
     source: str = ""  # the plan file, if any
 

@@ -106,24 +106,13 @@ def execute(run: Run, console: Console) -> bool:
     Returns True when every correctness check passed."""
     from refbench.report import build_report
 
-    run.lock()
-    try:
+    with run.running():
         run.clean_interrupted_writes()
-        run.update(status="running", ended_utc=None)
         plan = run.plan
         with Sampler(run.telemetry_path):
             for name in plan.suites:
                 _run_suite(run, plan, get_suite(name), console)
-        run.update(status="complete", ended_utc=iso(utc_now()))
-        build_report(run, console)
-    except KeyboardInterrupt:
-        run.update(status="interrupted")
-        raise
-    except BaseException as exc:
-        run.update(status="failed", error=str(exc) or type(exc).__name__)
-        raise
-    finally:
-        run.unlock()
+    build_report(run, console)
     return findings_passed(run.findings())
 
 

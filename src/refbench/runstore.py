@@ -18,6 +18,7 @@ import dataclasses
 import fcntl
 import os
 import re
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -151,6 +152,23 @@ class Run:
             return True
         finally:
             os.close(fd)
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Holds the lock while the body measures, and leaves the status true: complete, interrupted or failed."""
+        self.lock()
+        try:
+            self.update(status="running", ended_utc=None)
+            yield
+            self.update(status="complete", ended_utc=iso(utc_now()))
+        except KeyboardInterrupt:
+            self.update(status="interrupted")
+            raise
+        except BaseException as exc:
+            self.update(status="failed", error=str(exc) or type(exc).__name__)
+            raise
+        finally:
+            self.unlock()
 
     def clean_interrupted_writes(self) -> int:
         return remove_temp_files(self.path)

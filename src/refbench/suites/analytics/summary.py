@@ -82,7 +82,9 @@ def _workload_tables(workloads: list[Record]) -> list[Table]:
         Table("kinds", "By kind of test", kinds),
         Table("jobs", "Per job", jobs, note="Real time from launch to exit; CPU from the kernel's rusage; read/written: "
                                             "bytes the job moved to and from storage (/proc/PID/io read_bytes and write_bytes "
-                                            "− cancelled_write_bytes); read/write calls: bytes through read() and write()."),
+                                            "− cancelled_write_bytes); read/write calls: bytes through read() and write().",
+              report_columns=["node", "job", "kind", "status", "real_s", "user_cpu_s", "system_cpu_s", "cpu_real_ratio",
+                              "read_mb", "written_mb", "max_rss_mb", "checks passed", "error"]),
         Table("tests", "The tests", tests, note=f"Inputs: {inputs['rows']:,} rows, {sum(inputs['files'].values()) / 1e9:.2f} GB "
                                                  f"in DATA ({'reused' if inputs.get('reused') else 'generated for this run'})."),
         Table("locations", "File-system locations", locations, note="Peak space: the most the running jobs held at once "

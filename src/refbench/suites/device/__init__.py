@@ -33,6 +33,8 @@ CHECKS = ("probe", "verify", "dd", "fs-stress", "accounting")
 
 class DeviceSuite:
     name = "device"
+    # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
+    node_figures = {"iops": "sum", "mb_s": "sum", "read_lat_p99_us": "mean", "write_lat_p99_us": "mean"}
     summary = ("Characterize storage with fio like paper 003: compatibility checks, preconditioning, and the "
                "random/sequential × 0/30/100% write × queue depth × block size sweep, with steady state per point. "
                "TARGETs are files, directories or block devices (block devices need --destroy-data); "

@@ -38,6 +38,8 @@ def _setting_pair(text: str) -> str | None:
 
 class DssSuite:
     name = "dss"
+    # What a cluster run averages across nodes; each node answers for its own database.
+    node_figures = {"power": "mean", "throughput": "mean", "warm_s": "mean"}
     summary = ("Decision support like paper 002 (derived from TPC-H): the 22 queries on DuckDB (column store) and "
                "PostgreSQL (row store) — each query cold and warm, one stream with the refresh functions (power), "
                "parallel streams in the specification's orders (throughput) — with every answer checked.")

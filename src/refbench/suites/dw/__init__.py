@@ -30,6 +30,8 @@ STORE = {"postgres": "row store", "duckdb": "column store"}
 
 class DwSuite:
     name = "dw"
+    # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
+    node_figures = {"queries_per_hour": "sum", "physical_scan_mb_s": "sum", "cpu_avg_pct": "mean"}
     summary = ("Data-warehouse rating like paper 000 (a Fast Track rating, as an open method): concurrent sessions "
                "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
                "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "

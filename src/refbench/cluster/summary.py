@@ -1,0 +1,143 @@
+"""A cluster run's own tables, charts and report: each node's figures, their total, their uniformity (min, max
+and spread across nodes, as paper 004's Table 2 shows per node) and the scaling series over the steps (paper
+001's orders per minute by node count). Which figures, and whether they add up, each suite says in its
+``node_figures`` (metric -> "sum" or "mean"); a suite that says nothing is listed per node only in its own
+node reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refbench.fileio import atomic_write_text
+from refbench.report import UNITS_NOTE, write_table
+from refbench.report import html as h
+from refbench.report.charts import render
+from refbench.runstore import Run
+from refbench.suites import Chart, Finding, Table, get_suite
+
+MAX_SERIES = 8
+
+
+def _steps(run: Run) -> dict[int, dict[str, dict[str, Any]]]:
+    return {int(step): nodes for step, nodes in run.meta.get("cluster", {}).get("steps", {}).items()}
+
+
+def _node_runs(run: Run) -> dict[tuple[int, str], Run]:
+    from refbench.cluster.coordinator import node_dir
+
+    out = {}
+    for step, nodes in _steps(run).items():
+        for node in nodes:
+            path = node_dir(run, step, node)
+            if (path / "run.json").is_file():
+                out[(step, node)] = Run(path)
+    return out
+
+
+def tables(run: Run) -> list[Table]:
+    steps, runs = _steps(run), _node_runs(run)
+    nodes = []
+    for step, ns in steps.items():
+        first = min((o["started_epoch_s"] for o in ns.values() if o.get("started_epoch_s")), default=None)
+        nodes += [{"nodes": step, "node": node, "host": o.get("host"), "status": o["status"], "error": o.get("error") or "",
+                   "address": o.get("address"),
+                   "started after the first node (s)": round(o["started_epoch_s"] - first, 3) if o.get("started_epoch_s") else None,
+                   "ran (s)": round(o["ended_epoch_s"] - o["started_epoch_s"], 1) if o.get("ended_epoch_s") else None}
+                  for node, o in ns.items()]
+    figures: list[dict[str, Any]] = []
+    for (step, node), node_run in runs.items():
+        for r in node_run.records():
+            wanted = getattr(get_suite(r.suite), "node_figures", {})
+            for figure, how in wanted.items():
+                value = r.metrics.get(figure)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    figures.append({"nodes": step, "suite": r.suite, "case": r.case_id, "figure": figure, "how": how,
+                                    "node": node, "host": r.host, "value": value})
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for f in figures:
+        groups.setdefault((f["nodes"], f["suite"], f["case"], f["figure"], f["how"]), []).append(f)
+    totals = []
+    for (step, suite, case, figure, how), rows in groups.items():
+        values = [r["value"] for r in rows]
+        mean = sum(values) / len(values)
+        totals.append({"nodes": step, "suite": suite, "case": case, "figure": figure,
+                       "total (sum or mean)": round(sum(values) if how == "sum" else mean, 3), "how": how,
+                       "nodes reporting": len(values), "min": min(values), "max": max(values),
+                       "spread %": round(100 * (max(values) - min(values)) / mean, 1) if mean else None})
+    return [
+        Table("cluster_nodes", "Nodes per step", nodes),
+        Table("cluster_totals", "Totals and uniformity across nodes", totals,
+              note="Total: the sum over nodes for figures that add up (throughput), the mean for the rest (latency, "
+                   "ratios). Uniformity: min and max over the nodes, spread = (max − min) / mean."),
+        Table("cluster_figures", "Per-node figures", figures, report_columns=["nodes", "suite", "case", "figure", "node",
+                                                                              "host", "value"]),
+    ]
+
+
+def charts(tables_: list[Table]) -> list[Chart]:
+    by = {t.name: t.rows for t in tables_}
+    out = []
+    totals = by.get("cluster_totals", [])
+    for suite in dict.fromkeys(t["suite"] for t in totals):
+        headline = next(iter(getattr(get_suite(suite), "node_figures", {})), None)
+        rows = [t for t in totals if t["suite"] == suite and t["figure"] == headline]
+        cases = list(dict.fromkeys(t["case"] for t in rows))[:MAX_SERIES]
+        series = {case: sorted((t["nodes"], t["total (sum or mean)"]) for t in rows if t["case"] == case) for case in cases}
+        if series:
+            out.append(Chart(f"scaling_{suite}", f"{suite}: {headline} by node count", "nodes", headline, series,
+                             note="Sum over the nodes" if rows[0]["how"] == "sum" else "Mean over the nodes"))
+        largest = max(t["nodes"] for t in rows) if rows else 0
+        per_node = [f for f in by.get("cluster_figures", []) if f["suite"] == suite and f["figure"] == headline
+                    and f["nodes"] == largest and f["case"] in cases]
+        if largest > 1 and per_node:
+            bars: dict[str, list[tuple[Any, float]]] = {}
+            for f in per_node:
+                bars.setdefault(f["case"], []).append((f["node"], f["value"]))
+            out.append(Chart(f"uniformity_{suite}", f"{suite}: {headline} per node ({largest} nodes)", "node", headline,
+                             bars, kind="bar"))
+    return out
+
+
+def findings(run: Run) -> list[tuple[str, Finding]]:
+    """(where, finding): each node's own correctness checks, and one per node saying whether it completed."""
+    out = []
+    runs = _node_runs(run)
+    for step, nodes in _steps(run).items():
+        for node, o in nodes.items():
+            where = f"{step} node(s) / {node}"
+            out.append((where, Finding("the node completed", o["status"] == "ok", o.get("error") or o.get("host") or "")))
+            if (step, node) in runs:
+                for suite, fs in runs[(step, node)].findings().items():
+                    out += [(f"{where} / {suite}", f) for f in fs]
+    return out
+
+
+def build_cluster_report(run: Run) -> bool:
+    """Writes the cluster run's tables, charts and report.html; returns True when every node and check passed."""
+    meta = run.meta
+    made = tables(run)
+    for t in made:
+        if t.rows:
+            write_table(run.tables_dir / "cluster", t)
+    rendered = [(c, render(c, run.charts_dir / "cluster")) for c in charts(made)]
+    checks = findings(run)
+    passed, failed = sum(f.passed for _, f in checks), sum(not f.passed for _, f in checks)
+    body = [f"<h1>refbench cluster report — {h.esc(meta['name'])}</h1>",
+            f'<p class="sub">{h.esc(run.path.name)} · status <b>{h.esc(run.status())}</b> · scheduler '
+            f"{h.esc(meta.get('cluster', {}).get('scheduler'))} · steps {h.esc(meta['plan'].get('hosts'))} · "
+            f"{h.esc(meta.get('started_utc'))} → {h.esc(meta.get('ended_utc') or 'not finished')}</p>",
+            h.banner(passed, failed), f'<p class="note">{UNITS_NOTE}</p>', "<h2>Correctness</h2>",
+            h.table([{"where": w, "check": f.check, "result": "pass" if f.passed else "FAIL", "detail": f.detail}
+                     for w, f in checks], classes={"result": "{value}"})]
+    for t in made:
+        body.append(f"<h2>{h.esc(t.title)}</h2>")
+        if t.note:
+            body.append(f'<p class="note">{h.esc(t.note)}</p>')
+        body.append(h.table(t.rows, t.report_columns))
+    if rendered:
+        body.append('<div class="grid">' + "".join(h.image(p, c.title) for c, p in rendered) + "</div>")
+    links = [f'<li><a href="{h.esc(node_run.path.relative_to(run.path))}/report.html">{step} node(s): {h.esc(node)}</a></li>'
+             for (step, node), node_run in _node_runs(run).items()]
+    body.append("<h2>Each node's own report</h2><ul>" + "".join(links) + "</ul>")
+    atomic_write_text(run.report_path, h.page(f"refbench cluster — {meta['name']}", "".join(body)))
+    return failed == 0
