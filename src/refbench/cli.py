@@ -83,7 +83,14 @@ def _execute(run: Run) -> None:
         raise typer.Exit(1)
 
 
+def _tls_options():
+    return (typer.Option(None, "--tls-ca-file", help="TLS: CA certificate that signed the cluster's certificates (PEM)."),
+            typer.Option(None, "--tls-cert", help="TLS: this end's certificate (PEM)."),
+            typer.Option(None, "--tls-key", help="TLS: this end's private key (PEM)."))
+
+
 @app.command(epilog="Examples:\n\n  refbench run                         # host inventory + audit, then the report\n\n"
+             "  refbench run --plan lab.toml --hosts 1,2,4 --scheduler tcp://10.0.0.1:8786   # a scaling series\n\n"
              "  refbench run --plan lab.toml --name lab-a\n\n  refbench run --suite device /mnt/nvme0 --profile standard")
 def run(
     targets: Optional[list[str]] = typer.Argument(None, help="Files, directories or block devices to measure."),
@@ -97,9 +104,8 @@ def run(
                                         "several counts make a scaling series (1,2,4)."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp:// or tls://); "
                                             "without it, --hosts starts a local cluster on loopback."),
-    tls_ca_file: Optional[str] = typer.Option(None, "--tls-ca-file", help="TLS: CA certificate (PEM)."),
-    tls_cert: Optional[str] = typer.Option(None, "--tls-cert", help="TLS: this end's certificate (PEM)."),
-    tls_key: Optional[str] = typer.Option(None, "--tls-key", help="TLS: this end's private key (PEM)."),
+    tls_ca_file: Optional[str] = _tls_options()[0], tls_cert: Optional[str] = _tls_options()[1],
+    tls_key: Optional[str] = _tls_options()[2],
 ) -> None:
     """Run a plan: its suites in order, into a new run directory, then write the report. With --hosts, on that
     many nodes of a Dask cluster at once, each measuring its own host."""
@@ -118,12 +124,6 @@ def _counts(text: str | None) -> list[int] | None:
         return [int(n) for n in text.split(",")]
     except ValueError:
         raise UserError(f"--hosts takes node counts such as 4 or 1,2,4, not '{text}'.") from None
-
-
-def _tls_options():
-    return (typer.Option(None, "--tls-ca-file", help="TLS: CA certificate that signed the cluster's certificates (PEM)."),
-            typer.Option(None, "--tls-cert", help="TLS: this end's certificate (PEM)."),
-            typer.Option(None, "--tls-key", help="TLS: this end's private key (PEM)."))
 
 
 @app.command(epilog="Examples:\n\n  refbench scheduler                       # loopback only: 127.0.0.1:8786\n\n"

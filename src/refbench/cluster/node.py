@@ -32,7 +32,7 @@ def run_node(plan: dict[str, Any], node: str, key: str, start_timeout_s: float) 
     from refbench.runner import run_metadata
     from refbench.runstore import Run
 
-    base = Path(tempfile.mkdtemp(prefix="refbench-node-"))
+    base = Path(tempfile.mkdtemp(prefix="refbench-node-", dir="/var/tmp" if Path("/var/tmp").is_dir() else None))
     try:
         plan = Plan.from_dict({**plan, "runs_dir": str(base / "runs"), "name": node, "scheduler": "", "hosts": []})
         run = Run.create(plan, {**run_metadata(), "argv": ["refbench", "run", "(node of a cluster run)"], "node": node})
