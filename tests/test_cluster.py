@@ -96,6 +96,14 @@ def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refben
     assert "Totals and uniformity across nodes" in report and "nodes/2-nodes/node2/report.html" in report
     assert (run / "nodes" / "2-nodes" / "node2" / "report.html").is_file()
 
+    # Two cluster runs compare by their totals, per node count.
+    faster = refbench("run", *SLEEPY, "--hosts", "1,2", "--set", "sleepy.speed=2", "--runs-dir", "runs", timeout=240)
+    assert faster.code == 0, faster.stderr
+    compared = refbench("compare", result.last_line, faster.last_line, "--json")
+    assert compared.code == 0, compared.stderr
+    factors = {(f["case"], f["metric"]): f["factor"] for f in compared.json()["figures"]}
+    assert factors[("case-001@2n", "ops_per_s")] == pytest.approx(2) and factors[("case-001@1n", "lat_ms")] == pytest.approx(2)
+
 
 def test_a_worker_killed_mid_run_is_a_failed_node_and_the_others_are_kept(services, tmp_path):
     scheduler = services("scheduler", "--port", "0")

@@ -13,9 +13,17 @@ from refbench.report import UNITS_NOTE, write_table
 from refbench.report import html as h
 from refbench.report.charts import render
 from refbench.runstore import Run
+from refbench.errors import UserError
 from refbench.suites import Chart, Finding, Table, get_suite
 
 MAX_SERIES = 8
+
+
+def _node_figures(suite: str) -> dict[str, str]:
+    try:
+        return getattr(get_suite(suite), "node_figures", {})
+    except UserError:
+        return {}  # a suite only the workers know: its figures stay in the nodes' own reports
 
 
 def _steps(run: Run) -> dict[int, dict[str, dict[str, Any]]]:
@@ -47,7 +55,7 @@ def tables(run: Run) -> list[Table]:
     figures: list[dict[str, Any]] = []
     for (step, node), node_run in runs.items():
         for r in node_run.records():
-            wanted = getattr(get_suite(r.suite), "node_figures", {})
+            wanted = _node_figures(r.suite)
             for figure, how in wanted.items():
                 value = r.metrics.get(figure)
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -79,7 +87,7 @@ def charts(tables_: list[Table]) -> list[Chart]:
     out = []
     totals = by.get("cluster_totals", [])
     for suite in dict.fromkeys(t["suite"] for t in totals):
-        headline = next(iter(getattr(get_suite(suite), "node_figures", {})), None)
+        headline = next(iter(_node_figures(suite)), None)
         rows = [t for t in totals if t["suite"] == suite and t["figure"] == headline]
         cases = list(dict.fromkeys(t["case"] for t in rows))[:MAX_SERIES]
         series = {case: sorted((t["nodes"], t["total (sum or mean)"]) for t in rows if t["case"] == case) for case in cases}

@@ -45,20 +45,33 @@ def verdict(metric: str, a: float, b: float) -> tuple[float | None, str]:
     return better, f"{better:.2f}× faster" if better > 1 else f"{1 / better:.2f}× slower"
 
 
+def figures(run: Run) -> dict[tuple[str, str], dict[str, Any]]:
+    """(suite, case) -> metrics. A cluster run's figures are its totals across nodes, one case per node count
+    ("u4-r1@2n": the case on 2 nodes)."""
+    if not run.plan.hosts:
+        return {(r.suite, r.case_id): r.metrics for r in run.records()}
+    from refbench.cluster.summary import tables
+
+    totals = next(t for t in tables(run) if t.name == "cluster_totals")
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in totals.rows:
+        out.setdefault((t["suite"], f"{t['case']}@{t['nodes']}n"), {})[t["figure"]] = t["total (sum or mean)"]
+    return out
+
+
 def shared_figures(a: Run, b: Run) -> list[dict[str, Any]]:
-    a_records = {(r.suite, r.case_id): r for r in a.records()}
+    a_figures = figures(a)
     rows = []
-    for r_b in b.records():
-        r_a = a_records.get((r_b.suite, r_b.case_id))
-        if r_a is None:
+    for (suite, case), metrics_b in figures(b).items():
+        metrics_a = a_figures.get((suite, case))
+        if metrics_a is None:
             continue
-        for metric, vb in r_b.metrics.items():
-            va = r_a.metrics.get(metric)
+        for metric, vb in metrics_b.items():
+            va = metrics_a.get(metric)
             if not _is_number(va) or not _is_number(vb):
                 continue
             factor, words = verdict(metric, va, vb)
-            rows.append({"suite": r_b.suite, "case": r_b.case_id, "metric": metric, "A": va, "B": vb,
-                         "factor": factor, "B vs A": words})
+            rows.append({"suite": suite, "case": case, "metric": metric, "A": va, "B": vb, "factor": factor, "B vs A": words})
     return rows
 
 
