@@ -76,6 +76,33 @@ def _wait_for_workers(tmp_path: Path, count: int, log_paths: list[Path], timeout
         time.sleep(0.2)
 
 
+def test_nodes_use_their_own_directories_and_clean_up_after_dead_workers(tmp_path):
+    import fcntl
+
+    from refbench.cluster.node import own_paths, remove_stale_node_dirs
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    plan = {"work_dir": "/mnt/work", "targets": [str(shared), "/dev/nvme1n1"],
+            "options": {"analytics": {"data_dir": "/mnt/data", "util_dir": "", "rows": 1000}}}
+    mine = own_paths(plan, "db1")
+    assert mine["work_dir"] == "/mnt/work/db1" and mine["options"]["analytics"]["data_dir"] == "/mnt/data/db1"
+    assert mine["options"]["analytics"]["util_dir"] == "" and mine["targets"] == [str(shared / "db1"), "/dev/nvme1n1"]
+    assert (shared / "db1").is_dir() and plan["options"]["analytics"]["data_dir"] == "/mnt/data"  # the plan is unchanged
+
+    dead, live = tmp_path / "refbench-node-dead", tmp_path / "refbench-node-live"
+    for d in (dead, live):
+        d.mkdir()
+        (d / "node.lock").touch()
+    held = os.open(live / "node.lock", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        assert remove_stale_node_dirs(tmp_path) == [dead]
+        assert live.is_dir() and not dead.exists()
+    finally:
+        os.close(held)
+
+
 def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refbench, tmp_path):
     result = refbench("run", *SLEEPY, "--hosts", "1,2", "--runs-dir", "runs", timeout=240)
     assert result.code == 0, result.stderr

@@ -22,42 +22,58 @@ from refbench.plan import Plan
 from refbench.runstore import Run, iso, utc_now
 
 WORKER_WAIT_S = 60.0
-START_TIMEOUT_S = 3600.0  # nodes prepare nothing before the barrier, so this only guards against a lost coordinator
+# How long nodes wait at the start barrier for each other: getting ready takes a node a second or two, so a node
+# missing after this is busy with another run or stuck, and the step ends instead of waiting for it.
+START_TIMEOUT_S = 120.0
 
 
 def node_dir(run: Run, step: int, node: str) -> Path:
     return run.path / "nodes" / f"{step}-nodes" / node
 
 
-def connect(plan: Plan, console: Console):
-    """A Client of the plan's scheduler, or of a local cluster on loopback when it names none."""
-    from distributed import Client, LocalCluster
-
+def _checked(plan: Plan):
+    """The client's TLS settings, after checking they go with the scheduler address (and the hosts)."""
+    if len(set(plan.hosts)) != len(plan.hosts):
+        raise UserError(f"hosts {plan.hosts} names a node count twice; each step needs its own count.")
     tls = security(plan.tls_ca_file, plan.tls_cert, plan.tls_key, "client")
-    if not plan.scheduler:
-        if tls:
-            raise UserError("TLS settings need a scheduler (--scheduler tls://…); the local cluster stays on loopback.")
-        console.print(f"cluster: a local Dask cluster of {max(plan.hosts)} worker processes on 127.0.0.1")
-        cluster = LocalCluster(n_workers=max(plan.hosts), threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", memory_limit=0)
-        return Client(cluster), cluster
-    check_address(plan.scheduler, tls is not None)
+    if plan.scheduler:
+        check_address(plan.scheduler, tls is not None)
+    elif tls:
+        raise UserError("TLS settings need a scheduler (--scheduler tls://…); the local cluster stays on loopback.")
+    return tls
+
+
+def _client(plan: Plan, tls):
+    from distributed import Client
+
     try:
-        client = Client(plan.scheduler, security=tls, timeout=10)
+        return Client(plan.scheduler, security=tls, timeout=10)
     except (OSError, TimeoutError) as exc:
         raise UserError(f"cannot reach the Dask scheduler at {plan.scheduler}: {str(exc).splitlines()[0]}") from None
-    return client, None
 
 
 def preflight(plan: Plan) -> None:
     """Everything that can be wrong with the cluster settings, found before the run directory is written."""
-    tls = security(plan.tls_ca_file, plan.tls_cert, plan.tls_key, "client")
+    tls = _checked(plan)
     if plan.scheduler:
-        check_address(plan.scheduler, tls is not None)
-        client, _ = connect(plan, Console(quiet=True))
-        client.close()
-    elif tls:
-        raise UserError("TLS settings need a scheduler (--scheduler tls://…); the local cluster stays on loopback.")
+        _client(plan, tls).close()
+
+
+def connect(plan: Plan, console: Console):
+    """(client, local cluster or None): the plan's scheduler, or a local cluster on loopback when it names none."""
+    from distributed import Client, LocalCluster
+
+    tls = _checked(plan)
+    if plan.scheduler:
+        return _client(plan, tls), None
+    console.print(f"cluster: a local Dask cluster of {max(plan.hosts)} worker processes on 127.0.0.1")
+    cluster = LocalCluster(n_workers=max(plan.hosts), threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address="127.0.0.1:0", memory_limit=0)
+    try:
+        return Client(cluster), cluster
+    except BaseException:
+        cluster.close()
+        raise
 
 
 def _workers(client) -> dict[str, str]:
@@ -105,7 +121,7 @@ def _run_step(client, run: Run, plan: Plan, step: int, chosen: dict[str, str], c
                                    allow_other_workers=False, pure=False, key=f"{key}-{node}")
                for node, address in chosen.items()}
     outcome: dict[str, dict[str, Any]] = {node: {"status": "running", "address": chosen[node]} for node in chosen}
-    waiting, started = set(chosen), False
+    waiting, started, barrier = set(chosen), False, time.monotonic()
     try:
         while any(o["status"] == "running" for o in outcome.values()):
             alive = set(client.scheduler_info(n_workers=-1)["workers"])
@@ -114,27 +130,32 @@ def _run_step(client, run: Run, plan: Plan, step: int, chosen: dict[str, str], c
                     continue
                 if future.status in ("finished", "error", "cancelled"):
                     outcome[node].update(_collect(run, step, node, future))
-                    waiting.discard(node)
-                    console.print(f"cluster: {node}: {outcome[node]['status']}"
-                                  + (f" — {outcome[node]['error']}" if outcome[node]["error"] else ""))
                 elif chosen[node] not in alive:
                     future.cancel()
                     outcome[node].update(status="failed", error="the worker died mid-run; its results are lost")
-                    waiting.discard(node)
-                    console.print(f"[bold red]cluster: {node} failed[/bold red]: the worker died mid-run")
+                elif not started and node in waiting and time.monotonic() - barrier > START_TIMEOUT_S + 10:
+                    future.cancel()
+                    outcome[node].update(status="failed", error=f"not ready within {START_TIMEOUT_S:g} s (a worker busy "
+                                                                 "with another run?)")
+                else:
+                    continue
+                waiting.discard(node)
+                failed = outcome[node]["status"] != "ok"
+                console.print(f"{'[bold red]' if failed else ''}cluster: {node}: {outcome[node]['status']}"
+                              f"{'[/bold red]' if failed else ''}" + (f" — {outcome[node]['error']}" if outcome[node]["error"] else ""))
             if not started:
-                time.sleep(0.2)
                 for _ in range(ready.qsize()):
                     waiting.discard(ready.get())
                 if not waiting:
                     go.set()
                     started = True
                     console.print(f"cluster: {step} node(s) started together at {iso(utc_now())}")
-            else:
-                time.sleep(0.5)
-    except KeyboardInterrupt:
-        stop.set()
-        raise
+            time.sleep(0.2 if not started else 0.5)
+    finally:
+        if any(o["status"] == "running" for o in outcome.values()):
+            stop.set()  # interrupted or failed here: the nodes stop too instead of running on unwatched
+        ready.close()
+        go.clear()
     return outcome
 
 

@@ -24,6 +24,12 @@ def security(ca_file: str, cert: str, key: str, role: str):
 
 
 def check_address(address: str, tls: bool) -> None:
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        parse_host_port(parse_address(address)[1])
+    except ValueError as exc:
+        raise UserError(f"{address} is not a scheduler address such as tcp://10.0.0.1:8786 ({exc}).") from None
     if tls and not address.startswith("tls://"):
         raise UserError(f"with TLS settings the scheduler address must start with tls://, not {address}.")
     if not tls and address.startswith("tls://"):

@@ -30,8 +30,8 @@ def serve_scheduler(host: str, port: int, ca_file: str, cert: str, key: str, con
 
     try:
         asyncio.run(main())
-    except OSError as exc:
-        raise UserError(f"the scheduler cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+    except (OSError, RuntimeError) as exc:  # Dask wraps a failed start in RuntimeError("… failed to start")
+        raise UserError(f"the scheduler cannot listen on {host}:{port}: {_cause(exc)}.") from None
 
 
 def serve_worker(address: str, name: str | None, ca_file: str, cert: str, key: str, console: Console) -> None:
@@ -53,5 +53,14 @@ def serve_worker(address: str, name: str | None, ca_file: str, cert: str, key: s
 
     try:
         asyncio.run(main())
-    except (OSError, TimeoutError) as exc:
-        raise UserError(f"worker {name} cannot join the scheduler at {address}: {str(exc).splitlines()[0]}") from None
+    except (OSError, TimeoutError, RuntimeError) as exc:
+        raise UserError(f"worker {name} cannot join the scheduler at {address}: {_cause(exc)} (another worker "
+                        "with this name? --name gives it another)" if "name" in _cause(exc).lower() else
+                        f"worker {name} cannot join the scheduler at {address}: {_cause(exc)}") from None
+
+
+def _cause(exc: BaseException) -> str:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__).strip()
+    return text.splitlines()[0].rstrip(".")

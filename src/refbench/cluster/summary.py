@@ -73,7 +73,9 @@ def tables(run: Run) -> list[Table]:
                        "nodes reporting": len(values), "min": min(values), "max": max(values),
                        "spread %": round(100 * (max(values) - min(values)) / mean, 1) if mean else None})
     return [
-        Table("cluster_nodes", "Nodes per step", nodes),
+        Table("cluster_nodes", "Nodes per step", nodes,
+              note="Started: when each node began the plan, after the start barrier; each then prepares its own data "
+                   "(generation, database load) before it measures, so later phases align only as closely as those do."),
         Table("cluster_totals", "Totals and uniformity across nodes", totals,
               note="Total: the sum over nodes for figures that add up (throughput), the mean for the rest (latency, "
                    "ratios). Uniformity: min and max over the nodes, spread = (max − min) / mean."),

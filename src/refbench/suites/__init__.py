@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 from refbench.errors import UserError
@@ -118,6 +117,8 @@ PLUGIN_ENV = "REFBENCH_SUITES"
 
 
 def _suite_paths() -> dict[str, str]:
+    from importlib.metadata import entry_points  # here: analytics jobs import this package and need no plugins
+
     paths = dict(BUILTIN_SUITES)
     for ep in entry_points(group="refbench.suites"):
         paths.setdefault(ep.name, ep.value)

@@ -21,7 +21,7 @@ def main() -> None:
     from refbench.host.pagecache import evict
     from refbench.suites.analytics.catalog import TESTS, JobContext
 
-    importlib.import_module(spec["module"])  # only the test's own module: a job's CPU time should be its test's
+    importlib.import_module(spec["module"])  # only this test's engines: a job's CPU time should be its test's
     test = TESTS[spec["test"]]
     ctx = JobContext(Path(spec["data"]), Path(spec["work"]), Path(spec["util"]), spec["rows"], spec["threads"],
                      spec["memory_mb"], spec["seed"], spec["fsync"])

@@ -97,16 +97,13 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
                                        preexec_fn=_die_with_parent)
         return _Running(job, process, time.monotonic(), dirs, result, log)
 
-    def finish(r: _Running) -> dict[str, Any]:
+    def finish(r: _Running, ended: float) -> dict[str, Any]:
         io = _io_counters(r.process.pid)  # still readable: the job has exited but is not reaped yet
         _, status, usage = os.wait4(r.process.pid, 0)
         r.process.returncode = os.waitstatus_to_exitcode(status)
-        ended = time.monotonic()
         real = ended - r.started
         outcome = json.loads(r.result.read_text()) if r.result.exists() else {}
         error = _failure(r.process.returncode, r.log) if r.process.returncode != 0 or not outcome else ""
-        for name in ("WORK", "UTIL"):
-            shutil.rmtree(r.dirs[name], ignore_errors=True)  # SAS removes a session's WORK when it ends
         cpu = usage.ru_utime + usage.ru_stime
         return {
             "job": r.job.id, "test": r.job.test.name, "kind": r.job.test.kind, "replica": r.job.replica,
@@ -123,17 +120,20 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
 
     try:
         while queue or running:
-            while queue and len(running) < concurrency:
-                running.append(start(queue.pop(0)))
-                timeline.append((round(time.monotonic() - t0, 3), len(running)))
-            for r in list(running):
-                if os.waitid(os.P_PID, r.process.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
-                    continue
+            exited = [(r, time.monotonic()) for r in running
+                      if os.waitid(os.P_PID, r.process.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None]
+            for r, ended in exited:
                 running.remove(r)
-                finished.append(finish(r))
-                timeline.append((round(time.monotonic() - t0, 3), len(running)))
+                finished.append(finish(r, ended))
+                timeline.append((round(ended - t0, 3), len(running)))
                 if on_end:
                     on_end(finished[-1], len(jobs) - len(finished))
+            while queue and len(running) < concurrency:  # the next jobs start before the last ones' WORK is removed
+                running.append(start(queue.pop(0)))
+                timeline.append((round(time.monotonic() - t0, 3), len(running)))
+            for r, _ in exited:
+                for name in ("WORK", "UTIL"):
+                    shutil.rmtree(r.dirs[name], ignore_errors=True)  # SAS removes a session's WORK when it ends
             if time.monotonic() >= next_space_sample:
                 for name in ("WORK", "UTIL"):
                     used = sum(_footprint(r.dirs[name]) for r in running)

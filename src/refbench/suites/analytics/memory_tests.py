@@ -15,7 +15,6 @@ SALES, CUSTOMERS = "sales.parquet", "customers.parquet"
                 inputs=(SALES,))
 def in_memory_table(ctx: JobContext) -> None:
     """Loads the sales table into memory, then passes over it: sums, a sort of each numeric column, distinct counts."""
-    import duckdb
     import pyarrow.parquet as pq
 
     table = pq.read_table(ctx.data / SALES)
@@ -25,7 +24,7 @@ def in_memory_table(ctx: JobContext) -> None:
     distinct_customers = len(np.unique(columns["customer_id"]))
     in_order = all(bool(np.all(v[1:] >= v[:-1])) for v in sorted_columns.values())
     # The same figures from an engine that reads the file itself.
-    expected_quantity, expected_customers = duckdb.connect().execute(
+    expected_quantity, expected_customers = ctx.duckdb().execute(
         f"SELECT sum(quantity), count(DISTINCT customer_id) FROM read_parquet('{ctx.data / SALES}')").fetchone()
     ctx.check("the table is all in memory", table.num_rows == ctx.rows, f"{table.num_rows:,} rows, {table.nbytes / 1e6:.0f} MB")
     ctx.check("sums agree with DuckDB's", int(columns["quantity"].sum()) == expected_quantity and amount.sum() > 0,

@@ -8,9 +8,19 @@ from typing import Any
 
 from refbench.suites import Chart, Record, Table
 
-RATIO_NOTE = ("CPU/real-time ratio: (user + system CPU) / real time. Below 1 the CPU is waiting on resources, "
+RATIO_NOTE = ("Over the jobs that completed (a failed job's times are in the per-job table only). "
+              "CPU/real-time ratio: (user + system CPU) / real time. Below 1 the CPU is waiting on resources, "
               "usually I/O; above 1, threaded procedures use more CPU than wall-clock time (paper 004: 1.04–1.05). "
               "The node's value is the mean over its jobs, as paper 004's 'frequency mean'.")
+
+
+def mean_of(jobs: list[dict[str, Any]], key: str) -> float | None:
+    values = [j[key] for j in jobs if j.get(key) is not None]
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def minutes_of(jobs: list[dict[str, Any]], key: str) -> float:
+    return round(sum(j[key] for j in jobs) / 60, 2)
 
 
 def summarize(records: list[Record]) -> list[Table]:
@@ -41,7 +51,7 @@ def summarize(records: list[Record]) -> list[Table]:
 
 def _workload_tables(workloads: list[Record]) -> list[Table]:
     nodes = [{
-        "node": r.host, "mean CPU/real-time ratio": round(r.metrics["mean_cpu_real_ratio"], 2),
+        "node": r.host, "mean CPU/real-time ratio": r.metrics["mean_cpu_real_ratio"] and round(r.metrics["mean_cpu_real_ratio"], 2),
         "elapsed run time (min, workload aggregate)": r.metrics["elapsed_min_sum"],
         "user CPU time (min, workload aggregate)": r.metrics["user_cpu_min_sum"],
         "system CPU time (min, workload aggregate)": r.metrics["system_cpu_min_sum"],
@@ -55,14 +65,12 @@ def _workload_tables(workloads: list[Record]) -> list[Table]:
     kinds = []
     for r in workloads:
         for kind in ("computation", "memory", "io"):
-            ran = [j for j in r.extra["jobs"] if j["kind"] == kind]
+            ran = [j for j in r.extra["jobs"] if j["kind"] == kind and j["status"] == "ok"]
             if ran:
                 kinds.append({
-                    "node": r.host, "kind": kind, "jobs": len(ran),
-                    "mean CPU/real-time ratio": round(sum(j["cpu_real_ratio"] for j in ran) / len(ran), 2),
-                    "elapsed min": round(sum(j["real_s"] for j in ran) / 60, 2),
-                    "user CPU min": round(sum(j["user_cpu_s"] for j in ran) / 60, 2),
-                    "system CPU min": round(sum(j["system_cpu_s"] for j in ran) / 60, 2),
+                    "node": r.host, "kind": kind, "jobs": len(ran), "mean CPU/real-time ratio": mean_of(ran, "cpu_real_ratio"),
+                    "elapsed min": minutes_of(ran, "real_s"), "user CPU min": minutes_of(ran, "user_cpu_s"),
+                    "system CPU min": minutes_of(ran, "system_cpu_s"),
                     "read GB": round(sum(j["read_mb"] for j in ran) / 1000, 3),
                     "written GB": round(sum(j["written_mb"] for j in ran) / 1000, 3)})
     tests = [{"test": name, "kind": t["kind"], "stands for": t["models"], "engine": t["engine"],
