@@ -66,6 +66,8 @@ class AnalyticsSuite:
         "iotest": Option(bool, True, "Run the storage throughput test (MB/s per core) on each location."),
         "iotest_file_mib": Option(int, {"quick": 256, "standard": 0, "full": 0}, "File per writer, MiB (0 = large enough "
                                   "that all files together are twice the memory).", minimum=0),
+        "iotest_zero_buffers": Option(bool, False, "Write zeros, as rhel_iotest's dd from /dev/zero does (storage that "
+                                      "detects zeros or compresses will look faster; by default the data does not compress)."),
         "cores": Option(int, 0, "Physical cores: writers in the throughput test (0 = this host's).", minimum=0),
         "seed": Option(int, 1, "Seed of the tests' random choices."),
     }
@@ -176,14 +178,14 @@ class AnalyticsSuite:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         file_mib = o["iotest_file_mib"] or -(-2 * memory // (cores * 2**20))
         with ctx.task(f"storage throughput test on {label}: {cores} writers × {file_mib:,} MiB", total=None):
-            seen = iotest.run(directory, cores, file_mib, memory, ctx.raw_dir(case))
+            seen = iotest.run(directory, cores, file_mib, memory, ctx.raw_dir(case), o["iotest_zero_buffers"])
         if seen["warning"]:
             ctx.log(f"throughput test on {label}: {seen['warning']}")
         metrics = {k: seen[k] for k in ("write_mb_s", "read_mb_s", "write_mb_s_per_core", "read_mb_s_per_core",
                                         "read_from_device_pct")}
         return Record(metrics, method=(
             f"rhel_iotest method with fio: {cores} writers (one per physical core), each writing a {file_mib:,} MiB file "
-            "in 64 KiB blocks (psync) and fsyncing it, then all reading their files back at once (fio invalidate=1 "
+            f"of {'zeros' if o['iotest_zero_buffers'] else 'incompressible data'} in 64 KiB blocks (psync) and fsyncing it, then all reading their files back at once (fio invalidate=1 "
             "drops them from the page cache first). MB/s per core = the total / writers; SAS's guidance is 100–150."),
             extra={**seen, "locations": label, "write_verdict": iotest.verdict(seen["write_mb_s_per_core"]),
                    "read_verdict": iotest.verdict(seen["read_mb_s_per_core"])})

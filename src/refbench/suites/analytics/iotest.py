@@ -32,7 +32,10 @@ def verdict(per_core_mb_s: float) -> str:
     return f"meets the guidance ({low}–{high} MB/s per core)" if per_core_mb_s <= high else f"above the guidance (> {high} MB/s per core)"
 
 
-def run(directory: Path, writers: int, file_mib: int, memory_bytes: int, raw_dir: Path) -> dict[str, Any]:
+def run(directory: Path, writers: int, file_mib: int, memory_bytes: int, raw_dir: Path,
+        zero_buffers: bool = False) -> dict[str, Any]:
+    """``zero_buffers`` writes zeros as rhel_iotest's dd from /dev/zero does; by default fio writes data that does not
+    compress, because storage that detects zeros or compresses can shortcut them."""
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     total = writers * file_mib * 2**20
@@ -41,7 +44,7 @@ def run(directory: Path, writers: int, file_mib: int, memory_bytes: int, raw_dir
         raise UserError(f"the storage throughput test needs {total / 1e9:.1f} GB in {directory}, which has "
                         f"{free / 1e9:.1f} GB free; lower iotest_file_mib.")
     common = {"name": "iotest", "directory": str(directory), "filename_format": "refbench-iotest.$jobnum",
-              "bs": BLOCK, "size": f"{file_mib}Mi", "numjobs": writers, "ioengine": "psync", "group_reporting": True}
+              "bs": BLOCK, "size": f"{file_mib}Mi", "numjobs": writers, "ioengine": "psync", "group_reporting": True, "zero_buffers": zero_buffers}
     device = device_of(directory)
     try:
         write = run_fio({**common, "rw": "write", "end_fsync": 1}, raw_dir / "write").metrics()
@@ -69,5 +72,5 @@ def run(directory: Path, writers: int, file_mib: int, memory_bytes: int, raw_dir
         "write_mb_s": write["write_mb_s"], "read_mb_s": read["read_mb_s"],
         "write_mb_s_per_core": round(write["write_mb_s"] / writers, 1), "read_mb_s_per_core": round(read["read_mb_s"] / writers, 1),
         "read_phase_s": round(seconds, 2), "read_from_device_pct": None if from_device is None else round(from_device, 1),
-        "files_exceed_memory": exceeds_memory, "warning": warning,
+        "files_exceed_memory": exceeds_memory, "warning": warning, "zero_buffers": zero_buffers,
     }
