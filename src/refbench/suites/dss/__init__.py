@@ -73,18 +73,7 @@ class DssSuite:
 
     def cases(self, plan: Plan) -> list[Case]:
         o = plan.options[self.name]
-        engines = [e for e in o["engines"] if e in plan.engines]
-        if not engines:
-            raise PlanError(f"[dss] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")
-        if o["dsn"] and o["pg_data_dir"]:
-            raise PlanError("[dss] dsn and pg_data_dir exclude each other: pg_data_dir places the managed server, dsn replaces it.")
-        datagen.tpchgen()
-        if "postgres" in engines:
-            if o["dsn"]:
-                with connect(o["dsn"], autocommit=True):
-                    pass
-            else:
-                require_server_binaries()
+        engines = checked_engines(self.name, plan)
         streams = o["streams"] or min_streams(o["sf"])
         cases = []
         for engine in engines:
@@ -232,6 +221,26 @@ class DssSuite:
         from refbench.suites.dss.summary import charts
 
         return charts(tables)
+
+
+def checked_engines(suite: str, plan: Plan) -> list[str]:
+    """The engines a dss-style suite (dss, dw) will use, after checking everything they need is there: tpchgen-cli,
+    and a reachable DSN or PostgreSQL's server binaries."""
+    o = plan.options[suite]
+    engines = [e for e in o["engines"] if e in plan.engines]
+    if not engines:
+        raise PlanError(f"[{suite}] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")
+    if o["dsn"] and o["pg_data_dir"]:
+        raise PlanError(f"[{suite}] dsn and pg_data_dir exclude each other: pg_data_dir places the managed server, dsn "
+                        "replaces it.")
+    datagen.tpchgen()
+    if "postgres" in engines:
+        if o["dsn"]:
+            with connect(o["dsn"], autocommit=True):
+                pass
+        else:
+            require_server_binaries()
+    return engines
 
 
 def engine_names(ctx) -> list[str]:

@@ -17,11 +17,11 @@ from typing import Any
 
 from refbench.errors import UserError
 from refbench.host.pagecache import files_under
-from refbench.plan import ENGINES, Option, Plan, PlanError
+from refbench.plan import ENGINES, Option, Plan
 from refbench.runstore import Run
 from refbench.suites import Case, Chart, Finding, Record, Table
 from refbench.suites.device.targets import device_of
-from refbench.suites.dss import check_answers, close_engines, datagen, prepare_data_and_engines
+from refbench.suites.dss import check_answers, checked_engines, close_engines, prepare_data_and_engines
 from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dw import capacity, workload
 
@@ -79,10 +79,7 @@ class DwSuite:
 
     def cases(self, plan: Plan) -> list[Case]:
         o = plan.options[self.name]
-        engines = [e for e in o["engines"] if e in plan.engines]
-        if not engines:
-            raise PlanError(f"[dw] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")
-        datagen.tpchgen()
+        engines = checked_engines(self.name, plan)
         if o["reference"]:
             reference_figures(o["reference"], Path(plan.runs_dir))  # an unknown reference fails here, before anything
         return [Case(e, {"engine": e}, f"{STORE[e]} ({e}), {o['sessions']} sessions, {o['duration_s']} s") for e in engines]
