@@ -5,7 +5,6 @@ directory back, without the bulky work data."""
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import io
 import os
@@ -20,11 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+from refbench.children import die_with_parent
 
 
 NODE_DIR_PREFIX = "refbench-node-"
@@ -100,7 +95,7 @@ def run_node(plan: dict[str, Any], node: str, key: str, start_timeout_s: float) 
         log = base / "node.log"
         with open(log, "wb") as out:
             child = subprocess.Popen([sys.executable, "-m", "refbench", "resume", str(run.path)], stdin=subprocess.DEVNULL,
-                                     stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                                     stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
             while child.poll() is None:
                 if stop.is_set():  # the coordinator was interrupted
                     child.send_signal(signal.SIGINT)

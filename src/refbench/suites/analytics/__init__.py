@@ -109,7 +109,7 @@ class AnalyticsSuite:
         spec = {"rows": o["rows"], "memory_mb": o["job_memory_mb"], "seed": o["seed"], "fsync": o["fsync"],
                 "evict_inputs": o["evict_inputs"]}
         with ctx.task(f"{len(jobs)} jobs, {o['concurrency']} at a time", total=len(jobs)) as task:
-            def ended(job: dict[str, Any], left: int) -> None:
+            def ended(job: dict[str, Any]) -> None:
                 task.advance()
                 if job["status"] != "ok":
                     ctx.log(f"job {job['job']} failed: {job['error']}")

@@ -8,7 +8,6 @@ that crashed or was killed is measured. A job that fails is recorded as failed a
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -20,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from refbench.children import die_with_parent
 from refbench.suites.analytics.catalog import LOCATIONS, AnalyticsTest
 
-PR_SET_PDEATHSIG = 1
 MB = 1e6
 
 
@@ -36,10 +35,6 @@ class Job:
 def schedule(tests: list[AnalyticsTest], jobs: int) -> list[Job]:
     """``jobs`` launches cycling through the tests, so each is replicated about jobs/len(tests) times."""
     return [Job(f"{i + 1:03d}-{tests[i % len(tests)].name}", tests[i % len(tests)], i // len(tests) + 1) for i in range(jobs)]
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed runner leaves no job behind
 
 
 @dataclass
@@ -72,7 +67,7 @@ def _footprint(directory: Path) -> int:
 
 
 def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dict[str, Any], threads: int,
-        logs: Path, on_end: Callable[[dict[str, Any], int], None] | None = None) -> dict[str, Any]:
+        logs: Path, on_end: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Runs every job, ``concurrency`` at a time; returns per-job figures and the workload's timeline."""
     logs.mkdir(parents=True, exist_ok=True)
     queue, running, finished = list(jobs), [], []
@@ -94,7 +89,7 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
         with open(log, "wb") as out:
             process = subprocess.Popen([sys.executable, "-m", "refbench.suites.analytics.job", json.dumps(job_spec)],
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       preexec_fn=_die_with_parent)
+                                       preexec_fn=die_with_parent)
         return _Running(job, process, time.monotonic(), dirs, result, log)
 
     def finish(r: _Running, ended: float) -> dict[str, Any]:
@@ -127,7 +122,7 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
                 finished.append(finish(r, ended))
                 timeline.append((round(ended - t0, 3), len(running)))
                 if on_end:
-                    on_end(finished[-1], len(jobs) - len(finished))
+                    on_end(finished[-1])
             while queue and len(running) < concurrency:  # the next jobs start before the last ones' WORK is removed
                 running.append(start(queue.pop(0)))
                 timeline.append((round(time.monotonic() - t0, 3), len(running)))
