@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,3 +52,65 @@ def refbench(tmp_path):
         return Result(p.returncode, p.stdout, p.stderr)
 
     return run
+
+
+def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.05):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class ProcessTree:
+    """A refbench command run under tests/process_tree.py: the test can signal it and then learn which of the
+    processes it started outlived it, looking at nothing but that command's own descendants."""
+
+    def __init__(self, args: list[str], cwd: Path, linger_s: float = 10.0, env: dict[str, str] | None = None):
+        self.out, self.err = cwd / f"tree-{time.monotonic_ns()}.out", cwd / f"tree-{time.monotonic_ns()}.err"
+        self.harness = subprocess.Popen(
+            [sys.executable, str(TESTS / "process_tree.py"), "--linger-s", str(linger_s), "--stdout", str(self.out),
+             "--stderr", str(self.err), "--", *refbench_command(*args)],
+            cwd=cwd, env=cli_env(**(env or {})), stdout=subprocess.PIPE, text=True)
+        self.pid = json.loads(self.harness.stdout.readline())["pid"]
+        self.result: dict | None = None
+
+    def children(self) -> dict[int, str]:
+        """The live descendants of the refbench process (pid -> command line)."""
+        from process_tree import descendants
+
+        return descendants(self.pid)
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def finish(self, timeout_s: float = 300) -> dict:
+        """Waits for refbench to end and its descendants to go: {code, gone_after_s, survivors, stdout, stderr}."""
+        if self.result is None:
+            line = self.harness.communicate(timeout=timeout_s)[0].strip().splitlines()[-1]
+            self.result = {**json.loads(line), "stdout": self.out.read_text(), "stderr": self.err.read_text()}
+        return self.result
+
+    def stop(self) -> None:
+        if self.result is None and self.harness.poll() is None:
+            try:
+                self.signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.finish()
+
+
+@pytest.fixture
+def process_tree(tmp_path):
+    """Starts refbench commands under the harness; whatever a failing test left running is killed at the end."""
+    trees: list[ProcessTree] = []
+
+    def start(*args: str, linger_s: float = 10.0, env: dict[str, str] | None = None) -> ProcessTree:
+        trees.append(ProcessTree(list(args), tmp_path, linger_s, env))
+        return trees[-1]
+
+    yield start
+    for tree in trees:
+        tree.stop()

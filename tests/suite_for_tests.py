@@ -59,6 +59,7 @@ class SleepySuite:
                 Finding("the test's own check", not ctx.options["fail_check"], "fail_check was set" if ctx.options["fail_check"] else "")]
 
     def summarize(self, records):
+        time.sleep(float(os.environ.get("SLEEPY_SUMMARIZE_S", "0")))  # a report long enough to be killed in
         rows = [{"case": r.case_id, "ops_per_s": r.metrics["ops_per_s"], "lat_ms": r.metrics["lat_ms"]} for r in records]
         return [Table("per_case", "Per case", rows, note="synthetic figures")]
 

@@ -3,49 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import time
-from pathlib import Path
 
-from conftest import cli_env, refbench_command
+from conftest import cli_env, refbench_command, wait_for as _wait_for
 
 
-def _wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _sampler_pids(run_dir: Path) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"refbench.host.telemetry --out {run_dir}"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, refbench):
+def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, refbench, process_tree):
     runs = tmp_path / "runs"
     cases = 10
-    proc = subprocess.Popen(
-        refbench_command("sleepy", "--runs-dir", str(runs), "--set", f"sleepy.cases={cases}", "--set", "sleepy.sleep_s=0.3"),
-        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
+    tree = process_tree("sleepy", "--runs-dir", str(runs), "--set", f"sleepy.cases={cases}", "--set", "sleepy.sleep_s=0.3",
+                        "--keep-work")  # the journal in work/ tells what was measured
     run_dir = _wait_for(lambda: next(runs.glob("*-sleepy"), None), 30, "the run directory")
     records = run_dir / "records" / "sleepy"
     _wait_for(lambda: records.is_dir() and len(list(records.glob("*.json"))) >= 3, 60, "three records")
     # Kill while a case is being measured: its start is in the journal but its record is not written.
     journal = run_dir / "work" / "sleepy" / "journal.log"
     _wait_for(lambda: journal.read_text().splitlines()[-1].startswith("start"), 10, "a case in progress")
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    tree.signal(signal.SIGKILL)
     recorded_before = {p.stem for p in records.glob("*.json")}
     assert 3 <= len(recorded_before) < cases
-
-    _wait_for(lambda: not _sampler_pids(run_dir), 10, "the telemetry sampler to exit after its runner died")
+    ended = tree.finish()
+    assert ended["survivors"] == [], "the telemetry sampler outlived its runner"
     listing = refbench("runs", "--runs-dir", str(runs), "--json")
     assert listing.code == 0, listing.stderr
     assert [r["status"] for r in listing.json()] == ["interrupted"]
@@ -88,3 +67,36 @@ def test_a_run_in_use_cannot_be_resumed_twice(tmp_path, refbench):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_kill_while_the_report_is_written_leaves_a_run_that_resume_completes(tmp_path, refbench, process_tree):
+    runs = tmp_path / "runs"
+    tree = process_tree("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=2", "--set", "sleepy.sleep_s=0",
+                        env={"SLEEPY_SUMMARIZE_S": "30"})
+    run_dir = _wait_for(lambda: next(runs.glob("*-sleepy"), None), 30, "the run directory")
+    _wait_for(lambda: (run_dir / "findings" / "sleepy.json").is_file(), 60, "the checks to be written")  # the report is next
+    tree.signal(signal.SIGKILL)
+    assert tree.finish()["survivors"] == []
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "running"  # killed: not complete
+    listing = refbench("runs", "--runs-dir", str(runs), "--json")
+    assert [r["status"] for r in listing.json()] == ["interrupted"]
+
+    resumed = refbench("resume", str(run_dir))
+    assert resumed.code == 0, resumed.stderr
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
+    assert (run_dir / "report.html").is_file()
+
+
+def test_a_complete_run_keeps_no_lock_and_no_work_data_and_its_files_are_readable(tmp_path, refbench):
+    result = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.cases=2", "--set", "sleepy.sleep_s=0")
+    assert result.code == 0, result.stderr
+    run_dir = tmp_path / result.last_line
+    assert not (run_dir / "run.lock").exists()
+    assert not (run_dir / "work").exists() and "work data removed" in result.stderr
+    for path in (run_dir / "report.html", run_dir / "run.json", next((run_dir / "records" / "sleepy").glob("*.json"))):
+        assert path.stat().st_mode & 0o077 == 0o044, f"{path} is not readable by others, or writable by them"
+
+    kept = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.cases=1", "--keep-work")
+    assert kept.code == 0, kept.stderr
+    assert (tmp_path / kept.last_line / "work" / "sleepy" / "journal.log").is_file()
+

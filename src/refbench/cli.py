@@ -36,6 +36,7 @@ app = typer.Typer(
 )
 
 RUNS_DIR_HELP = "Directory holding run directories."
+KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (default: removed)."
 
 
 def _version(value: bool) -> None:
@@ -100,6 +101,7 @@ def run(
     runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
     name: Optional[str] = typer.Option(None, "--name", help="Run name (part of the run directory)."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a suite option: suite.key=value (repeatable)."),
+    keep_work: Optional[bool] = typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP),
     hosts: Optional[str] = typer.Option(None, "--hosts", metavar="N[,N…]", help="Run on this many nodes at once; "
                                         "several counts make a scaling series (1,2,4)."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp:// or tls://); "
@@ -111,7 +113,7 @@ def run(
     many nodes of a Dask cluster at once, each measuring its own host."""
     _start_and_execute({
         "path": plan, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": targets or None,
-                                "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
+                                "keep_work": keep_work, "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
                                 "tls_cert": tls_cert, "tls_key": tls_key},
         "sets": set_, "suites": suite or None,
     })
@@ -334,6 +336,8 @@ def _add_suite_command(name: str) -> None:
         inspect.Parameter("run_name", kw, annotation=Optional[str], default=typer.Option(None, "--name", help=f"Run name (default: {name}).")),
         inspect.Parameter("sets", kw, annotation=Optional[list[str]],
                           default=typer.Option(None, "--set", help=f"Override an option: {name}.key=value (repeatable).")),
+        inspect.Parameter("keep_work", kw, annotation=Optional[bool],
+                          default=typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP)),
     ]
     for key, option in suite.options.items():
         flag = key.replace("_", "-")
@@ -350,7 +354,7 @@ def _add_suite_command(name: str) -> None:
         _start_and_execute({
             "path": kwargs["plan_path"], "sets": kwargs["sets"], "suites": [name], "defaults": {"name": name},
             "flags": {"profile": kwargs["profile"], "runs_dir": kwargs["runs_dir"], "name": kwargs["run_name"],
-                      "targets": kwargs["targets"] or None},
+                      "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"]},
             "suite_flags": {name: suite_options},
         })
 
@@ -360,15 +364,25 @@ def _add_suite_command(name: str) -> None:
     app.command(name=name, epilog="Examples:\n\n" + "\n\n".join(f"  {e}" for e in examples))(command)
 
 
-def _terminate(signum: int, frame: Any) -> None:
+def _interrupt(signum: int, frame: Any) -> None:
+    """The first Ctrl-C or kill (SIGTERM) stops the run cleanly: servers stopped, the run resumable. Another one
+    while that cleanup runs would cut it short, so it only says what is happening."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupted_again)
     raise KeyboardInterrupt
+
+
+def _interrupted_again(signum: int, frame: Any) -> None:
+    print("refbench: still stopping what the run started (servers, workers); kill -9 leaves that to its watchdog.",
+          file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get("REFBENCH_DEBUG"))
     args = [a for a in args if a != "--debug"]
-    signal.signal(signal.SIGTERM, _terminate)  # kill (SIGTERM) cleans up like Ctrl-C: servers stopped, run resumable
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)
     try:
         for name in suite_names():
             _add_suite_command(name)

@@ -9,10 +9,21 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp makes files 0600; results are for sharing, so they get the mode an ordinary write would give them.
+SHARED_MODE = 0o666 & ~_umask()
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = SHARED_MODE) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -28,8 +39,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: Path, text: str, mode: int = SHARED_MODE) -> None:
+    atomic_write_bytes(path, text.encode(), mode)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -138,6 +138,7 @@ TOP_LEVEL: dict[str, Option] = {
     "profile": Option(str, "quick", "quick (about a minute) | standard | full (what the papers ran).", choices=PROFILES),
     "runs_dir": Option(str, "runs", "Directory that holds the run directories."),
     "work_dir": Option(str, "", "Where suites put bulky data (default: the run directory's work/)."),
+    "keep_work": Option(bool, False, "Keep the generated data and databases of a complete run (default: removed)."),
     "suites": Option(list, [], "Suites to run, in order.", item=str),
     "targets": Option(list, [], "Files, directories or block devices the storage suites measure.", item=str),
     "engines": Option(list, list(ENGINES), "Database engines the SQL suites use.", item=str, choices=ENGINES),
@@ -157,6 +158,7 @@ class Plan:
     profile: str = "quick"
     runs_dir: str = "runs"
     work_dir: str = ""
+    keep_work: bool = False
     suites: list[str] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
     engines: list[str] = field(default_factory=lambda: list(ENGINES))

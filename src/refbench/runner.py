@@ -44,6 +44,11 @@ class SuiteContext:
         return path
 
     @property
+    def scratch_dir(self) -> Path:
+        """Where the suite's bulky data goes when the server's account cannot reach the work directory."""
+        return scratch_dir(self.run) / self.suite
+
+    @property
     def telemetry(self) -> Telemetry:
         return Telemetry(self.run.telemetry_path)
 
@@ -93,6 +98,13 @@ def run_metadata() -> dict[str, Any]:
     }
 
 
+SCRATCH_ROOT = Path("/var/tmp/refbench")
+
+
+def scratch_dir(run: Run) -> Path:
+    return SCRATCH_ROOT / run.path.name
+
+
 def start(plan: Plan, argv: list[str], console: Console) -> Run:
     for name in plan.suites:
         get_suite(name).cases(plan)  # a plan that cannot expand into cases fails before anything is written
@@ -112,8 +124,23 @@ def execute(run: Run, console: Console) -> bool:
         with Sampler(run.telemetry_path):
             for name in plan.suites:
                 _run_suite(run, plan, get_suite(name), console)
-    build_report(run, console)
+        # Inside running(): a run killed while its report is written is not complete, and resume writes it.
+        build_report(run, console)
+        if not plan.keep_work:
+            remove_work_data(run, console)
     return findings_passed(run.findings())
+
+
+def remove_work_data(run: Run, console: Console) -> None:
+    """A complete run's generated data and databases: gigabytes nobody reads again (the records and the report
+    hold the results). A work_dir the user named is theirs and stays: it may hold more than this run's data."""
+    freed = 0
+    for place in (run.path / "work", scratch_dir(run)):
+        if place.is_dir():
+            freed += sum(f.stat().st_size for f in place.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(place, ignore_errors=True)
+    if freed:
+        console.print(f"work data removed: {freed / 1e6:,.0f} MB (keep it with --keep-work)")
 
 
 def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:

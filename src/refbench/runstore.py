@@ -134,7 +134,9 @@ class Run:
         self._lock_fd = fd
 
     def unlock(self) -> None:
+        """Releases the lock and removes its file: a run at rest has none (a killed run's stays, unlocked)."""
         if self._lock_fd is not None:
+            (self.path / "run.lock").unlink(missing_ok=True)
             os.close(self._lock_fd)
             self._lock_fd = None
 

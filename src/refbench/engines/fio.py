@@ -7,6 +7,7 @@ second and a final one when it ends (also after SIGINT, which is how a job is st
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import signal
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from refbench.children import die_with_parent
 from refbench.errors import UserError
 
 PERCENTILES = "50:99:99.9"
@@ -97,7 +99,10 @@ def run_fio(
     returns True to stop the job now (steady state reached); fio then still writes its final report."""
     argv = [fio_binary(), *job_args(options), "--status-interval=1", "--output-format=json",
             f"--percentile_list={PERCENTILES}"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    # fio's jobs are processes of their own that outlive a killed fio main process: fio is stopped with SIGTERM,
+    # which it passes on to its jobs, also when refbench dies.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
     stderr_chunks: list[str] = []
     reader = threading.Thread(target=lambda: stderr_chunks.append(proc.stderr.read()), daemon=True)
     reader.start()
@@ -132,8 +137,12 @@ def run_fio(
                     proc.send_signal(signal.SIGINT)
             previous = now if stopped_at is None else previous
     except BaseException:
-        proc.kill()
-        proc.wait()
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         raise
     proc.wait()
     reader.join(timeout=5)

@@ -375,7 +375,7 @@ def _detail(wrong: dict[int, str], ok: str) -> str:
 
 def _pg_data_dir(ctx, base: Path) -> Path:
     preferred = base / "pgdata"
-    chosen = managed_data_dir(preferred, Path("/var/tmp/refbench") / ctx.run.path.name / "dss" / "pgdata")
+    chosen = managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
     if chosen != preferred:
         ctx.log(f"the postgres user cannot reach {base}; the managed server's data goes to {chosen.parent} instead")
     return chosen

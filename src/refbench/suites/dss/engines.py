@@ -6,12 +6,12 @@ instance of refbench.engines.postgres, or the user's server through a DSN) with 
 from __future__ import annotations
 
 import multiprocessing
-import signal
 import time
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from refbench.children import forked_worker
 from refbench.engines.duckdb import DuckDb
 from refbench.engines.postgres import ManagedPostgres, connect, server_settings
 from refbench.errors import UserError
@@ -142,11 +142,6 @@ def _copy_table(job: tuple[str, str, str]) -> tuple[str, int]:
         return table, cur.rowcount
 
 
-def _worker_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 class PostgresEngine:
     name = "postgres"
     kind = "row store"
@@ -174,7 +169,7 @@ class PostgresEngine:
             # Largest first, so the longest COPY starts at once.
             jobs = sorted(((self.dsn, t, str(data_dir / f"{t}.csv")) for t in TABLES),
                           key=lambda j: -Path(j[2]).stat().st_size)
-            with multiprocessing.get_context("fork").Pool(self.workers, initializer=_worker_signals) as pool:
+            with multiprocessing.get_context("fork").Pool(self.workers, initializer=forked_worker) as pool:
                 rows = dict(pool.imap_unordered(_copy_table, jobs))
             load_s = time.monotonic() - t0
             with connect(self.dsn, autocommit=True) as conn:

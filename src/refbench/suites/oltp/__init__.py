@@ -98,7 +98,7 @@ class OltpSuite:
     @staticmethod
     def _default_data_dir(ctx) -> Path:
         preferred = ctx.work_dir / "pgdata"
-        chosen = managed_data_dir(preferred, Path("/var/tmp/refbench") / ctx.run.path.name / "oltp" / "pgdata")
+        chosen = managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
         if chosen != preferred:
             ctx.log(f"the postgres user cannot reach {ctx.work_dir}; the managed server's data goes to {chosen.parent} instead")
         return chosen

@@ -11,7 +11,6 @@ import math
 import multiprocessing
 import os
 import queue
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Callable
 from hdrh.histogram import HdrHistogram
 from psycopg import pq
 
+from refbench.children import forked_worker
 from refbench.engines.postgres import connect
 from refbench.errors import UserError
 from refbench.suites.oltp import database
@@ -74,8 +74,7 @@ def _pause(seconds: float, stop: Any) -> None:
 
 def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int, bucket_s: float, window: Any, go: Any,
                   stop: Any, out: Any, parent: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the runner, which stops the users
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the runner's handler, which would print a traceback here
+    forked_worker()
     try:
         conn = connect(dsn, autocommit=True)
     except UserError as exc:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing
-import signal
 import time
 from datetime import datetime
 from typing import Callable, Iterator
 
+from refbench.children import forked_worker
 from refbench.engines.postgres import connect
 from refbench.suites.oltp.rand import TpccRandom, last_name
 
@@ -81,19 +81,12 @@ def _work(job: tuple[str, str, int]) -> int:
     return load_items(dsn) if what == "items" else load_warehouse(dsn, w)
 
 
-def _worker_signals() -> None:
-    """Ctrl-C reaches the parent, which stops the pool; the pool's SIGTERM ends a worker quietly (the parent's
-    own SIGTERM handler, inherited through fork, would print a traceback from every worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def load_all(dsn: str, warehouses: int, workers: int, on_done: Callable[[], None] | None = None) -> tuple[int, float]:
     """Loads items and every warehouse in parallel processes; returns (rows, seconds)."""
     t0 = time.monotonic()
     jobs = [(dsn, "items", 0)] + [(dsn, "warehouse", w) for w in range(1, warehouses + 1)]
     rows = 0
-    with multiprocessing.get_context("fork").Pool(max(1, workers), initializer=_worker_signals) as pool:
+    with multiprocessing.get_context("fork").Pool(max(1, workers), initializer=forked_worker) as pool:
         for count in pool.imap_unordered(_work, jobs):
             rows += count
             if on_done:
