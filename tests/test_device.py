@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_env, refbench_command
+from conftest import wait_for
 from refbench.engines.fio import FioError
 from refbench.suites.device import checks
 from refbench.suites.device.targets import Target
@@ -216,30 +216,27 @@ def test_blank_block_device_with_destroy_data_is_measured(loop_device, refbench,
 
 # ---- resume -----------------------------------------------------------------------------------------
 
-def test_interrupted_sweep_resumes_at_the_first_unfinished_point(tmp_path, refbench):
+@pytest.mark.slow
+def test_a_sweep_killed_while_fio_runs_leaves_no_fio_and_resumes_at_the_unfinished_point(tmp_path, refbench, process_tree):
     runs = tmp_path / "runs"
-    args = ["device", str(tmp_path), "--runs-dir", str(runs), *SMALL, "--no-checks", "--iodepths", "1",
-            "--block-sizes", "4k,64k", "--write-shares", "0,100", "--patterns", "random"]
-    proc = subprocess.Popen(refbench_command(*args), cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        done = list(runs.glob("*/records/device/t0-rand-*.json"))
-        if len(done) >= 2:
-            break
-        time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    # Points of a fixed 12 s, so that a fio left behind by the kill would still be running after the 5 s allowed.
+    tree = process_tree("device", str(tmp_path), "--runs-dir", str(runs), *SMALL, "--no-checks", "--iodepths", "1",
+                        "--block-sizes", "4k,64k", "--write-shares", "0", "--patterns", "random",
+                        "--precondition-random-s", "1", "--min-runtime-s", "12", "--max-runtime-s", "12",
+                        "--no-stop-at-steady-state", linger_s=5)
+    wait_for(lambda: list(runs.glob("*/records/device/t0-rand-w0-qd1-bs4k.json")), 120, "the first sweep point")
+    wait_for(lambda: any(cmd.split()[0].endswith("/fio") for cmd in tree.children().values()), 30, "fio's second point")
+    time.sleep(1)
+    tree.signal(signal.SIGKILL)
+    assert tree.finish()["survivors"] == []  # fio's job processes went with refbench
     run = next(runs.glob("*-device"))
     before = {k: v["started_utc"] for k, v in _records(run).items()}
-    assert 2 <= sum(k.startswith("t0-rand") for k in before) < 4
-    assert "t0-precondition-rand" in before
+    assert set(before) == {"t0-precondition-seq", "t0-precondition-rand", "t0-rand-w0-qd1-bs4k"}
 
     resumed = refbench("resume", str(run))
     assert resumed.code == 0, resumed.stderr
     after = _records(run)
-    expected = {"t0-precondition-seq", "t0-precondition-rand"} | {
-        f"t0-rand-w{w}-qd1-bs{b}" for w in (0, 100) for b in ("4k", "64k")}
-    assert set(after) == expected
+    assert set(after) == set(before) | {"t0-rand-w0-qd1-bs64k"}
     for case_id, started in before.items():
         assert after[case_id]["started_utc"] == started  # recorded before the kill: not measured again
     assert not list(tmp_path.glob("refbench-device*"))
