@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -153,28 +155,20 @@ def test_transaction_inputs_follow_the_specification():
     assert max(int(values(INPUTS["stock_level"](rng, 1, []))[2]) for _ in range(500)) <= 20
 
 
-def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_dir):
-    import signal
-    import time
+def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_dir, process_tree):
+    from conftest import wait_for
 
-    from conftest import cli_env, refbench_command
-
-    args = ["oltp", "--warehouses", "1", "--rampup-s", "1", "--duration-s", "3", "--users", "1,2",
-            "--data-dir", str(data_dir), "--runs-dir", "runs"]
-    proc = subprocess.Popen(refbench_command(*args), cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list((tmp_path / "runs").glob("*/records/oltp/u1-r1.json")):
-        time.sleep(0.2)
+    tree = process_tree("oltp", "--warehouses", "1", "--rampup-s", "1", "--duration-s", "3", "--users", "1,2",
+                        "--data-dir", str(data_dir), "--runs-dir", "runs", linger_s=5)
+    wait_for(lambda: list((tmp_path / "runs").glob("*/records/oltp/u1-r1.json")), 120, "the first case's record", 0.2)
     time.sleep(1.5)  # into the second case's measurement
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "refbench resume" in err
+    tree.signal(signal.SIGTERM)
+    ended = tree.finish()
+    assert ended["code"] == 130, ended["stderr"]
+    assert "refbench resume" in ended["stderr"]
+    assert ended["survivors"] == []  # no server, no virtual user left behind
     assert not _server_running(data_dir)
-    pids = subprocess.run(["pgrep", "-f", "refbench oltp"], capture_output=True, text=True).stdout.split()
-    assert not [p for p in pids if int(p) != os.getpid()]  # no virtual user left behind
-    run = Path(tmp_path / out.strip().splitlines()[-1])
+    run = Path(tmp_path / ended["stdout"].strip().splitlines()[-1])
     assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u1-r1"]
     resumed = refbench("resume", str(run))
     assert resumed.code == 0, resumed.stderr
