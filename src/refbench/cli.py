@@ -17,6 +17,7 @@ from rich.table import Table as RichTable
 
 from refbench import __version__, runner
 from refbench.errors import UserError
+from refbench.exhaustion import explain
 from refbench.fileio import atomic_write_text
 from refbench.plan import load_plan
 from refbench.runstore import Run, iter_summaries
@@ -402,9 +403,12 @@ def main(argv: list[str] | None = None) -> None:
         where = ctx.command_path if ctx is not None else "refbench"
         print(f"refbench: {exc.format_message().rstrip('.')} (see '{where} --help').", file=sys.stderr)
         code = getattr(exc, "exit_code", 2)
-    except Exception as exc:  # a bug: one line unless --debug
+    except Exception as exc:  # a bug: one line unless --debug; or a resource that ran out outside a run
         if debug:
             raise
+        if explained := explain(exc):
+            print(f"refbench: {explained}", file=sys.stderr)
+            sys.exit(explained.exit_code)
         print(f"refbench: internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback).",
               file=sys.stderr)
         code = 70

@@ -29,8 +29,10 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = SHARED_MODE) -> None
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name the one it was for
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

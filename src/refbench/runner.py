@@ -17,6 +17,7 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from refbench.exhaustion import ResourceExhausted, explain
 from refbench.host import inventory, tuning
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan
@@ -116,6 +117,17 @@ def start(plan: Plan, argv: list[str], console: Console) -> Run:
 def execute(run: Run, console: Console) -> bool:
     """Measures every unrecorded case, checks, writes tables, charts and the report.
     Returns True when every correctness check passed."""
+    try:
+        return _execute(run, console)
+    except ResourceExhausted:
+        raise
+    except Exception as exc:
+        if explained := explain(exc, run.path, written_places(run.plan)):
+            raise explained from None
+        raise
+
+
+def _execute(run: Run, console: Console) -> bool:
     from refbench.report import build_report
 
     with run.running():
@@ -129,6 +141,13 @@ def execute(run: Run, console: Console) -> bool:
         if not plan.keep_work:
             remove_work_data(run, console)
     return findings_passed(run.findings())
+
+
+def written_places(plan: Plan) -> list[Path]:
+    """The directories a plan writes to besides its run directory: its work directory and the suites' *_dir options."""
+    places = [Path(plan.work_dir)] if plan.work_dir else []
+    return places + [Path(v) for options in plan.options.values() for k, v in options.items()
+                     if k.endswith("_dir") and isinstance(v, str) and v]
 
 
 def remove_work_data(run: Run, console: Console) -> None:

@@ -164,13 +164,21 @@ class Run:
             yield
             self.update(status="complete", ended_utc=iso(utc_now()))
         except KeyboardInterrupt:
-            self.update(status="interrupted")
+            self._mark(status="interrupted")
             raise
         except BaseException as exc:
-            self.update(status="failed", error=str(exc) or type(exc).__name__)
+            self._mark(status="failed", error=str(exc) or type(exc).__name__)
             raise
         finally:
             self.unlock()
+
+    def _mark(self, **fields: Any) -> None:
+        """The status after a failure, if it can be written: on a full disk it cannot, and then the run, left
+        'running' with its lock free, reads as interrupted, which is true enough."""
+        try:
+            self.update(**fields)
+        except OSError:
+            pass
 
     def clean_interrupted_writes(self) -> int:
         return remove_temp_files(self.path)

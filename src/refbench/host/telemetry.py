@@ -97,7 +97,9 @@ def sample_forever(out: Path, interval_s: float, proc: Path, parent_pid: int | N
     out.parent.mkdir(parents=True, exist_ok=True)
     prev_t, prev_cpu, prev_disks = time.time(), read_cpu(proc), read_disks(proc)
     next_tick = time.monotonic() + interval_s
-    with open(out, "a") as f:
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    cut = False  # a write that failed part-way (a full disk) left half a line: the next one starts on a new line
+    try:
         while not stop:
             time.sleep(max(0.0, next_tick - time.monotonic()))
             next_tick += interval_s
@@ -113,9 +115,14 @@ def sample_forever(out: Path, interval_s: float, proc: Path, parent_pid: int | N
                 for name, now in disks.items()
                 if name in prev_disks
             }
-            f.write(json.dumps(sample, separators=(",", ":")) + "\n")
-            f.flush()
+            line = (("\n" if cut else "") + json.dumps(sample, separators=(",", ":")) + "\n").encode()
+            try:
+                cut = os.write(fd, line) != len(line)
+            except OSError:  # no space: this second goes unrecorded, and the run says why it stops
+                cut = True
             prev_t, prev_cpu, prev_disks = t, cpu, disks
+    finally:
+        os.close(fd)
 
 
 class Sampler:

@@ -1,0 +1,91 @@
+"""Running out of disk space while measuring or while writing the report: one sentence naming the resource and the
+path, exit status 75, and a run that `refbench resume` completes once space is freed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_for
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 16 MiB tmpfs of the test's own, so filling it touches nothing else."""
+    mountpoint = tmp_path / "small"
+    mountpoint.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "refbench-test", str(mountpoint)], check=True)
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Writes a file until the file system is full; removing it frees the space again."""
+    filler = directory / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def _one_sentence_about_space(stderr: str, where: Path) -> None:
+    lines = [line for line in stderr.splitlines() if line.startswith("refbench:")]
+    assert len(lines) == 1, stderr
+    assert "out of disk space" in lines[0] and str(where) in lines[0] and "refbench resume" in lines[0], lines[0]
+    assert "Traceback" not in stderr
+
+
+@needs_root
+def test_a_full_disk_while_measuring_stops_the_run_resumably(small_fs, process_tree):
+    runs = small_fs / "runs"
+    tree = process_tree("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=12", "--set", "sleepy.sleep_s=0.4")
+    records = wait_for(lambda: next(runs.glob("*/records/sleepy"), None), 60, "the first record")
+    wait_for(lambda: len(list(records.glob("*.json"))) >= 2, 60, "two records")
+    filler = fill(small_fs)
+    ended = tree.finish()
+    assert ended["code"] == 75, ended["stderr"]
+    _one_sentence_about_space(ended["stderr"], runs)
+    assert ended["survivors"] == []
+    run = records.parents[1]
+    before = {p.name: p.read_bytes() for p in records.glob("*.json")}
+    assert 2 <= len(before) < 12
+
+    filler.unlink()
+    resumed = tree_result = process_tree("resume", str(run)).finish()
+    assert resumed["code"] == 0, tree_result["stderr"]
+    after = {p.name: p.read_bytes() for p in records.glob("*.json")}
+    assert len(after) == 12 and all(after[name] == content for name, content in before.items())
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+@needs_root
+def test_a_full_disk_while_writing_the_report_stops_the_run_resumably(small_fs, process_tree):
+    runs = small_fs / "runs"
+    tree = process_tree("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=2", "--set", "sleepy.sleep_s=0",
+                        env={"SLEEPY_SUMMARIZE_S": "3"})
+    findings = wait_for(lambda: next(runs.glob("*/findings/sleepy.json"), None), 60, "the checks")
+    filler = fill(small_fs)  # while the report's tables are being made
+    ended = tree.finish()
+    assert ended["code"] == 75, ended["stderr"]
+    _one_sentence_about_space(ended["stderr"], runs)
+    run = findings.parents[1]
+    assert not (run / "report.html").exists()
+
+    filler.unlink()
+    resumed = process_tree("resume", str(run)).finish()
+    assert resumed["code"] == 0, resumed["stderr"]
+    assert (run / "report.html").is_file()
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
