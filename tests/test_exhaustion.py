@@ -89,3 +89,36 @@ def test_a_full_disk_while_writing_the_report_stops_the_run_resumably(small_fs, 
     assert resumed["code"] == 0, resumed["stderr"]
     assert (run / "report.html").is_file()
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_out_of_memory_in_duckdb_is_one_sentence_and_resumable(tmp_path, refbench):
+    result = refbench("dss", "--sf", "0.01", "--engines", "duckdb", "--duckdb-memory-limit", "2MB", "--modes", "power",
+                      "--runs-dir", "runs")
+    assert result.code == 75, result.stderr
+    line, = [line for line in result.stderr.splitlines() if line.startswith("refbench:")]
+    assert "out of memory (Out of Memory Error" in line and "refbench resume runs/" in line
+    assert "Possible solutions" not in line  # DuckDB's advice would make it a paragraph
+
+
+def test_out_of_file_descriptors_names_the_limit(tmp_path):
+    import errno
+    import resource
+
+    from refbench.exhaustion import explain
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    opened = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        with pytest.raises(OSError) as caught:
+            for i in range(100):
+                opened.append(open(tmp_path / f"f{i}", "w"))
+        assert caught.value.errno == errno.EMFILE
+        explained = explain(caught.value, tmp_path / "run")
+    finally:
+        for f in opened:
+            f.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert explained is not None and explained.exit_code == 75
+    assert "out of file descriptors" in str(explained) and "ulimit -n, now 64" in str(explained)
+    assert str(tmp_path) in str(explained)  # the file it could not open

@@ -90,5 +90,5 @@ def _free_bytes(path: Path) -> float:
 def _detail(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text.rstrip(".")
+    first_line = next((line for line in str(exc).splitlines() if line.strip()), "")  # engines add advice below
+    return " ".join(first_line.split()).rstrip(".") or type(exc).__name__
