@@ -260,3 +260,28 @@ def test_tls_between_the_ends_with_the_users_certificates(certificates, services
                         timeout=120)
     assert stranger.code != 0 and "cannot reach the Dask scheduler" in stranger.stderr
     assert not (tmp_path / "refused").exists()  # refused before anything was written
+
+
+@pytest.mark.slow
+def test_a_cluster_run_killed_mid_step_leaves_no_worker_and_resumes_keeping_finished_steps(refbench, process_tree, tmp_path):
+    from conftest import wait_for
+
+    runs = tmp_path / "runs"
+    tree = process_tree("run", "--suite", "sleepy", "--set", "sleepy.cases=6", "--set", "sleepy.sleep_s=1", "--hosts", "1,2",
+                        "--runs-dir", str(runs), linger_s=10)
+    run = wait_for(lambda: runs.is_dir() and next(runs.iterdir(), None), 60, "the run directory")
+    wait_for(lambda: "2" not in json.loads((run / "run.json").read_text()).get("cluster", {}).get("steps", {"2": 0})
+             and (run / "nodes" / "1-nodes" / "node1" / "records").is_dir(), 180, "the first step", every_s=0.2)
+    time.sleep(3)  # into the second step
+    tree.signal(signal.SIGKILL)
+    assert tree.finish()["survivors"] == []  # the local Dask cluster and the nodes' refbench went with it
+    first = {p.name: p.read_bytes() for p in (run / "nodes" / "1-nodes" / "node1" / "records" / "sleepy").glob("*.json")}
+    assert len(first) == 6
+
+    resumed = refbench("resume", str(run), timeout=300)
+    assert resumed.code == 0, resumed.stderr
+    assert "step 1 node(s): already measured" in resumed.stderr
+    assert {p.name: p.read_bytes() for p in (run / "nodes" / "1-nodes" / "node1" / "records" / "sleepy").glob("*.json")} == first
+    for node in ("node1", "node2"):
+        assert len(list((run / "nodes" / "2-nodes" / node / "records" / "sleepy").glob("*.json"))) == 6
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"

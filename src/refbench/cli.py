@@ -70,11 +70,9 @@ def _execute(run: Run) -> None:
         else:
             passed = runner.execute(run, err)
     except KeyboardInterrupt:
-        if run.plan.hosts:
-            err.print("[yellow]interrupted[/yellow]: the nodes were told to stop; a cluster run is run again, not resumed.")
-        else:
-            err.print(f"[yellow]interrupted[/yellow]: {len(run.records())} case(s) recorded. "
-                      f"Continue with: refbench resume {run.path}")
+        done = ("the nodes were told to stop; steps measured by every node are kept" if run.plan.hosts
+                else f"{len(run.records())} case(s) recorded")
+        err.print(f"[yellow]interrupted[/yellow]: {done}. Continue with: refbench resume {run.path}")
         print(run.path, flush=True)
         raise typer.Exit(130)
     err.print(f"report: {run.report_path}")
@@ -162,10 +160,9 @@ def resume(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
 ) -> None:
-    """Continue an interrupted run: recorded cases are skipped, the rest are measured."""
+    """Continue an interrupted run: recorded cases are skipped, the rest are measured. A cluster run keeps the
+    steps every node finished and measures the others again, all nodes of a step together."""
     found = Run.find(run_ref, runs_dir)
-    if found.plan.hosts:
-        raise UserError(f"{found.path} is a cluster run, which cannot be resumed; run the plan again.")
     if found.status() == "complete":
         err.print(f"{found.path} is already complete; nothing to resume.")
         print(found.path)

@@ -7,6 +7,7 @@ others' results are kept and the step ends instead of waiting for it.
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 import time
 import uuid
@@ -98,8 +99,13 @@ def execute(run: Run, console: Console) -> bool:
                 raise UserError(f"the scheduler has {have} worker(s) after {WORKER_WAIT_S:g} s and the plan needs {needed}; "
                                 f"start more with: refbench worker --scheduler {plan.scheduler or '…'}") from None
             nodes = dict(sorted(_workers(client).items()))
-            steps: dict[str, Any] = {}
+            steps: dict[str, Any] = dict(run.meta.get("cluster", {}).get("steps", {}))
             for step in plan.hosts:
+                if finished(steps.get(str(step))):
+                    console.print(f"cluster: step {step} node(s): already measured")
+                    continue
+                # A step is measured whole: its nodes run at the same time, so one cut short runs again with all of them.
+                shutil.rmtree(run.path / "nodes" / f"{step}-nodes", ignore_errors=True)
                 chosen = dict(list(nodes.items())[:step])
                 console.print(f"cluster: step {step} node(s): {', '.join(chosen)}")
                 steps[str(step)] = _run_step(client, run, plan, step, chosen, console)
@@ -109,6 +115,11 @@ def execute(run: Run, console: Console) -> bool:
             if cluster is not None:
                 cluster.close()
     return build_cluster_report(run)
+
+
+def finished(outcome: dict[str, Any] | None) -> bool:
+    """Whether a step of an earlier attempt ended with every node's results collected."""
+    return bool(outcome) and all(node.get("status") == "ok" for node in outcome.values())
 
 
 def _run_step(client, run: Run, plan: Plan, step: int, chosen: dict[str, str], console: Console) -> dict[str, Any]:
