@@ -22,7 +22,7 @@ TOLERANCES = ("str", "cnt", "int", "num", "sum", "avg", "rat", "qty")
 # query -> {column (1-based): kind} for the "sum" columns that are not money
 NOT_MONEY_SUMS = {1: {3: "qty"}, 12: {2: "cnt", 3: "cnt"}, 18: {6: "qty"}}
 # Sums of quantities are exact in decimal arithmetic; this only leaves room for an engine that adds in binary floating
-# point (a part per million), not for a wrong row (Q18's smallest quantity is 1 in about 300 at SF 0.01).
+# point (a part per million), not for a wrong row (one unit of quantity is 0.3% of a Q18 sum at SF 0.01).
 QUANTITY_TOLERANCE = 1e-6
 
 
