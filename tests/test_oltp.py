@@ -52,7 +52,7 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
         assert 0 < m["driver_cpu_share_pct"] < 100
     findings = json.loads((run / "findings" / "oltp.json").read_text())
     names = {f["check"] for f in findings}
-    assert {f"consistency condition {n}" for n in (1, 2, 3, 4)} <= {n.split(":")[0] for n in names}
+    assert {f"consistency condition {n}" for n in range(1, 13)} <= {n.split(":")[0] for n in names}
     assert all(f["passed"] for f in findings), [f for f in findings if not f["passed"]]
     assert {p.stem for p in (run / "charts" / "oltp").glob("*.png")} == {"throughput_by_users", "latency_by_users", "throughput_over_time"}
     assert {"scaling", "latency", "series", "load", "settings"} <= {p.stem for p in (run / "tables" / "oltp").glob("*.parquet")}

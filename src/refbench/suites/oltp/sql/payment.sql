@@ -6,8 +6,8 @@ CREATE OR REPLACE FUNCTION tpcc.payment(p_w_id int, p_d_id int, p_c_w_id int, p_
 DECLARE
   v_c_id int := p_c_id; v_ids int[];
 BEGIN
-  UPDATE tpcc.warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w_id;
-  UPDATE tpcc.district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w_id AND d_id = p_d_id;
+  -- The customer first: a name nobody has pays nothing, and must not move W_YTD and D_YTD either (that would
+  -- break consistency conditions 8 and 9: year-to-date totals without a HISTORY row).
   IF p_c_last IS NOT NULL THEN
     SELECT array_agg(c_id ORDER BY c_first) INTO v_ids
       FROM tpcc.customer WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_last = p_c_last;
@@ -16,6 +16,8 @@ BEGIN
       RETURN 0;  -- no customer of that name in this district: nothing to pay
     END IF;
   END IF;
+  UPDATE tpcc.warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w_id;
+  UPDATE tpcc.district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w_id AND d_id = p_d_id;
   UPDATE tpcc.customer
      SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount, c_payment_cnt = c_payment_cnt + 1,
          c_data = CASE WHEN c_credit = 'BC'
