@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,26 @@ def test_a_new_file_in_an_existing_directory_is_measured_and_called_a_new_file(t
     assert said in " ".join(result.stderr.split())  # the terminal says what the target is, not just the name typed
     assert said in (run / "report.html").read_text()  # and so does the report
     assert not target.exists()  # refbench created it, so refbench removed it
+
+
+def test_a_killed_run_on_a_new_file_resumes_without_destroy_data_and_removes_the_file(tmp_path, refbench):
+    target, runs = tmp_path / "new.dat", tmp_path / "runs"
+    args = ["device", str(target), "--runs-dir", str(runs), *ONE_POINT, "--precondition", "--block-sizes", "4k,64k"]
+    proc = subprocess.Popen(refbench_command(*args), cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not list(runs.glob("*/records/device/*.json")) and time.time() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert target.exists()  # the file refbench created, with data in it now
+    run = next(runs.glob("*-device"))
+    resumed = refbench("resume", str(run))
+    assert resumed.code == 0, resumed.stderr  # its own file, not "an existing file with data"
+    assert len(list((run / "records" / "device").glob("*.json"))) == 4
+    assert not target.exists()  # created by refbench, so removed at the end, even across the kill
 
 
 def test_a_path_whose_directory_does_not_exist_is_refused(tmp_path, refbench):

@@ -22,7 +22,7 @@ from refbench.suites.device import checks
 from refbench.suites.device.sweep import (
     AccessMode, access_modes, base_job, bs_id, precondition_random, precondition_sequential, run_point, size_label,
 )
-from refbench.suites.device.targets import Target, resolve
+from refbench.suites.device.targets import Target, mark_created, resolve
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 PAPER_BLOCK_SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]
@@ -123,7 +123,7 @@ class DeviceSuite:
             target = resolve(spec, index, o, ctx.plan.profile)
             _check_region(target, o)
             targets[target.label] = target
-            ctx.log(f"{target.label}: {target.description} ({target.size_bytes / GiB:.2f} GiB measured)")
+            ctx.log(f"{target.label}: {target.description}; {target.size_bytes / GiB:.2f} GiB measured")
             self._create(ctx, target)
         ctx.state["targets"] = targets
 
@@ -138,6 +138,8 @@ class DeviceSuite:
         existed = path.exists()
         if not existed or path.stat().st_size < target.size_bytes:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not existed:
+                mark_created(fd)
             try:
                 os.posix_fallocate(fd, 0, target.size_bytes)
             except OSError as exc:

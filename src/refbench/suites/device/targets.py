@@ -31,6 +31,7 @@ TEST_FILE_PREFIX = "refbench-device"
 FREE_SPACE_MARGIN = 64 * 2**20
 DEFAULT_FILE_SIZE = {"quick": 256 * 2**20, "standard": 4 * 2**30, "full": 32 * 2**30}
 FSTAB_ENV = "REFBENCH_FSTAB"  # another fstab to read instead of /etc/fstab (tests)
+CREATED_MARK = "user.refbench.created"  # on the test files refbench creates, so a resumed run knows them as its own
 SYS_BLOCK = Path("/sys/class/block")
 
 
@@ -72,14 +73,15 @@ def resolve(spec: str, index: int, options: dict[str, Any], profile: str) -> Tar
         if not os.access(path, os.W_OK):
             raise UserError(f"target {spec} is not writable by this user.")
         current = path.stat().st_size
-        ours = path.name.startswith(TEST_FILE_PREFIX)
-        if current and not ours and not options["destroy_data"]:
+        made_by_us = created_by_refbench(path)  # by an interrupted run of this target, say
+        if current and not (made_by_us or path.name.startswith(TEST_FILE_PREFIX)) and not options["destroy_data"]:
             raise UserError(f"target {spec} is an existing file with data that the tests would overwrite; "
                             "pass --destroy-data to allow it, or name a new file or a directory.")
         size = wanted or current or DEFAULT_FILE_SIZE[profile]
         _check_free_space(path, max(0, size - current))
-        return Target(label, spec, str(path), "file", size, None, device_of(path), False,
-                      f"existing file {shown} {on_what(path)}")
+        return Target(label, spec, str(path), "file", size, None, device_of(path), made_by_us,
+                      f"new file {shown} {on_what(path)} (created by refbench)" if made_by_us
+                      else f"existing file {shown} {on_what(path)}")
     if not path.parent.is_dir():
         raise UserError(f"target {spec} does not exist, and neither does its directory {path.parent}.")
     if Path(os.path.realpath(path.parent)).parts[1:2] in (("dev",), ("proc",), ("sys",)):
@@ -89,6 +91,21 @@ def resolve(spec: str, index: int, options: dict[str, Any], profile: str) -> Tar
     _check_free_space(path, size)
     return Target(label, spec, str(path), "file", size, None, device_of(path.parent), True,
                   f"new file {shown} {on_what(path.parent)}")
+
+
+def mark_created(fd: int) -> None:
+    try:
+        os.setxattr(fd, CREATED_MARK, b"1")
+    except OSError:
+        pass  # a file system without user extended attributes: a resumed run then asks for --destroy-data
+
+
+def created_by_refbench(path: Path) -> bool:
+    try:
+        os.getxattr(path, CREATED_MARK)
+        return True
+    except OSError:
+        return False
 
 
 def directory_target(spec: str) -> str:
