@@ -160,6 +160,27 @@ def test_a_target_and_data_dir_conflict(tmp_path, refbench, suite):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
+def test_oltp_puts_its_database_in_the_target_directory(tmp_path, refbench):
+    from refbench.engines.postgres import ManagedPostgres
+
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-oltp-target-"))  # tmp_path is closed to the postgres user
+    base.chmod(0o755)
+    target, data = base / "db", base / "db" / "oltp-pgdata"
+    try:
+        result = refbench("oltp", str(target), "--warehouses", "1", "--rampup-s", "1", "--duration-s", "2",
+                          "--users", "1", "--runs-dir", "runs")
+        assert result.code == 0, result.stderr
+        assert (data / "PG_VERSION").exists() and not (data / "postmaster.pid").exists()  # there, and stopped
+        run = tmp_path / result.last_line
+        assert not (run / "work" / "oltp" / "pgdata").exists()
+        said = f"new directory {target} on "
+        assert said in " ".join(result.stderr.split()) and said in (run / "report.html").read_text()
+    finally:
+        ManagedPostgres(data, {}).stop_stale()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_oltp_refuses_a_target_with_a_dsn(tmp_path, refbench):
     _refused(refbench("oltp", str(tmp_path), "--dsn", "host=/nonexistent dbname=x", "--runs-dir", "runs"),
              "dsn and the target")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.errors import UserError
+from refbench.plan import Plan, PlanError
 
 TEST_FILE_PREFIX = "refbench-device"
 FREE_SPACE_MARGIN = 64 * 2**20
@@ -128,19 +129,17 @@ def directory_target(spec: str) -> str:
     return f"new directory {shown} {on_what(path.parent)}"
 
 
-def one_directory_target(plan, suite: str, same_as: str) -> tuple[str, str] | None:
-    """The one directory target of a suite whose data goes in one place (oltp, dss, dw), checked, with what it is;
-    None without targets. ``same_as`` names the option that places the same data: giving both is a conflict."""
-    from refbench.plan import PlanError
-
+def check_one_directory_target(plan: Plan, suite: str, same_as: str) -> None:
+    """Checks the target of a suite whose data goes in one directory (oltp, dss, dw): at most one, usable, and not
+    given together with ``same_as``, the option that places the same data."""
     if not plan.targets:
-        return None
+        return
     if len(plan.targets) > 1:
         raise PlanError(f"[{suite}] takes one target directory, not {len(plan.targets)} ({', '.join(plan.targets)}).")
     if plan.options[suite][same_as]:
         raise PlanError(f"[{suite}] the target {plan.targets[0]} and {same_as} ({plan.options[suite][same_as]}) both say "
                         f"where the data goes; give one of them (--{same_as.replace('_', '-')} or the target).")
-    return plan.targets[0], directory_target(plan.targets[0])
+    directory_target(plan.targets[0])
 
 
 # ---- mounts ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from refbench.errors import UserError
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import device_of, directory_target, one_directory_target
+from refbench.suites.device.targets import check_one_directory_target, device_of, directory_target
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import min_streams, stream_queries
@@ -231,7 +231,7 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
     """The engines a dss-style suite (dss, dw) will use, after checking everything they need is there: a usable target,
     tpchgen-cli, and a reachable DSN or PostgreSQL's server binaries."""
     o = plan.options[suite]
-    one_directory_target(plan, suite, "data_dir")
+    check_one_directory_target(plan, suite, "data_dir")
     engines = [e for e in o["engines"] if e in plan.engines]
     if not engines:
         raise PlanError(f"[{suite}] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")

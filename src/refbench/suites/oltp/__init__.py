@@ -18,7 +18,7 @@ from refbench.engines.postgres import (
 )
 from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import directory_target, one_directory_target
+from refbench.suites.device.targets import check_one_directory_target, directory_target
 from refbench.suites.oltp import consistency, database, driver
 
 MIX_MINIMUM_PCT = {"payment": 43.0, "order_status": 4.0, "delivery": 4.0, "stock_level": 4.0}
@@ -74,7 +74,7 @@ class OltpSuite:
         if o["dsn"] and plan.targets:
             raise PlanError(f"[oltp] dsn and the target {plan.targets[0]} exclude each other: the target places the managed "
                             "server, dsn replaces it.")
-        one_directory_target(plan, self.name, "data_dir")
+        check_one_directory_target(plan, self.name, "data_dir")
         # Problems a user can fix are found here, before the run directory exists.
         if o["dsn"]:
             with connect(o["dsn"], autocommit=True) as conn:
