@@ -21,7 +21,7 @@ from refbench.suites import Case, Chart, Finding, Record, Table
 from refbench.suites.analytics import inputs, launcher
 from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, all_tests
 from refbench.suites.analytics.summary import mean_of, minutes_of
-from refbench.suites.device.targets import device_of, directory_target
+from refbench.suites.device.targets import device_of, directory_target, note_directory_targets
 
 # The audit's checks that paper 004's tuned profile sets, and the data devices' queue settings.
 TUNING_SETTINGS = ("CPU frequency governor", "CPU energy/performance bias", "Transparent huge pages", "vm.dirty_ratio",
@@ -97,9 +97,7 @@ class AnalyticsSuite:
     def prepare(self, ctx) -> None:
         o = ctx.options
         locations = self._locations(ctx)
-        if ctx.plan.targets:
-            ctx.state["target_description"] = "; ".join(f"{t}: {directory_target(t)}" for t in ctx.plan.targets)
-            ctx.log(f"target{'s' if len(ctx.plan.targets) > 1 else ''} {ctx.state['target_description']}")
+        note_directory_targets(ctx)
         for name, path in locations.items():
             writable_directory(path, f"the {name} location")
         with ctx.task(f"inputs for {o['rows']:,} rows in {locations['DATA']}", total=None):

@@ -129,6 +129,13 @@ def directory_target(spec: str) -> str:
     return f"new directory {shown} {on_what(path.parent)}"
 
 
+def note_directory_targets(ctx) -> None:
+    """Says on the terminal, and keeps for the suite's records (and so the report), what its directory targets are."""
+    if ctx.plan.targets:
+        ctx.state["target_description"] = "; ".join(f"{t}: {directory_target(t)}" for t in ctx.plan.targets)
+        ctx.log(f"target{'s' if len(ctx.plan.targets) > 1 else ''} {ctx.state['target_description']}")
+
+
 def check_one_directory_target(plan: Plan, suite: str, same_as: str) -> None:
     """Checks the target of a suite whose data goes in one directory (oltp, dss, dw): at most one, usable, and not
     given together with ``same_as``, the option that places the same data."""

@@ -23,7 +23,7 @@ from refbench.errors import UserError
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import check_one_directory_target, device_of, directory_target
+from refbench.suites.device.targets import check_one_directory_target, device_of, note_directory_targets
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import min_streams, stream_queries
@@ -258,9 +258,7 @@ def prepare_data_and_engines(ctx) -> None:
     duckdb_memory_limit; fills ctx.state with data, data_dir, device, engines, server and loads."""
     o = ctx.options
     base = Path(o["data_dir"]) if o["data_dir"] else Path(ctx.plan.targets[0]) if ctx.plan.targets else ctx.work_dir
-    if ctx.plan.targets:
-        ctx.state["target_description"] = f"{ctx.plan.targets[0]}: {directory_target(ctx.plan.targets[0])}"
-        ctx.log(f"target {ctx.state['target_description']}")
+    note_directory_targets(ctx)
     data = base / f"tpch-sf{o['sf']:g}"
     with ctx.task(f"generating SF {o['sf']:g} with tpchgen-cli"):
         ctx.state["data"] = datagen.generate(data, o["sf"])

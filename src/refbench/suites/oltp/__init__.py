@@ -18,7 +18,7 @@ from refbench.engines.postgres import (
 )
 from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import check_one_directory_target, directory_target
+from refbench.suites.device.targets import check_one_directory_target, note_directory_targets
 from refbench.suites.oltp import consistency, database, driver
 
 MIX_MINIMUM_PCT = {"payment": 43.0, "order_status": 4.0, "delivery": 4.0, "stock_level": 4.0}
@@ -107,10 +107,8 @@ class OltpSuite:
         if ctx.options["data_dir"]:
             return Path(ctx.options["data_dir"])
         if ctx.plan.targets:
-            target = ctx.plan.targets[0]
-            ctx.state["target_description"] = f"{target}: {directory_target(target)}"
-            ctx.log(f"target {ctx.state['target_description']}")
-            return Path(target) / "oltp-pgdata"
+            note_directory_targets(ctx)
+            return Path(ctx.plan.targets[0]) / "oltp-pgdata"
         return self._default_data_dir(ctx)
 
     @staticmethod
