@@ -181,6 +181,28 @@ def test_oltp_puts_its_database_in_the_target_directory(tmp_path, refbench):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_dss_puts_its_data_and_database_in_the_target_directory(tmp_path, refbench):
+    target = tmp_path / "store"
+    result = refbench("dss", str(target), "--engines", "duckdb", "--modes", "power", "--sf", "0.01", "--runs-dir", "runs")
+    # One engine at SF 0.01 has no answers to check against, so the run fails its answer check (exit 1), but it ran.
+    assert result.code in (0, 1) and "Traceback" not in result.stderr, result.stderr
+    assert (target / "tpch-sf0.01.duckdb").is_file() and (target / "tpch-sf0.01").is_dir()
+    run = tmp_path / result.last_line
+    assert not (run / "work" / "dss" / "tpch-sf0.01").exists()
+    assert f"new directory {target} on " in (run / "report.html").read_text()
+
+
+def test_analytics_with_one_target_keeps_data_work_and_util_in_it(tmp_path, refbench):
+    target = tmp_path / "store"
+    result = refbench("analytics", str(target), "--tests", "sort_copy", "--jobs", "1", "--concurrency", "1",
+                      "--no-iotest", "--rows", "10000", "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["data", "util", "work"]
+    assert any((target / "data").iterdir())  # the generated inputs
+    run = tmp_path / result.last_line
+    assert f"new directory {target} on " in (run / "report.html").read_text()
+
+
 def test_oltp_refuses_a_target_with_a_dsn(tmp_path, refbench):
     _refused(refbench("oltp", str(tmp_path), "--dsn", "host=/nonexistent dbname=x", "--runs-dir", "runs"),
              "dsn and the target")
@@ -350,10 +372,10 @@ def test_a_loop_device_under_a_mounted_device_mapper_device_is_refused(stack):
 def _md_missing() -> str | None:
     if os.geteuid() != 0 or not shutil.which("losetup"):
         return "loop devices need root and losetup"
-    if not shutil.which("mdadm"):
-        return "mdadm is not installed"
     if not Path("/proc/mdstat").exists():
         return "this kernel has no md driver (/proc/mdstat is missing)"
+    if not shutil.which("mdadm"):
+        return "mdadm is not installed"
     return None
 
 
