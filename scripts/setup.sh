@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${VENV:-.venv}"
-APT_PACKAGES=(fio postgresql util-linux)
+APT_PACKAGES=(fio postgresql util-linux fdisk)  # fdisk: sfdisk, for the partition-table tests
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

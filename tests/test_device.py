@@ -116,8 +116,9 @@ def test_a_missing_device_is_not_created_as_a_file(tmp_path, refbench):
     assert not Path("/dev/refbench-no-such-disk").exists()
 
 
-def test_force_needs_destroy_data(tmp_path, refbench):
-    _one_line_refusal(refbench("device", str(tmp_path), "--force", "--runs-dir", "runs"), "--destroy-data")
+def test_there_is_no_force_to_override_a_refusal(tmp_path, refbench):
+    result = refbench("device", str(tmp_path), "--destroy-data", "--force", "--runs-dir", "runs")
+    assert result.code == 2 and "No such option: --force" in result.stderr
 
 
 # ---- block devices, on loop devices ------------------------------------------------------------------
@@ -153,12 +154,12 @@ def test_block_device_with_a_file_system_is_refused_even_with_destroy_data(loop_
     dev, backing = loop_device
     subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
     before = _digest(backing)
-    _one_line_refusal(refbench("device", dev, "--destroy-data", "--runs-dir", "runs"), "ext4", "file system", "--force")
+    _one_line_refusal(refbench("device", dev, "--destroy-data", "--runs-dir", "runs"), "ext4", "file system", "wipefs -a")
     assert _digest(backing) == before
 
 
 @needs_loop
-def test_mounted_block_device_is_refused_even_with_force(loop_device, refbench, tmp_path):
+def test_mounted_block_device_is_refused_even_with_destroy_data(loop_device, refbench, tmp_path):
     dev, backing = loop_device
     subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
     mountpoint = tmp_path / "mnt"
@@ -167,7 +168,7 @@ def test_mounted_block_device_is_refused_even_with_force(loop_device, refbench, 
     try:
         subprocess.run(["sync"], check=True)
         before = _digest(backing)
-        _one_line_refusal(refbench("device", dev, "--destroy-data", "--force", "--runs-dir", "runs"), "mounted at", str(mountpoint))
+        _one_line_refusal(refbench("device", dev, "--destroy-data", "--runs-dir", "runs"), "mounted at", str(mountpoint))
         subprocess.run(["sync"], check=True)
         assert _digest(backing) == before
     finally:
@@ -175,7 +176,7 @@ def test_mounted_block_device_is_refused_even_with_force(loop_device, refbench, 
 
 
 @needs_loop
-def test_swap_device_is_refused_even_with_force(loop_device, refbench):
+def test_swap_device_is_refused_even_with_destroy_data(loop_device, refbench):
     dev, backing = loop_device
     subprocess.run(["mkswap", dev], check=True, capture_output=True)
     if subprocess.run(["swapon", dev], capture_output=True).returncode != 0:
@@ -184,7 +185,7 @@ def test_swap_device_is_refused_even_with_force(loop_device, refbench):
         # Only the swap header page: the kernel may swap pages out into the rest of the area meanwhile, but never
         # writes its first page, which any write by refbench (the test file's first blocks) would overwrite.
         before = backing.read_bytes()[:4096]
-        _one_line_refusal(refbench("device", dev, "--destroy-data", "--force", "--runs-dir", "runs"), "in use as swap")
+        _one_line_refusal(refbench("device", dev, "--destroy-data", "--runs-dir", "runs"), "in use as swap")
         assert backing.read_bytes()[:4096] == before
     finally:
         subprocess.run(["swapoff", dev], check=True)

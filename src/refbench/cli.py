@@ -93,7 +93,8 @@ def _tls_options():
              "  refbench run --plan lab.toml --hosts 1,2,4 --scheduler tcp://10.0.0.1:8786   # a scaling series\n\n"
              "  refbench run --plan lab.toml --name lab-a\n\n  refbench run --suite device /mnt/nvme0 --profile standard")
 def run(
-    targets: Optional[list[str]] = typer.Argument(None, help="Files, directories or block devices to measure."),
+    targets: Optional[list[str]] = typer.Argument(None, help="Files, directories or block devices for the run's suites; "
+                                                  "what each suite does with them: refbench SUITE --help."),
     plan: Optional[Path] = typer.Option(None, "--plan", help="TOML plan file."),
     suite: Optional[list[str]] = typer.Option(None, "--suite", help="Suite to run (repeatable); overrides the plan's list."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick | standard | full."),
@@ -326,7 +327,7 @@ def _add_suite_command(name: str) -> None:
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
         inspect.Parameter("targets", kw, annotation=Optional[list[str]],
-                          default=typer.Argument(None, help="Files, directories or block devices to measure.")),
+                          default=typer.Argument(None, metavar="TARGET…", help=getattr(suite, "targets_help", "") or "This suite takes no targets.")),
         inspect.Parameter("profile", kw, annotation=Optional[str],
                           default=typer.Option(None, "--profile", help="quick (about a minute) | standard | full (the paper's matrix).")),
         inspect.Parameter("plan_path", kw, annotation=Optional[Path], default=typer.Option(None, "--plan", help="TOML plan file.")),

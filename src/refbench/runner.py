@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from refbench.exhaustion import ResourceExhausted, explain
 from refbench.host import inventory, tuning
 from refbench.host.telemetry import Sampler, Telemetry
-from refbench.plan import Plan
+from refbench.plan import Plan, PlanError
 from refbench.runstore import Run, iso, utc_now
 from refbench.suites import Case, Finding, Suite, get_suite
 
@@ -107,11 +107,25 @@ def scratch_dir(run: Run) -> Path:
 
 
 def start(plan: Plan, argv: list[str], console: Console) -> Run:
+    _refuse_unused_targets(plan)
     for name in plan.suites:
         get_suite(name).cases(plan)  # a plan that cannot expand into cases fails before anything is written
     run = Run.create(plan, {**run_metadata(), "argv": argv})
     console.print(f"run directory: {run.path}")
     return run
+
+
+def _refuse_unused_targets(plan: Plan) -> None:
+    """Targets a run would ignore are refused: a typo or a wrong suite must not pass as a measurement of them."""
+    if not plan.targets:
+        return
+    if not plan.suites:
+        raise PlanError(f"the targets {', '.join(plan.targets)} were given, but the run has no suite to use them "
+                        "(name one with --suite or a plan section).")
+    for name in plan.suites:
+        if not getattr(get_suite(name), "targets_help", ""):
+            raise PlanError(f"suite {name} takes no targets, but the run names {', '.join(plan.targets)}; run it "
+                            "without them, or separately from the suites that use them.")
 
 
 def execute(run: Run, console: Console) -> bool:

@@ -154,6 +154,8 @@ def _host_section(meta: dict[str, Any]) -> str:
 def _suite_section(run: Run, name: str, findings: list, console: Console | None) -> str:
     tables, charts, records = suite_outputs(run, name, console)
     out = [f"<h2>Suite: {h.esc(name)}</h2>"]
+    if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
+        out.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
     if findings:
         out.append("<h3>Correctness</h3>")
         out.append(h.table([{"check": f.check, "result": "pass" if f.passed else "FAIL", "detail": f.detail} for f in findings],

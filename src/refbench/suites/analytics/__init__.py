@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from refbench.fileio import writable_directory
-from refbench.plan import Option, Plan
+from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
 from refbench.suites.analytics import inputs, launcher
 from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, all_tests
 from refbench.suites.analytics.summary import mean_of, minutes_of
+from refbench.suites.device.targets import device_of, directory_target, note_directory_targets
 
 # The audit's checks that paper 004's tuned profile sets, and the data devices' queue settings.
 TUNING_SETTINGS = ("CPU frequency governor", "CPU energy/performance bias", "Transparent huge pages", "vm.dirty_ratio",
@@ -38,7 +39,11 @@ class AnalyticsSuite:
                "run as separate processes at a target concurrency over DATA, WORK and UTIL; per-job real time, user and "
                "system CPU and bytes read/written from the kernel, the node's CPU/real-time ratio, throughput and IOPS "
                "over time, and SAS's storage throughput test in MB/s per core.")
+    targets_help = ("One directory: DATA, WORK and UTIL go in DIR/data, DIR/work and DIR/util (one storage throughput "
+                    "test); or three: DATA, WORK and UTIL in that order, like --data-dir, --work-dir and --util-dir. Each "
+                    "is an existing directory, or a new one in a directory that exists.")
     examples = [
+        "refbench analytics /mnt/data /mnt/work /mnt/util     # paper 004's three file systems",
         "refbench analytics                                   # quick: 19 jobs, 2 at a time, 2 M rows",
         "refbench analytics --data-dir /mnt/data --work-dir /mnt/work --util-dir /mnt/util --profile standard",
         "refbench analytics --profile full                    # the paper's size: 77 jobs, 20 at a time",
@@ -74,22 +79,25 @@ class AnalyticsSuite:
 
     def cases(self, plan: Plan) -> list[Case]:
         o = plan.options[self.name]
+        _placed_locations(plan)  # a conflict or a wrong number of targets is refused here, before the run directory
+        for target in plan.targets:
+            directory_target(target)
         cases = [Case("workload", {"jobs": o["jobs"], "concurrency": o["concurrency"]},
                       f"{o['jobs']} jobs, {o['concurrency']} at a time")]
         if o["iotest"]:
-            for label in _location_groups(o):
+            for label in _location_groups(plan):
                 cases.append(Case(f"iotest-{label.lower().replace('+', '-')}", {"locations": label},
                                   f"storage throughput test on {label}"))
         return cases
 
     def _locations(self, ctx) -> dict[str, Path]:
-        o = ctx.options
-        return {name: (Path(o[f"{name.lower()}_dir"]) if o[f"{name.lower()}_dir"] else ctx.work_dir / name.lower()).resolve()
-                for name in LOCATIONS}
+        return {name: (Path(path) if path else ctx.work_dir / name.lower()).resolve()
+                for name, (_, path) in _placed_locations(ctx.plan).items()}
 
     def prepare(self, ctx) -> None:
         o = ctx.options
         locations = self._locations(ctx)
+        note_directory_targets(ctx)
         for name, path in locations.items():
             writable_directory(path, f"the {name} location")
         with ctx.task(f"inputs for {o['rows']:,} rows in {locations['DATA']}", total=None):
@@ -116,8 +124,6 @@ class AnalyticsSuite:
 
             seen = launcher.run(jobs, o["concurrency"], locations, spec, o["threads"], ctx.raw_dir("workload") / "jobs", ended)
         ctx.telemetry.wait_for_sample_after(seen["ended_epoch_s"])
-        from refbench.suites.device.targets import device_of
-
         devices = {name: device_of(path) for name, path in locations.items()}
         series = self._storage_series(ctx, devices, seen["started_epoch_s"], seen["ended_epoch_s"])
         done = [j for j in seen["jobs"] if j["status"] == "ok"]  # a failed job's partial times would mislead
@@ -139,7 +145,7 @@ class AnalyticsSuite:
             "interval_epoch_s": [seen["started_epoch_s"], seen["ended_epoch_s"]],
             "locations": {name: {"path": str(path), "device": devices[name], "peak_space_mb": seen["peak_space_mb"][name]}
                           for name, path in locations.items()},
-            "inputs": ctx.state["inputs"], "tuning": audit,
+            "inputs": ctx.state["inputs"], "tuning": audit, "target_description": ctx.state.get("target_description"),
             "tests": {t.name: {"kind": t.kind, "engine": t.engine, "models": t.models, "why": t.why, "reads": list(t.reads),
                                "writes": list(t.writes), "threaded": t.threaded} for t in tests},
         }
@@ -216,10 +222,29 @@ class AnalyticsSuite:
         return charts(tables)
 
 
-def _location_groups(o: dict[str, Any]) -> list[str]:
-    """DATA, WORK and UTIL grouped by directory, e.g. ["DATA+WORK+UTIL"] when they are one."""
+def _placed_locations(plan: Plan) -> dict[str, tuple[str, str]]:
+    """DATA, WORK and UTIL as the plan places them: name -> (the storage it is on, its directory; "" for the run's
+    work directory). From --data-dir, --work-dir and --util-dir, or from the targets: one holds all three, three
+    are one each."""
+    o = plan.options["analytics"]
+    given = {name: o[f"{name.lower()}_dir"] for name in LOCATIONS}
+    if not plan.targets:
+        return {name: (str(Path(path).resolve()) if path else "", path) for name, path in given.items()}
+    if any(given.values()):
+        options = ", ".join(f"{name.lower()}_dir" for name, path in given.items() if path)
+        raise PlanError(f"[analytics] targets and {options} both say where the data goes; give one of them.")
+    if len(plan.targets) == 1:
+        base = plan.targets[0]
+        return {name: (str(Path(base).resolve()), str(Path(base) / name.lower())) for name in LOCATIONS}
+    if len(plan.targets) == 3:
+        return {name: (str(Path(path).resolve()), path) for name, path in zip(LOCATIONS, plan.targets)}
+    raise PlanError(f"[analytics] takes one target directory (DATA, WORK and UTIL in it) or three (DATA, WORK, UTIL), "
+                    f"not {len(plan.targets)}.")
+
+
+def _location_groups(plan: Plan) -> list[str]:
+    """DATA, WORK and UTIL grouped by the storage they are on, e.g. ["DATA+WORK+UTIL"] when they share one."""
     groups: dict[str, list[str]] = {}
-    for name in LOCATIONS:
-        path = o[f"{name.lower()}_dir"]
-        groups.setdefault(str(Path(path).resolve()) if path else "", []).append(name)
+    for name, (storage, _) in _placed_locations(plan).items():
+        groups.setdefault(storage, []).append(name)
     return ["+".join(names) for names in groups.values()]

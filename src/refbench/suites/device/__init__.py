@@ -22,7 +22,7 @@ from refbench.suites.device import checks
 from refbench.suites.device.sweep import (
     AccessMode, access_modes, base_job, bs_id, precondition_random, precondition_sequential, run_point, size_label,
 )
-from refbench.suites.device.targets import Target, resolve
+from refbench.suites.device.targets import Target, mark_created, resolve
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 PAPER_BLOCK_SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]
@@ -39,6 +39,12 @@ class DeviceSuite:
                "random/sequential × 0/30/100% write × queue depth × block size sweep, with steady state per point. "
                "TARGETs are files, directories or block devices (block devices need --destroy-data); "
                "with none, a test file in the run's work directory.")
+    targets_help = ("Files, directories or block devices to measure: a directory gets a test file inside it; a path "
+                    "that does not exist becomes a new test file, if its directory exists; an existing file is only "
+                    "overwritten with --destroy-data; a block device needs --destroy-data and is refused while it, or "
+                    "anything stacked on it, is mounted, swap or in use, or while it holds a file system, RAID/LVM or "
+                    "partition table signature. A path on an fstab mount point that is not mounted is refused. Default: "
+                    "a test file in the run's work directory.")
     examples = [
         "refbench device /mnt/nvme0                       # quick sweep of a test file in that directory",
         "refbench device /mnt/sas /mnt/nvme --profile standard   # two targets, side by side",
@@ -70,9 +76,8 @@ class DeviceSuite:
                              "Bytes the verify/dd/accounting checks cover; 0 = the whole target.", minimum=0),
         "fs_stress_files": Option(int, {"quick": 64, "standard": 512, "full": 4096}, "Files in the file-system stress test.", minimum=1),
         "ioengine": Option(str, "libaio", "fio ioengine.", choices=("libaio", "io_uring", "psync")),
-        "destroy_data": Option(bool, False, "Allow writing to block devices and existing files (destroys their data)."),
-        "force": Option(bool, False, "With --destroy-data: also overwrite a device holding a file system, partition "
-                        "table or RAID/LVM signature (never a mounted or swap device)."),
+        "destroy_data": Option(bool, False, "Allow writing to block devices and existing files (destroys their data); a "
+                               "mounted, in-use or signed device is refused even so."),
     }
 
     # ---- the matrix --------------------------------------------------------------------------------
@@ -118,8 +123,7 @@ class DeviceSuite:
             target = resolve(spec, index, o, ctx.plan.profile)
             _check_region(target, o)
             targets[target.label] = target
-            ctx.log(f"{target.label} = {target.path} ({target.kind}, {target.size_bytes / GiB:.2f} GiB"
-                    f"{', on ' + target.device if target.device else ''})")
+            ctx.log(f"{target.label}: {target.description}; {target.size_bytes / GiB:.2f} GiB measured")
             self._create(ctx, target)
         ctx.state["targets"] = targets
 
@@ -134,6 +138,8 @@ class DeviceSuite:
         existed = path.exists()
         if not existed or path.stat().st_size < target.size_bytes:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not existed:
+                mark_created(fd)
             try:
                 os.posix_fallocate(fd, 0, target.size_bytes)
             except OSError as exc:
@@ -153,7 +159,8 @@ class DeviceSuite:
 
     def measure(self, ctx, case: Case) -> Record:
         target: Target = ctx.state["targets"][case.params["target"]]
-        extra = {"target_path": target.path, "target_spec": target.spec, "target_kind": target.kind, "device": target.device}
+        extra = {"target_path": target.path, "target_spec": target.spec, "target_kind": target.kind, "device": target.device,
+                 "target_description": f"{target.label} = {target.spec}: {target.description}"}
         kind = case.params["kind"]
         if kind == "check":
             return self._check_case(ctx, case, target, extra)
@@ -270,8 +277,6 @@ CHECK_METHODS = {
 def _check_options(o: dict[str, Any]) -> None:
     if o["min_runtime_s"] > o["max_runtime_s"]:
         raise PlanError(f"[device] min_runtime_s ({o['min_runtime_s']}) must not exceed max_runtime_s ({o['max_runtime_s']}).")
-    if o["force"] and not o["destroy_data"]:
-        raise PlanError("[device] force only applies together with destroy_data (--force needs --destroy-data).")
 
 
 def _check_region(target: Target, o: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from refbench.errors import UserError
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import device_of
+from refbench.suites.device.targets import check_one_directory_target, device_of, note_directory_targets
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import min_streams, stream_queries
@@ -43,7 +43,10 @@ class DssSuite:
     summary = ("Decision support like paper 002 (derived from TPC-H): the 22 queries on DuckDB (column store) and "
                "PostgreSQL (row store) — each query cold and warm, one stream with the refresh functions (power), "
                "parallel streams in the specification's orders (throughput) — with every answer checked.")
+    targets_help = ("One directory for the data (existing, or new in a directory that exists): the generated data, "
+                    "the DuckDB database and the managed PostgreSQL go there, like --data-dir DIR.")
     examples = [
+        "refbench dss /mnt/nvme0 --sf 1                  # data and databases on /mnt/nvme0",
         "refbench dss                                    # quick: SF 0.01, both engines, every mode",
         "refbench dss --sf 10 --data-dir /mnt/nvme0/tpch --profile standard",
         "refbench dss --sf 1 --engines duckdb --modes individual,power",
@@ -100,7 +103,8 @@ class DssSuite:
     def measure(self, ctx, case: Case) -> Record:
         engine = ctx.state["engines"][case.params["engine"]]
         sf = ctx.options["sf"]
-        extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name}
+        extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
+                 "target_description": ctx.state.get("target_description")}
         if case.params["mode"] == "individual":
             return self._individual(ctx, engine, case.params["query"], extra)
         if case.params["mode"] == "power":
@@ -224,9 +228,10 @@ class DssSuite:
 
 
 def checked_engines(suite: str, plan: Plan) -> list[str]:
-    """The engines a dss-style suite (dss, dw) will use, after checking everything they need is there: tpchgen-cli,
-    and a reachable DSN or PostgreSQL's server binaries."""
+    """The engines a dss-style suite (dss, dw) will use, after checking everything they need is there: a usable target,
+    tpchgen-cli, and a reachable DSN or PostgreSQL's server binaries."""
     o = plan.options[suite]
+    check_one_directory_target(plan, suite, "data_dir")
     engines = [e for e in o["engines"] if e in plan.engines]
     if not engines:
         raise PlanError(f"[{suite}] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")
@@ -252,7 +257,8 @@ def prepare_data_and_engines(ctx) -> None:
     suites share. Needs the options sf, engines, data_dir, dsn, pg_data_dir, shared_buffers, pg_settings and
     duckdb_memory_limit; fills ctx.state with data, data_dir, device, engines, server and loads."""
     o = ctx.options
-    base = Path(o["data_dir"]) if o["data_dir"] else ctx.work_dir
+    base = Path(o["data_dir"]) if o["data_dir"] else Path(ctx.plan.targets[0]) if ctx.plan.targets else ctx.work_dir
+    note_directory_targets(ctx)
     data = base / f"tpch-sf{o['sf']:g}"
     with ctx.task(f"generating SF {o['sf']:g} with tpchgen-cli"):
         ctx.state["data"] = datagen.generate(data, o["sf"])

@@ -36,7 +36,10 @@ class DwSuite:
                "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
                "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "
                "rated and maximum user data capacity; throughput relative to a reference run; the rating sheet.")
+    targets_help = ("One directory for the data (existing, or new in a directory that exists): the generated data, "
+                    "the DuckDB database and the managed PostgreSQL go there, like --data-dir DIR.")
     examples = [
+        "refbench dw /mnt/nvme0                           # rate the storage under /mnt/nvme0",
         "refbench dw                                      # quick: SF 0.1, both stores, 2 sessions, 10 s each",
         "refbench dw --sf 10 --data-dir /mnt/nvme0/dw --sessions 8 --duration-s 600 --profile standard",
         "refbench dw --sf 10 --data-dir /mnt/sas/dw --reference runs/20261122T101500Z-nvme",
@@ -120,6 +123,7 @@ class DwSuite:
             "load": ctx.state["loads"][engine.name], "capacity_inputs": self._capacity_inputs(ctx),
             "reference": (reference_figures(o["reference"], Path(ctx.plan.runs_dir)).get(engine.name)
                           if o["reference"] else None),
+            "target_description": ctx.state.get("target_description"),
             "run": ctx.run.path.name, "system": _system(ctx.run.meta.get("inventory", {}), device, engine.settings()),
         }
         return Record(metrics, method=(

@@ -18,6 +18,7 @@ from refbench.engines.postgres import (
 )
 from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites.device.targets import check_one_directory_target, note_directory_targets
 from refbench.suites.oltp import consistency, database, driver
 
 MIX_MINIMUM_PCT = {"payment": 43.0, "order_status": 4.0, "delivery": 4.0, "stock_level": 4.0}
@@ -38,7 +39,10 @@ class OltpSuite:
     summary = ("Order processing like paper 001 (derived from TPC-C) on PostgreSQL: virtual users against W "
                "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
                "a user-count scaling series, and the consistency conditions checked before and after.")
+    targets_help = ("One directory for the database (existing, or new in a directory that exists): the managed "
+                    "PostgreSQL's data goes in DIR/oltp-pgdata, like --data-dir DIR/oltp-pgdata; not with --dsn.")
     examples = [
+        "refbench oltp /mnt/nvme0                       # the database on /mnt/nvme0",
         "refbench oltp                                  # managed PostgreSQL, quick profile",
         "refbench oltp --data-dir /mnt/nvme0/pg --warehouses 10 --users 1,2,4,8,16 --profile standard",
         "refbench oltp --dsn 'host=db1 user=bench dbname=tpcc' --warehouses 100 --rebuild",
@@ -67,6 +71,10 @@ class OltpSuite:
         o = plan.options[self.name]
         if o["dsn"] and o["data_dir"]:
             raise PlanError("[oltp] dsn and data_dir exclude each other: data_dir places the managed server, dsn replaces it.")
+        if o["dsn"] and plan.targets:
+            raise PlanError(f"[oltp] dsn and the target {plan.targets[0]} exclude each other: the target places the managed "
+                            "server, dsn replaces it.")
+        check_one_directory_target(plan, self.name, "data_dir")
         # Problems a user can fix are found here, before the run directory exists.
         if o["dsn"]:
             with connect(o["dsn"], autocommit=True) as conn:
@@ -87,13 +95,21 @@ class OltpSuite:
         else:
             settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(o["users"]) + 20)}
             settings |= dict(s.split("=", 1) for s in o["pg_settings"])
-            server = ManagedPostgres(Path(o["data_dir"]) if o["data_dir"] else self._default_data_dir(ctx), settings)
+            server = ManagedPostgres(self._data_dir(ctx), settings)
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
             ctx.state["dsn"] = server.database("refbench")
             ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
         self._build(ctx, rebuild=o["rebuild"])
+
+    def _data_dir(self, ctx) -> Path:
+        if ctx.options["data_dir"]:
+            return Path(ctx.options["data_dir"])
+        if ctx.plan.targets:
+            note_directory_targets(ctx)
+            return Path(ctx.plan.targets[0]) / "oltp-pgdata"
+        return self._default_data_dir(ctx)
 
     @staticmethod
     def _default_data_dir(ctx) -> Path:
@@ -144,7 +160,8 @@ class OltpSuite:
             extra={"series": result.series, "errors": result.errors, "settings": ctx.state["load"]["settings"],
                    "load": {k: v for k, v in load.items() if k != "consistency_before"},
                    "consistency_before": ctx.state["load"]["consistency_before"],
-                   "database": "managed" if not o["dsn"] else redact(o["dsn"])})
+                   "database": "managed" if not o["dsn"] else redact(o["dsn"]),
+                   "target_description": ctx.state.get("target_description")})
 
     # ---- correctness ---------------------------------------------------------------------------------
 

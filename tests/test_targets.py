@@ -1,0 +1,408 @@
+"""Targets are checked before a run directory exists: paths (new, missing, unwritable, on an unmounted fstab mount
+point), what each suite does with them, and raw block devices on real loop devices (mounted, signed, partitioned,
+or backing something mounted through loop, device-mapper or md)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_env, refbench_command
+from refbench.errors import UserError
+from refbench.plan import load_plan
+from refbench.suites.analytics import AnalyticsSuite
+from refbench.suites.device.targets import FSTAB_ENV, resolve
+
+DEVICE_OPTIONS = {"size": 0, "destroy_data": False}
+ONE_POINT = ["--size", "32m", "--no-checks", "--no-precondition", "--block-sizes", "4k", "--iodepths", "1",
+             "--patterns", "random", "--write-shares", "0"]
+
+
+def _refused(result, *parts: str) -> str:
+    """One sentence, exit 2, and no run directory."""
+    assert result.code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for part in parts:
+        assert part in lines[0], lines[0]
+    return lines[0]
+
+
+def _resolve(dev: str, destroy_data: bool = True):
+    return resolve(dev, 0, DEVICE_OPTIONS | {"destroy_data": destroy_data}, "quick")
+
+
+# ---- paths -----------------------------------------------------------------------------------------------
+
+def test_a_new_file_in_an_existing_directory_is_measured_and_called_a_new_file(tmp_path, refbench):
+    target = tmp_path / "new.dat"
+    result = refbench("device", str(target), "--runs-dir", "runs", *ONE_POINT)
+    assert result.code == 0, result.stderr
+    run = tmp_path / result.last_line
+    device = resolve(str(tmp_path), 0, DEVICE_OPTIONS, "quick").device
+    said = f"new file {target} on {device}" if device else f"new file {target} on "
+    assert said in " ".join(result.stderr.split())  # the terminal says what the target is, not just the name typed
+    assert said in (run / "report.html").read_text()  # and so does the report
+    assert not target.exists()  # refbench created it, so refbench removed it
+
+
+def test_a_killed_run_on_a_new_file_resumes_without_destroy_data_and_removes_the_file(tmp_path, refbench):
+    target, runs = tmp_path / "new.dat", tmp_path / "runs"
+    args = ["device", str(target), "--runs-dir", str(runs), *ONE_POINT, "--precondition", "--block-sizes", "4k,64k"]
+    proc = subprocess.Popen(refbench_command(*args), cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not list(runs.glob("*/records/device/*.json")) and time.time() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert target.exists()  # the file refbench created, with data in it now
+    run = next(runs.glob("*-device"))
+    resumed = refbench("resume", str(run))
+    assert resumed.code == 0, resumed.stderr  # its own file, not "an existing file with data"
+    assert len(list((run / "records" / "device").glob("*.json"))) == 4
+    assert not target.exists()  # created by refbench, so removed at the end, even across the kill
+
+
+def test_a_path_whose_directory_does_not_exist_is_refused(tmp_path, refbench):
+    _refused(refbench("device", str(tmp_path / "missing" / "new.dat"), "--runs-dir", "runs"),
+             "does not exist", str(tmp_path / "missing"))
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "missing").exists()
+
+
+def test_oltp_refuses_a_target_whose_parent_does_not_exist_before_the_run_directory(tmp_path, refbench):
+    _refused(refbench("oltp", str(tmp_path / "nonexistent" / "dir"), "--runs-dir", "runs"), "does not exist")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("suite", ["device", "oltp", "dss", "dw", "analytics"])
+def test_a_target_on_an_fstab_mount_point_that_is_not_mounted_is_refused(tmp_path, suite):
+    mountpoint = tmp_path / "mnt" / "nvme0"
+    mountpoint.mkdir(parents=True)  # the empty directory an unmounted file system leaves
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"# a comment\nUUID=1234 / ext4 defaults 0 1\n/dev/nvme0n1 {mountpoint} ext4 defaults 0 2\n"
+                     "/dev/vdb none swap sw 0 0\n")
+    for target in (mountpoint, mountpoint / "sub"):
+        result = _run(tmp_path, suite, str(target), "--runs-dir", "runs", env={FSTAB_ENV: str(fstab)})
+        _refused(result, "not mounted", str(mountpoint), str(fstab))
+    assert not (tmp_path / "runs").exists() and not (mountpoint / "sub").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
+def test_a_target_on_an_fstab_mount_point_that_is_mounted_is_accepted(tmp_path):
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"tmpfs {mountpoint} tmpfs defaults 0 0\n")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", str(mountpoint)], check=True)
+    try:
+        os.environ[FSTAB_ENV] = str(fstab)
+        target = resolve(str(mountpoint / "new.dat"), 0, DEVICE_OPTIONS | {"size": 1 << 20}, "quick")
+        assert target.description == f"new file {mountpoint / 'new.dat'} on tmpfs (no block device)"
+    finally:
+        os.environ.pop(FSTAB_ENV, None)
+        subprocess.run(["umount", str(mountpoint)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+@pytest.mark.parametrize("suite", ["device", "oltp", "analytics"])
+def test_a_directory_this_user_cannot_write_is_refused(tmp_path, suite):
+    # pytest's tmp_path is closed to other users, so the directory is made where 'nobody' can see it.
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-unwritable-"))
+    try:
+        base.chmod(0o755)
+        closed = base / "roots-only"
+        closed.mkdir(mode=0o755)
+        for target in (closed, closed / "new"):
+            result = _run(tmp_path, suite, str(target), "--runs-dir", "runs", real_user="nobody")
+            _refused(result, "not writable", str(closed))
+        assert not (tmp_path / "runs").exists() and list(closed.iterdir()) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
+def test_a_read_only_file_system_is_refused_even_for_root(tmp_path, refbench):
+    mountpoint = tmp_path / "ro"
+    mountpoint.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=16m", "tmpfs", str(mountpoint)], check=True)
+    try:
+        _refused(refbench("device", str(mountpoint), "--runs-dir", "runs"), "not writable")
+        _refused(refbench("dss", str(mountpoint / "tpch"), "--runs-dir", "runs"), "not writable")
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=True)
+    assert not (tmp_path / "runs").exists()
+
+
+# ---- what each suite does with its targets ----------------------------------------------------------------
+
+def test_a_suite_without_targets_refuses_them(tmp_path, refbench):
+    _refused(refbench("sleepy", str(tmp_path), "--runs-dir", "runs"), "sleepy takes no targets")
+    _refused(refbench("run", str(tmp_path), "--runs-dir", "runs"), "no suite to use them")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("suite", ["oltp", "dss", "dw"])
+def test_a_target_and_data_dir_conflict(tmp_path, refbench, suite):
+    _refused(refbench(suite, str(tmp_path), "--data-dir", str(tmp_path / "elsewhere"), "--runs-dir", "runs"),
+             "data_dir", "give one of them")
+    _refused(refbench(suite, str(tmp_path / "a"), str(tmp_path / "b"), "--runs-dir", "runs"), "one target directory")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_oltp_puts_its_database_in_the_target_directory(tmp_path, refbench):
+    from refbench.engines.postgres import ManagedPostgres
+
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-oltp-target-"))  # tmp_path is closed to the postgres user
+    base.chmod(0o755)
+    target, data = base / "db", base / "db" / "oltp-pgdata"
+    try:
+        result = refbench("oltp", str(target), "--warehouses", "1", "--rampup-s", "1", "--duration-s", "2",
+                          "--users", "1", "--runs-dir", "runs")
+        assert result.code == 0, result.stderr
+        assert (data / "PG_VERSION").exists() and not (data / "postmaster.pid").exists()  # there, and stopped
+        run = tmp_path / result.last_line
+        assert not (run / "work" / "oltp" / "pgdata").exists()
+        said = f"new directory {target} on "
+        assert said in " ".join(result.stderr.split()) and said in (run / "report.html").read_text()
+    finally:
+        ManagedPostgres(data, {}).stop_stale()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_dss_puts_its_data_and_database_in_the_target_directory(tmp_path, refbench):
+    target = tmp_path / "store"
+    result = refbench("dss", str(target), "--engines", "duckdb", "--modes", "power", "--sf", "0.01", "--runs-dir", "runs")
+    # One engine at SF 0.01 has no answers to check against, so the run fails its answer check (exit 1), but it ran.
+    assert result.code in (0, 1) and "Traceback" not in result.stderr, result.stderr
+    assert (target / "tpch-sf0.01.duckdb").is_file() and (target / "tpch-sf0.01").is_dir()
+    run = tmp_path / result.last_line
+    assert not (run / "work" / "dss" / "tpch-sf0.01").exists()
+    assert f"new directory {target} on " in (run / "report.html").read_text()
+
+
+def test_analytics_with_one_target_keeps_data_work_and_util_in_it(tmp_path, refbench):
+    target = tmp_path / "store"
+    result = refbench("analytics", str(target), "--tests", "sort_copy", "--jobs", "1", "--concurrency", "1",
+                      "--no-iotest", "--rows", "10000", "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["data", "util", "work"]
+    assert any((target / "data").iterdir())  # the generated inputs
+    run = tmp_path / result.last_line
+    assert f"new directory {target} on " in (run / "report.html").read_text()
+
+
+def test_oltp_refuses_a_target_with_a_dsn(tmp_path, refbench):
+    _refused(refbench("oltp", str(tmp_path), "--dsn", "host=/nonexistent dbname=x", "--runs-dir", "runs"),
+             "dsn and the target")
+
+
+def test_analytics_puts_its_three_locations_in_one_target_or_one_in_each_of_three(tmp_path):
+    def cases(*targets: str, **options: str) -> list[str]:
+        plan = load_plan(flags={"targets": list(targets)}, suites=["analytics"],
+                         suite_flags={"analytics": options})
+        return [c.id for c in AnalyticsSuite().cases(plan)]
+
+    assert cases(str(tmp_path / "one")) == ["workload", "iotest-data-work-util"]  # one storage: one throughput test
+    three = [str(tmp_path / n) for n in ("data", "work", "util")]
+    assert cases(*three) == ["workload", "iotest-data", "iotest-work", "iotest-util"]
+    with pytest.raises(UserError, match="one target directory .* or three"):
+        cases(*three[:2])
+    with pytest.raises(UserError, match="util_dir both say"):
+        cases(str(tmp_path), util_dir=str(tmp_path / "u"))
+
+
+# ---- block devices on loop devices ---------------------------------------------------------------------------
+
+needs_loop = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("losetup"), reason="loop devices need root and losetup")
+
+
+class Stack:
+    """Loop devices, device-mapper devices, md arrays and mounts a test builds in its tmp_path, torn down in reverse."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.undo: list[list[str]] = []
+
+    def _do(self, argv: list[str], undo: list[str] | None = None) -> str:
+        out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+        if undo is not None:
+            self.undo.append(undo)
+        return out
+
+    def image(self, mib: int = 48) -> Path:
+        image = self.tmp_path / f"image-{len(self.undo)}-{mib}.img"
+        with open(image, "wb") as f:
+            f.truncate(mib << 20)
+        return image
+
+    def loop(self, backing: str | Path | None = None, partscan: bool = False) -> str:
+        """A loop device over ``backing`` (an image or a device node; default: a new blank image)."""
+        backing = backing or self.image()
+        dev = self._do(["losetup", "--find", "--show", *(["--partscan"] if partscan else []), str(backing)])
+        self.undo.append(["losetup", "-d", dev])
+        return dev
+
+    def mount(self, dev: str) -> Path:
+        self._do(["mkfs.ext4", "-q", "-F", dev])
+        mountpoint = self.tmp_path / f"mnt-{len(self.undo)}"
+        mountpoint.mkdir()
+        self._do(["mount", dev, str(mountpoint)], ["umount", str(mountpoint)])
+        return mountpoint
+
+    def dm_linear(self, dev: str) -> str:
+        name = f"refbench-test-{os.getpid()}-{len(self.undo)}"
+        sectors = int(self._do(["blockdev", "--getsz", dev]))
+        self._do(["dmsetup", "create", name, "--table", f"0 {sectors} linear {dev} 0"], ["dmsetup", "remove", name])
+        return f"/dev/mapper/{name}"
+
+    def teardown(self) -> None:
+        for argv in reversed(self.undo):
+            subprocess.run(argv, capture_output=True)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    built = Stack(tmp_path)
+    try:
+        yield built
+    finally:
+        built.teardown()
+
+
+@needs_loop
+def test_a_blank_loop_device_needs_destroy_data_and_is_then_accepted(stack):
+    dev = stack.loop()
+    with pytest.raises(UserError, match="destroys the data on it; pass --destroy-data"):
+        _resolve(dev, destroy_data=False)
+    target = _resolve(dev)
+    assert target.kind == "block" and target.size_bytes == 48 << 20
+    assert target.description.startswith(f"block device {dev} ({Path(dev).name} (loop device), 0.05 GiB")
+
+
+@needs_loop
+def test_a_mounted_loop_device_is_refused(stack):
+    dev = stack.loop()
+    mountpoint = stack.mount(dev)
+    with pytest.raises(UserError, match=f"it is mounted at {mountpoint}"):
+        _resolve(dev)
+
+
+@needs_loop
+def test_an_unmounted_file_system_signature_is_refused_with_the_way_to_erase_it(stack, refbench):
+    dev = stack.loop()
+    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
+    _refused(refbench("device", dev, "--destroy-data", "--runs-dir", "runs"), "ext4 file system", f"wipefs -a {dev}")
+    subprocess.run(["wipefs", "-q", "-a", dev], check=True)
+    assert _resolve(dev).kind == "block"  # once the user erased it, the device is blank
+
+
+@needs_loop
+@pytest.mark.skipif(not shutil.which("sfdisk"), reason="sfdisk is not installed (Debian package fdisk; make setup installs it)")
+def test_a_partition_table_is_refused_with_or_without_its_partitions_showing(stack):
+    image = stack.image()
+    subprocess.run(["sfdisk", "-q", str(image)], input="label: gpt\n,16MiB\n,\n", text=True, check=True, capture_output=True)
+    dev = stack.loop(image)  # the kernel does not look for partitions on it: only the table's signature shows
+    with pytest.raises(UserError, match="gpt partition table; if its data is no longer needed"):
+        _resolve(dev)
+    dev = stack.loop(image, partscan=True)  # the same image, with its partitions shown
+    name = Path(dev).name
+    if not Path(f"/sys/class/block/{name}p2").exists():  # a kernel built without partition-table parsers
+        subprocess.run(["partx", "-a", dev], check=True, capture_output=True)
+    with pytest.raises(UserError, match=f"it has partitions \\({name}p1, {name}p2\\)"):
+        _resolve(dev)
+    mountpoint = stack.mount(f"{dev}p2")
+    with pytest.raises(UserError, match=f"it backs {name}p2 \\(partition\\), which is mounted at {mountpoint}"):
+        _resolve(dev)
+
+
+@needs_loop
+def test_loop_over_loop_the_lower_device_is_refused_while_the_upper_one_is_mounted_or_set_up(stack):
+    lower = stack.loop()
+    upper = stack.loop(backing=lower)
+    mountpoint = stack.mount(upper)
+    with pytest.raises(UserError, match=f"it backs {Path(upper).name} \\(loop device\\), which is mounted at {mountpoint}"):
+        _resolve(lower)
+    subprocess.run(["umount", str(mountpoint)], check=True)
+    subprocess.run(["wipefs", "-q", "-a", upper], check=True)
+    with pytest.raises(UserError, match=f"it backs {Path(upper).name} \\(loop device\\); remove that first"):
+        _resolve(lower)  # blank and unmounted, but still in use underneath another device
+
+
+@needs_loop
+def test_a_loop_device_over_a_mounted_device_is_refused(stack):
+    lower = stack.loop()
+    mountpoint = stack.mount(lower)
+    upper = stack.loop(backing=lower)
+    with pytest.raises(UserError, match=f"loop device over {Path(lower).name} \\(loop device\\), and "
+                                        f"{Path(lower).name} \\(loop device\\) is mounted at {mountpoint}"):
+        _resolve(upper)
+
+
+def _device_mapper_missing() -> str | None:
+    if os.geteuid() != 0 or not shutil.which("losetup"):
+        return "loop devices need root and losetup"
+    if not shutil.which("dmsetup"):
+        return "dmsetup is not installed"
+    if subprocess.run(["dmsetup", "version"], capture_output=True).returncode != 0:
+        return "this kernel has no device-mapper driver (dmsetup version fails)"
+    return None
+
+
+@pytest.mark.skipif(bool(_device_mapper_missing()), reason=_device_mapper_missing() or "")
+def test_a_loop_device_under_a_mounted_device_mapper_device_is_refused(stack):
+    lower = stack.loop()
+    mapped = stack.dm_linear(lower)
+    mountpoint = stack.mount(mapped)
+    with pytest.raises(UserError, match=f"which is mounted at {mountpoint}"):
+        _resolve(lower)
+
+
+def _md_missing() -> str | None:
+    if os.geteuid() != 0 or not shutil.which("losetup"):
+        return "loop devices need root and losetup"
+    if not Path("/proc/mdstat").exists():
+        return "this kernel has no md driver (/proc/mdstat is missing)"
+    if not shutil.which("mdadm"):
+        return "mdadm is not installed"
+    return None
+
+
+@pytest.mark.skipif(bool(_md_missing()), reason=_md_missing() or "")
+def test_a_loop_device_in_a_mounted_md_array_is_refused(stack):
+    members = [stack.loop(), stack.loop()]
+    md = f"/dev/md/refbench-test-{os.getpid()}"
+    stack._do(["mdadm", "--create", md, "--run", "--level=1", "--raid-devices=2", "--metadata=1.2", *members],
+              ["mdadm", "--stop", md])
+    mountpoint = stack.mount(md)
+    with pytest.raises(UserError, match=f"which is mounted at {mountpoint}"):
+        _resolve(members[0])
+
+
+def _run(cwd: Path, *args: str, env: dict[str, str] | None = None, real_user: str | None = None):
+    """The CLI in a subprocess. With ``real_user``, its real uid is that user's: access(2), which refbench asks
+    whether it may write, answers for the real uid. The effective uid stays root, because the interpreter may live
+    where other users cannot reach (pyenv under /root)."""
+    from conftest import Result
+
+    switch = None
+    if real_user is not None:
+        uid = pwd.getpwnam(real_user).pw_uid
+
+        def switch() -> None:
+            os.setresuid(uid, 0, 0)
+
+    p = subprocess.run(refbench_command(*args), capture_output=True, text=True, timeout=120, cwd=cwd,
+                       env=cli_env(**(env or {})), preexec_fn=switch)
+    return Result(p.returncode, p.stdout, p.stderr)
