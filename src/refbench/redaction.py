@@ -75,8 +75,9 @@ def write_private(path: Path, text: str) -> None:
 
 
 def read_private(path: Path) -> str | None:
-    """What ``write_private`` wrote, or None if there is no such file."""
+    """What ``write_private`` wrote, or None if there is no such file or it is not ours to read (another user's run:
+    its report and listing still work, with the passwords masked)."""
     try:
         return Path(path).read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         return None
