@@ -252,6 +252,7 @@ def test_tls_between_the_ends_with_the_users_certificates(certificates, services
     result = refbench("run", *SLEEPY, "--hosts", "1", "--scheduler", address, *tls, "--runs-dir", "runs", timeout=120)
     assert result.code == 0, result.stderr
     assert _rows(tmp_path / result.last_line / "tables" / "cluster" / "cluster_nodes.csv")[0]["address"].startswith("tls://")
+    assert "TLS, every end&#x27;s certificate checked" in (tmp_path / result.last_line / "report.html").read_text()
 
     plain = refbench("run", *SLEEPY, "--hosts", "1", "--scheduler", address, "--runs-dir", "refused")
     assert plain.code != 0 and "TLS address" in plain.stderr and "Traceback" not in plain.stderr

@@ -10,12 +10,14 @@ lost or duplicated when a run is interrupted (Ctrl-C, kill -9, power loss) and r
       tables/*.parquet, *.csv   consolidated tables
       charts/*.png, *.svg       figures
       report.html               self-contained report
+      secrets/                  0700: what must not be shown (passwords of the plan's DSNs, managed servers')
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fcntl
+import json
 import os
 import re
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ from typing import Any, Iterator
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_json, read_json, remove_temp_files, writable_directory
 from refbench.plan import Plan
+from refbench.redaction import merge_secrets, read_private, redact, split_secrets, write_private
 from refbench.suites import Finding, Record
 
 RUN_FORMAT = "refbench-run/1"
@@ -62,10 +65,16 @@ class Run:
         else:
             raise UserError(f"cannot find a free run directory name for {base} in {runs_dir}.")
         run = cls(path)
+        # Passwords are masked in run.json (shared with the report) and kept in secrets/ for resume.
+        shown, hidden = split_secrets(plan.to_dict())
+        if hidden:
+            write_private(run.secret_path("plan.json"), json.dumps(hidden))
+        if "argv" in meta:
+            meta = {**meta, "argv": [redact(arg) for arg in meta["argv"]]}
         atomic_write_json(
             run.run_file,
             {"format": RUN_FORMAT, "name": plan.name, "status": "running", "started_utc": iso(started),
-             "ended_utc": None, "plan": plan.to_dict(), **meta},
+             "ended_utc": None, "plan": shown, **meta},
         )
         return run
 
@@ -107,7 +116,13 @@ class Run:
 
     @property
     def plan(self) -> Plan:
-        return Plan.from_dict(self.meta["plan"])
+        """The plan as it ran, passwords included."""
+        hidden = read_private(self.secret_path("plan.json"))
+        return Plan.from_dict(merge_secrets(self.meta["plan"], json.loads(hidden) if hidden else []))
+
+    def secret_path(self, name: str) -> Path:
+        """A file for what must not be shown: in secrets/, which only the owner can enter (see redaction)."""
+        return self.path / "secrets" / name
 
     @property
     def name(self) -> str:
@@ -167,7 +182,7 @@ class Run:
             self._mark(status="interrupted")
             raise
         except BaseException as exc:
-            self._mark(status="failed", error=str(exc) or type(exc).__name__)
+            self._mark(status="failed", error=redact(str(exc)) or type(exc).__name__)
             raise
         finally:
             self.unlock()

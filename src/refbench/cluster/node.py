@@ -105,7 +105,7 @@ def run_node(plan: dict[str, Any], node: str, key: str, start_timeout_s: float) 
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w:gz") as tar:
-            tar.add(run.path, arcname=".", filter=lambda info: None if info.name.startswith("./work") else info)
+            tar.add(run.path, arcname=".", filter=lambda info: None if info.name.startswith(("./work", "./secrets")) else info)
             tar.add(log, arcname="node.log")
         return {"node": node, "host": socket.gethostname(), "code": child.returncode, "started_epoch_s": started,
                 "ended_epoch_s": time.time(), "archive": archive.getvalue(),

@@ -122,6 +122,19 @@ def findings(run: Run) -> list[tuple[str, Finding]]:
     return out
 
 
+def _transport(plan: dict[str, Any]) -> str:
+    """Whether the ends of the cluster were authenticated and encrypted: a reader of the report must know."""
+    if plan.get("tls_ca_file"):
+        return ("Connections between the coordinator, the scheduler and the workers: TLS, every end's certificate "
+                f"checked against the CA in {plan['tls_ca_file']}.")
+    if plan.get("scheduler"):
+        return ("Connections between the coordinator, the scheduler and the workers were without TLS: the plan and the "
+                "results crossed the network unencrypted, and the ends were not authenticated. For a shared network give "
+                "--tls-ca-file, --tls-cert and --tls-key.")
+    return ("A local cluster on 127.0.0.1, without TLS: while it ran, any user of this host could connect to its "
+            "scheduler.")
+
+
 def build_cluster_report(run: Run) -> bool:
     """Writes the cluster run's tables, charts and report.html; returns True when every node and check passed."""
     meta = run.meta
@@ -136,7 +149,8 @@ def build_cluster_report(run: Run) -> bool:
             f'<p class="sub">{h.esc(run.path.name)} · status <b>{h.esc(run.status())}</b> · scheduler '
             f"{h.esc(meta.get('cluster', {}).get('scheduler'))} · steps {h.esc(meta['plan'].get('hosts'))} · "
             f"{h.esc(meta.get('started_utc'))} → {h.esc(meta.get('ended_utc') or 'not finished')}</p>",
-            h.banner(passed, failed), f'<p class="note">{UNITS_NOTE}</p>', "<h2>Correctness</h2>",
+            h.banner(passed, failed), f'<p class="note">{h.esc(_transport(meta["plan"]))}</p>',
+            f'<p class="note">{UNITS_NOTE}</p>', "<h2>Correctness</h2>",
             h.table([{"where": w, "check": f.check, "result": "pass" if f.passed else "FAIL", "detail": f.detail}
                      for w, f in checks], classes={"result": "{value}"})]
     for t in made:

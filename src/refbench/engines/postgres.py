@@ -1,27 +1,56 @@
 """PostgreSQL: a managed instance refbench starts and stops itself, or the user's server through a DSN.
 
-The managed instance is initdb'd into a data directory the user can place on the storage under test, listens
-on a unix socket and 127.0.0.1 only, and runs with the settings refbench passes on the command line (so the
-report records exactly what ran). PostgreSQL refuses to run as root; as root, refbench runs it as the
-``postgres`` system user.
+The managed instance is initdb'd into a data directory the user can place on the storage under test, and runs with
+the settings refbench passes on the command line (so the report records exactly what ran). PostgreSQL refuses to
+run as root; as root, refbench runs it as the ``postgres`` system user.
+
+Nobody else on the machine gets in: the server listens on a unix socket in a directory only its account can enter
+(mode 0700), which refbench's own clients use, and on 127.0.0.1, where every connection needs the password refbench
+generates (SCRAM; in a 0600 file of the run, for a person who wants to look in while it runs). pg_hba.conf is
+rewritten on every start, so a data directory from an older refbench is closed too.
+
+It does not outlive refbench: ``postgres`` is refbench's own child (not daemonized by pg_ctl), gets a fast shutdown
+(SIGINT) from the kernel when refbench's main thread ends, and refbench's watchdog (refbench.children) stops it and
+removes its socket directory after a kill -9.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
+import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from refbench.children import die_with_parent, watchdog
 from refbench.errors import UserError
 from refbench.host.inventory import postgres_binary
+from refbench.redaction import read_private, redact, write_private
+
+__all__ = ["ManagedPostgres", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings"]
 
 SUPERUSER = "refbench"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 120.0
+
+HBA = """\
+# Written by refbench each time it starts this server: changes made here are overwritten.
+# The unix socket may trust its clients because its directory is mode 0700 and owned by the server's account:
+# nobody but that account and root can reach it.
+local   all   all                  trust
+# TCP on loopback only, and only with the password refbench generated for the run (its secrets/ directory).
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+"""
 
 
 def _binary(name: str) -> str:
@@ -43,20 +72,17 @@ def _run_as() -> pwd.struct_passwd | None:
                         "run refbench as another user or install the postgresql package.") from None
 
 
-def _demote(account: pwd.struct_passwd | None):
+def _as_account(account: pwd.struct_passwd | None) -> dict[str, Any]:
+    """subprocess arguments that run a command as ``account`` with its own groups only (none of root's)."""
     if account is None:
-        return None
-
-    def switch() -> None:
-        os.setgid(account.pw_gid)
-        os.setuid(account.pw_uid)
-
-    return switch
+        return {}
+    return {"user": account.pw_uid, "group": account.pw_gid,
+            "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid)}
 
 
 def _account_can(account: pwd.struct_passwd | None, test_flag: str, path: Path) -> bool:
     """``test FLAG PATH`` as the server's account: can it enter (-x) or write (-w) there?"""
-    return account is None or subprocess.run(["test", test_flag, str(path)], preexec_fn=_demote(account)).returncode == 0
+    return account is None or subprocess.run(["test", test_flag, str(path)], **_as_account(account)).returncode == 0
 
 
 def free_port() -> int:
@@ -66,15 +92,20 @@ def free_port() -> int:
 
 
 class ManagedPostgres:
-    """initdb / start / stop of a private PostgreSQL server."""
+    """initdb / start / stop of a private PostgreSQL server. ``password_file`` keeps the TCP password (a file of the
+    run, so that a resumed run keeps it); without one the password lives in memory only."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str]):
+    def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None):
         self.data_dir = Path(data_dir).absolute()
         self.settings = dict(settings)
+        self.password_file = Path(password_file).absolute() if password_file else None
         self.account = _run_as()
         self.port = 0
         self.socket_dir: Path | None = None
         self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
+        self.process: subprocess.Popen | None = None
+        self._password: str | None = None
+        self._socket_guard = self._server_guard = None
 
     @staticmethod
     def reachable(directory: Path) -> bool:
@@ -97,8 +128,8 @@ class ManagedPostgres:
         return self.dsn.replace("dbname=postgres", f"dbname={name}")
 
     def _run(self, argv: list[str], what: str) -> subprocess.CompletedProcess:
-        result = subprocess.run(argv, capture_output=True, text=True, preexec_fn=_demote(self.account),
-                                start_new_session=True, stdin=subprocess.DEVNULL)
+        result = subprocess.run(argv, capture_output=True, text=True, start_new_session=True, stdin=subprocess.DEVNULL,
+                                **_as_account(self.account))
         if result.returncode != 0:
             detail = _last_error(result.stderr + result.stdout + _tail(self.log_file))
             raise UserError(f"PostgreSQL {what} failed: {detail}.")
@@ -121,42 +152,124 @@ class ManagedPostgres:
                             "users (chmod o+x it, or choose another --data-dir).")
         self.log_file.touch()
         self._own(self.log_file)
-        self._run([_binary("initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
-                   "--no-locale", "--no-instructions"], "initdb")
+        # Host connections are rejected until start() writes the real pg_hba.conf and sets the password.
+        self._run([_binary("initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "--auth-local=trust",
+                   "--auth-host=reject", "-E", "UTF8", "--no-locale", "--no-instructions"], "initdb")
         return True
 
     def start(self) -> None:
         self.initialize()
         self.stop_stale()
         self.port = free_port()
-        # A short socket path: unix socket paths are limited to about 100 bytes, run directories are long.
+        # A short socket path (unix socket paths are limited to about 100 bytes, run directories are long), made
+        # mode 0700 by mkdtemp: the socket trusts whoever reaches it.
         self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-pg-"))
+        self._socket_guard = watchdog().register(remove=[self.socket_dir])
         self._own(self.socket_dir)
         self._launch()
+        self._set_password()
 
     def restart(self) -> None:
         """Stops and starts the server on the same port and socket, so its buffer cache starts empty."""
+        self._stop_own()
         self.stop_stale()
         self._launch()
 
     def _launch(self) -> None:
-        options = {"port": str(self.port), "listen_addresses": "127.0.0.1", "unix_socket_directories": str(self.socket_dir),
-                   **self.settings}
-        opts = " ".join(f"-c {k}={_quote(v)}" for k, v in options.items())
-        self._run([_binary("pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file), "-o", opts, "-w", "-t", "120",
-                   "start"], "start")
+        self._write_hba()
+        # refbench's own settings last: a plan's pg_settings cannot move the server off loopback or the closed socket.
+        options = {**self.settings, "port": str(self.port), "listen_addresses": "127.0.0.1",
+                   "unix_socket_directories": str(self.socket_dir)}
+        argv = [_binary("postgres"), "-D", str(self.data_dir)]
+        for name, value in options.items():
+            argv += ["-c", f"{name}={value}"]
+        # The kernel's signal reaches the server when the thread that started it ends: only the main thread lives
+        # as long as refbench.
+        on_death = functools.partial(die_with_parent, signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                            start_new_session=True, preexec_fn=on_death, **_as_account(self.account))
+        # Fast shutdown, then immediate (which still stops the backends), then SIGKILL.
+        self._server_guard = watchdog().register(pid=self.process.pid, grace_s=5.0,
+                                                 signals=(signal.SIGINT, signal.SIGQUIT, signal.SIGKILL))
+        self._wait_until_ready()
+
+    def _wait_until_ready(self) -> None:
+        """As pg_ctl -w does: until postmaster.pid names our process and says "ready"."""
+        assert self.process is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                self._stop_own()
+                raise UserError(f"PostgreSQL start failed: {_last_error(_tail(self.log_file))}.")
+            try:
+                lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
+            except OSError:
+                lines = []
+            if len(lines) >= 8 and lines[0].strip() == str(self.process.pid) and lines[7].strip() == "ready":
+                return
+            if time.monotonic() > deadline:
+                self._stop_own()
+                raise UserError(f"PostgreSQL did not accept connections within {START_TIMEOUT_S:g} s "
+                                f"(its log: {self.log_file}).")
+            time.sleep(0.05)
+
+    def _write_hba(self) -> None:
+        path = self.data_dir / "pg_hba.conf"
+        path.write_text(HBA)
+        path.chmod(0o600)
+        self._own(path)
+
+    @property
+    def password(self) -> str:
+        """The TCP password of this server: the run's, once generated."""
+        if self._password is None:
+            kept = read_private(self.password_file) if self.password_file else None
+            self._password = kept.strip() if kept else secrets.token_urlsafe(24)
+            if self.password_file and not kept:
+                write_private(self.password_file, self._password + "\n")
+        return self._password
+
+    def _set_password(self) -> None:
+        from psycopg import sql
+
+        with connect(self.dsn, autocommit=True) as conn:
+            # Sent as its SCRAM verifier, so the password itself is in no statement the server could log.
+            verifier = conn.pgconn.encrypt_password(self.password.encode(), SUPERUSER.encode(), b"scram-sha-256")
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(SUPERUSER),
+                                                                     sql.Literal(verifier.decode())))
 
     def stop(self) -> None:
+        self._stop_own()
         self.stop_stale()
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
+        if self._socket_guard is not None:
+            self._socket_guard.release()
+            self._socket_guard = None
+
+    def _stop_own(self) -> None:
+        """Fast shutdown of the server this object started, as pg_ctl -m fast, and immediate if that hangs."""
+        if self.process is not None:
+            for signum, wait_s in ((signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10.0), (signal.SIGKILL, None)):
+                if self.process.poll() is not None:
+                    break
+                self.process.send_signal(signum)
+                try:
+                    self.process.wait(wait_s)
+                except subprocess.TimeoutExpired:
+                    continue
+            self.process = None
+        if self._server_guard is not None:
+            self._server_guard.release()
+            self._server_guard = None
 
     def stop_stale(self) -> None:
-        """Stops the server of this data directory if one runs: ours, or one a killed refbench left behind."""
+        """Stops a server of this data directory that another process started (a refbench that was killed)."""
         if (self.data_dir / "postmaster.pid").exists():
             subprocess.run([_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "120", "stop"],
-                           capture_output=True, preexec_fn=_demote(self.account), start_new_session=True)
+                           capture_output=True, start_new_session=True, **_as_account(self.account))
 
 
 def managed_data_dir(preferred: Path, fallback: Path) -> Path:
@@ -187,17 +300,9 @@ def connect(dsn: str, **kwargs: Any):
         raise UserError(f"cannot connect to PostgreSQL at '{redact(dsn)}': {_last_error(str(exc))}.") from None
 
 
-def redact(dsn: str) -> str:
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", dsn))
-
-
 def server_settings(conn, names: list[str]) -> dict[str, str]:
     rows = conn.execute("SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)", (names,)).fetchall()
     return dict(rows)
-
-
-def _quote(value: str) -> str:
-    return value if re.fullmatch(r"[A-Za-z0-9_./:-]+", value) else "'" + value.replace("'", "''") + "'"
 
 
 def _tail(path: Path, lines: int = 5) -> str:

@@ -64,7 +64,7 @@ def table(rows: list[dict[str, Any]], columns: list[str] | None = None, classes:
             cls = "num" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
             if classes and c in classes and v is not None:
                 cls = classes[c].format(value=v)
-            out.append(f'<td class="{cls}">{esc(fmt(v))}</td>')
+            out.append(f'<td class="{esc(cls)}">{esc(fmt(v))}</td>')
         out.append("</tr>")
     out.append("</table>")
     if len(rows) > max_rows:

@@ -274,12 +274,14 @@ def prepare_data_and_engines(ctx) -> None:
             ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
         else:
             settings = {"shared_buffers": o["shared_buffers"], **dict(s.split("=", 1) for s in o["pg_settings"])}
-            server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings)
+            server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings,
+                                     ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
             engines["postgres"] = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
-            ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
+            ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
+                    f"password in {server.password_file})")
     ctx.state["engines"] = engines
     # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
     loads_file = base / f"tpch-sf{o['sf']:g}-loads.json"

@@ -95,12 +95,13 @@ class OltpSuite:
         else:
             settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(o["users"]) + 20)}
             settings |= dict(s.split("=", 1) for s in o["pg_settings"])
-            server = ManagedPostgres(self._data_dir(ctx), settings)
+            server = ManagedPostgres(self._data_dir(ctx), settings, ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
             ctx.state["dsn"] = server.database("refbench")
-            ctx.log(f"managed PostgreSQL in {server.data_dir} (127.0.0.1:{server.port} and a unix socket)")
+            ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
+                    f"password in {server.password_file})")
         self._build(ctx, rebuild=o["rebuild"])
 
     def _data_dir(self, ctx) -> Path:
