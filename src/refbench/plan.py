@@ -60,9 +60,9 @@ class Option:
                 raise PlanError(f"{where} must be a list of {_type_name(self.item)}, not {_describe(value)}.")
             if not value:
                 raise PlanError(f"{where} must not be an empty list.")
-            items = [self._coerce_scalar(v, self.item or str, f"{where} item {v!r}") for v in value]
-            if any(isinstance(v, str) and not v.strip() for v in items):
+            if any(isinstance(v, str) and not v.strip() for v in value):
                 raise PlanError(f"{where} must not have an empty item.")
+            items = [self._coerce_scalar(v, self.item or str, f"{where} item {v!r}") for v in value]
             repeated = next((v for i, v in enumerate(items) if v in items[:i]), None)
             if repeated is not None:
                 # A repeated value would make two cases with one id: the second overwrites the first's record.

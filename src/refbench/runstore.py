@@ -93,8 +93,11 @@ class Run:
         """A run by path, by directory name in ``runs_dir``, or by a unique part of its name."""
         candidates = [Path(ref), Path(runs_dir) / ref]
         for path in candidates:
-            if (path / "run.json").is_file():
-                return cls(path)
+            try:
+                if (path / "run.json").is_file():
+                    return cls(path)
+            except (OSError, ValueError):  # a name too long for the file system, or with a NUL: not a run
+                continue
         matches = [r for r in list_runs(runs_dir) if ref in r.path.name]
         if len(matches) == 1:
             return matches[0]
@@ -306,9 +309,12 @@ class Run:
 
 def list_runs(runs_dir: str | Path) -> list[Run]:
     base = Path(runs_dir)
-    if not base.is_dir():
-        return []
-    runs = [Run(p) for p in base.iterdir() if (p / "run.json").is_file()]
+    try:
+        if not base.is_dir():
+            return []
+        runs = [Run(p) for p in base.iterdir() if (p / "run.json").is_file()]
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the runs directory {base}: {getattr(exc, 'strerror', None) or exc}.") from None
     return sorted(runs, key=lambda r: r.path.name)
 
 
