@@ -73,11 +73,44 @@ def _assert_refused(result: Result, expected: list[str]) -> None:
         assert part in lines[0], (part, lines[0])
 
 
+class WouldRun(BaseException):
+    """Raised where refbench would write the run directory: every check passed. A BaseException, so that the CLI's
+    own handlers (which turn an Exception into 'internal error') let it through to the test."""
+
+    def __init__(self, plan):
+        super().__init__("the checks passed")
+        self.plan = plan
+
+
+class StopBeforeWriting:
+    """Stands in for Run in the runner: its create is the first write of a run, and where these tests stop."""
+
+    @classmethod
+    def create(cls, plan, meta):
+        raise WouldRun(plan)
+
+
 @pytest.fixture
-def cli(tmp_path, monkeypatch):
+def stop_before_writing(monkeypatch):
+    from refbench import runner
+
     monkeypatch.setenv("REFBENCH_SUITES", TEST_SUITES)
     monkeypatch.delenv("REFBENCH_DEBUG", raising=False)
-    return lambda *args: run_in_process(tmp_path, *args)
+    monkeypatch.setattr(runner, "Run", StopBeforeWriting)
+    monkeypatch.setattr(runner, "run_metadata", lambda: {})  # the host inventory: slow, and it only reads
+
+
+@pytest.fixture
+def cli(tmp_path, stop_before_writing):
+    """The CLI in tmp_path; input that passes every check stops where the run directory would be written."""
+
+    def run(*args: str) -> Result:
+        try:
+            return run_in_process(tmp_path, *args)
+        except WouldRun:
+            return Result("accepted: passed every check", "", "")
+
+    return run
 
 
 # ---- options and plan keys, each refused with one sentence before anything is written ---------------------
@@ -271,33 +304,6 @@ def test_a_corrupt_run_json_cannot_be_resumed_and_is_left_as_it_is(runs, cli):
 
 
 # ---- random plans and flags: never a traceback, exit 2 for bad input, nothing written ----------------------
-
-class WouldRun(BaseException):
-    """Raised where refbench would write the run directory: every check passed. A BaseException, so that the CLI's
-    own handlers (which turn an Exception into 'internal error') let it through to the test."""
-
-    def __init__(self, plan):
-        super().__init__("the checks passed")
-        self.plan = plan
-
-
-class StopBeforeWriting:
-    """Stands in for Run in the runner: its create is the first write of a run, and where these tests stop."""
-
-    @classmethod
-    def create(cls, plan, meta):
-        raise WouldRun(plan)
-
-
-@pytest.fixture
-def stop_before_writing(monkeypatch):
-    from refbench import runner
-
-    monkeypatch.setenv("REFBENCH_SUITES", TEST_SUITES)
-    monkeypatch.delenv("REFBENCH_DEBUG", raising=False)
-    monkeypatch.setattr(runner, "Run", StopBeforeWriting)
-    monkeypatch.setattr(runner, "run_metadata", lambda: {})  # the host inventory: slow, and it only reads
-
 
 def _refused_or_would_run(cwd: Path, *args: str) -> Result | None:
     """The real CLI on ARGS: its refusal, or None when every check passed and it would write the run directory.
