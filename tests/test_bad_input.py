@@ -82,21 +82,19 @@ class WouldRun(BaseException):
         self.plan = plan
 
 
-class StopBeforeWriting:
-    """Stands in for Run in the runner: its create is the first write of a run, and where these tests stop."""
-
-    @classmethod
-    def create(cls, plan, meta):
-        raise WouldRun(plan)
+def _stop(cls, plan, meta):
+    raise WouldRun(plan)
 
 
 @pytest.fixture
 def stop_before_writing(monkeypatch):
+    """Run.create is a run's first write (of its directory): input that gets there passed every check, and stops."""
     from refbench import runner
+    from refbench.runstore import Run
 
     monkeypatch.setenv("REFBENCH_SUITES", TEST_SUITES)
     monkeypatch.delenv("REFBENCH_DEBUG", raising=False)
-    monkeypatch.setattr(runner, "Run", StopBeforeWriting)
+    monkeypatch.setattr(Run, "create", classmethod(_stop))
     monkeypatch.setattr(runner, "run_metadata", lambda: {})  # the host inventory: slow, and it only reads
 
 
