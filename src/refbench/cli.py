@@ -167,7 +167,7 @@ def resume(
     set_aside = found.set_aside_corrupt_files()
     for corrupt in set_aside:
         err.print(f"[yellow]set aside[/yellow] {escape(str(corrupt.path))} as {escape(corrupt.path.name)}{SET_ASIDE_SUFFIX}: "
-                  f"{escape(corrupt.where)} could not be read; measuring it again.", soft_wrap=True)
+                  f"{escape(corrupt.where)} could not be read, so this resume measures (or checks) it again.", soft_wrap=True)
     if status == "complete" and not set_aside:
         err.print(f"{found.path} is already complete; nothing to resume.")
         print(found.path)

@@ -79,7 +79,8 @@ class Option:
         if kind is float and not math.isfinite(value):
             raise PlanError(f"{where} must be a finite number, not {value!r}.")
         if kind is str and re.search(r"[\x00-\x1f\x7f]", value):
-            raise PlanError(f"{where} must not contain control characters such as a newline, not {value!r}.")
+            # The value is not repeated: a DSN may hold a password.
+            raise PlanError(f"{where} must not contain control characters such as a newline.")
         if self.choices is not None and value not in self.choices:
             raise PlanError(f"{where} must be one of {', '.join(map(str, self.choices))}, not {value!r}"
                             f"{_suggestion(value, self.choices)}.")
