@@ -89,3 +89,41 @@ def test_key_line_finds_keys_in_their_table():
     assert _key_line(text, "oltp", "iodepth") == 5
     assert _key_line(text, "", "oltp") == 4
     assert _key_line(text, "dss", "x") is None
+
+
+def test_list_flags_refuse_empty_and_repeated_items_and_negative_numbers_get_the_range_message():
+    users = Option(list, [1], "", item=int, minimum=1)
+    assert users.parse_flag("1, 2,4k", "--users") == [1, 2, 4096]
+    for text in ("1,,2", "1,", ",1"):
+        with pytest.raises(PlanError, match=rf"--users has an empty item in '{text}'; separate values with single commas\."):
+            users.parse_flag(text, "--users")
+    with pytest.raises(PlanError, match=r"^--users lists 2 twice\.$"):
+        users.parse_flag("2,1,2", "--users")
+    with pytest.raises(PlanError, match=r"^--users item -1 must be at least 1, not -1\.$"):
+        users.parse_flag("-1", "--users")
+    with pytest.raises(PlanError, match=r"^--w must be at least 1, not -1\.$"):
+        Option(int, 1, "", minimum=1).parse_flag("-1", "--w")
+    with pytest.raises(PlanError, match=r"^x must be a finite number, not nan\.$"):
+        Option(float, 1.0, "").coerce(float("nan"), "x")
+
+
+def test_what_the_plan_accepts_as_a_memory_size_the_engine_accepts_too():
+    """The size checks are no looser than the engines: each size they accept DuckDB opens a database with, and the
+    PostgreSQL server takes as shared_buffers; the ones they refuse are the typos the issue names."""
+    import duckdb
+
+    from refbench.engines.settings import check_server_settings, duckdb_size_problem, pg_size_problem
+    from refbench.host.inventory import postgres_binary
+
+    for size in ("1MB", "128MB", "1.5GB", "4 GiB", "4gb", "2TB", "16777216 bytes"):
+        assert duckdb_size_problem(size) is None, size
+        duckdb.connect(":memory:", config={"memory_limit": size}).close()
+    for size in ("lots", "0", "-1MB", "100", "100KB", "1e3MB", ""):
+        assert duckdb_size_problem(size), size
+
+    for size in ("128MB", "1GB", "1.5GB", "16384", "8192kB", "128 MB"):
+        assert pg_size_problem(size) is None, size
+        if postgres_binary("postgres"):
+            check_server_settings({"shared_buffers": size}, {})
+    for size in ("lots", "0", "-1MB", "4gb", "1 G", ""):
+        assert pg_size_problem(size), size

@@ -100,3 +100,32 @@ def test_a_complete_run_keeps_no_lock_and_no_work_data_and_its_files_are_readabl
     assert kept.code == 0, kept.stderr
     assert (tmp_path / kept.last_line / "work" / "sleepy" / "journal.log").is_file()
 
+
+
+def test_resume_sets_a_corrupt_record_aside_and_measures_that_case_again(tmp_path, refbench):
+    """A record is written atomically, so a corrupt one was edited or damaged on disk: resume neither trusts nor
+    deletes it (it stays beside as .corrupt) and measures that case again, also in a run that had completed."""
+    runs = tmp_path / "runs"
+    made = refbench("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=4", "--set", "sleepy.sleep_s=0")
+    assert made.code == 0, made.stderr
+    run_dir = Path(made.last_line)
+    records = run_dir / "records" / "sleepy"
+    damaged = records / "case-002.json"
+    broken = damaged.read_bytes()[:60]
+    damaged.write_bytes(broken)
+    kept = {p.name: p.read_bytes() for p in records.glob("*.json") if p != damaged}
+
+    report = refbench("report", str(run_dir))
+    assert report.code == 2 and f"{damaged} is not valid JSON at line" in report.stderr, report.stderr
+    assert f"refbench resume {run_dir}" in report.stderr
+
+    resumed = refbench("resume", str(run_dir))
+    assert resumed.code == 0, resumed.stderr
+    assert f"set aside {damaged} as case-002.json.corrupt" in resumed.stderr
+    assert (records / "case-002.json.corrupt").read_bytes() == broken
+    assert json.loads(damaged.read_text())["case_id"] == "case-002"  # measured again, whole
+    assert {p.name: p.read_bytes() for p in records.glob("*.json") if p != damaged} == kept  # the others untouched
+    journal = (run_dir / "work" / "sleepy" / "journal.log").read_text().splitlines()
+    assert journal.count("start case-002") == 2 and journal.count("start case-001") == 1
+    listing = refbench("runs", "--runs-dir", str(runs), "--json")
+    assert [r["status"] for r in listing.json()] == ["complete"] and not listing.stderr

@@ -13,14 +13,15 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from refbench import __version__, runner
 from refbench.errors import UserError
 from refbench.exhaustion import explain
 from refbench.fileio import atomic_write_text
-from refbench.plan import load_plan
-from refbench.runstore import Run, iter_summaries
+from refbench.plan import TOP_LEVEL, load_plan
+from refbench.runstore import SET_ASIDE_SUFFIX, Run, iter_summaries
 from refbench.suites import get_suite, suite_names
 
 # Piped or captured output gets a wide page instead of Rich's 80 columns, so tables do not wrap.
@@ -120,12 +121,7 @@ def run(
 
 
 def _counts(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return [int(n) for n in text.split(",")]
-    except ValueError:
-        raise UserError(f"--hosts takes node counts such as 4 or 1,2,4, not '{text}'.") from None
+    return None if text is None else TOP_LEVEL["hosts"].parse_flag(text, "--hosts")
 
 
 @app.command(epilog="Examples:\n\n  refbench scheduler                       # loopback only: 127.0.0.1:8786\n\n"
@@ -164,7 +160,16 @@ def resume(
     """Continue an interrupted run: recorded cases are skipped, the rest are measured. A cluster run keeps the
     steps every node finished and measures the others again, all nodes of a step together."""
     found = Run.find(run_ref, runs_dir)
-    if found.status() == "complete":
+    status = found.status()
+    if status == "running":
+        raise UserError(f"run {found.path} is in use by another refbench process.")
+    # A corrupt record or findings file was edited or damaged after its atomic write: neither trusted nor deleted,
+    # it is kept beside as NAME.corrupt, and what it held is measured (or checked) again.
+    set_aside = found.set_aside_corrupt_files()
+    for corrupt in set_aside:
+        err.print(f"[yellow]set aside[/yellow] {escape(str(corrupt.path))} as {escape(corrupt.path.name)}{SET_ASIDE_SUFFIX}: "
+                  f"{escape(corrupt.where)} could not be read, so this resume measures (or checks) it again.", soft_wrap=True)
+    if status == "complete" and not set_aside:
         err.print(f"{found.path} is already complete; nothing to resume.")
         print(found.path)
         return
@@ -179,6 +184,9 @@ def list_runs_cmd(
 ) -> None:
     """List the runs in a runs directory."""
     summaries = list(iter_summaries(runs_dir))
+    for s in summaries:
+        if "problem" in s:  # the other runs are still listed
+            err.print(f"refbench: warning: {s['problem']}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(summaries, indent=2))
         return
@@ -191,7 +199,9 @@ def list_runs_cmd(
         table.add_column(column)
     for s in summaries:
         style = {"complete": "green", "interrupted": "yellow", "failed": "red"}.get(s["status"], "")
-        table.add_row(s["run"], f"[{style}]{s['status']}[/{style}]" if style else s["status"], s["profile"],
+        if s["status"].startswith("corrupt"):
+            style = "bold red"
+        table.add_row(s["run"], f"[{style}]{s['status']}[/{style}]" if style else s["status"], s["profile"] or "",
                       ", ".join(s["suites"]) or "(host only)", str(s["records"]), s["started_utc"] or "", s["ended_utc"] or "")
     out.print(table)
 
@@ -205,6 +215,7 @@ def report(
     from refbench.report import build_report
 
     found = Run.find(run_ref, runs_dir)
+    found.check_readable()  # a corrupt file ends the command here, before any table or chart is rewritten
     if found.plan.hosts:
         from refbench.cluster.summary import build_cluster_report
 
@@ -229,6 +240,8 @@ def compare(
     from refbench.report.compare import overall, shared_figures, write_html
 
     a, b = Run.find(run_a, runs_dir), Run.find(run_b, runs_dir)
+    a.check_readable()
+    b.check_readable()
     rows = [r for r in shared_figures(a, b) if not metric or metric in r["metric"]]
     path = html_out or b.path.parent / f"compare-{a.path.name}-vs-{b.path.name}.html"
     write_html(a, b, rows, path)
@@ -383,8 +396,10 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt)
     try:
+        registered = {c.name for c in app.registered_commands}
         for name in suite_names():
-            _add_suite_command(name)
+            if name not in registered:  # main() may run again in one process (tests call it in-process)
+                _add_suite_command(name)
         code = typer.main.get_command(app).main(args=args, prog_name="refbench", standalone_mode=False)
     except typer.Exit as exc:
         code = exc.exit_code

@@ -16,6 +16,9 @@ file:line when we can find it).
 
 from __future__ import annotations
 
+import difflib
+import json
+import math
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -57,7 +60,14 @@ class Option:
                 raise PlanError(f"{where} must be a list of {_type_name(self.item)}, not {_describe(value)}.")
             if not value:
                 raise PlanError(f"{where} must not be an empty list.")
-            return [self._coerce_scalar(v, self.item or str, f"{where} item {v!r}") for v in value]
+            if any(isinstance(v, str) and not v.strip() for v in value):
+                raise PlanError(f"{where} must not have an empty item.")
+            items = [self._coerce_scalar(v, self.item or str, f"{where} item {v!r}") for v in value]
+            repeated = next((v for i, v in enumerate(items) if v in items[:i]), None)
+            if repeated is not None:
+                # A repeated value would make two cases with one id: the second overwrites the first's record.
+                raise PlanError(f"{where} lists {repeated!r} twice.")
+            return items
         return self._coerce_scalar(value, self.kind, where)
 
     def _coerce_scalar(self, value: Any, kind: type, where: str) -> Any:
@@ -66,8 +76,14 @@ class Option:
             value, ok = float(value), True
         if not ok:
             raise PlanError(f"{where} must be {_type_name(kind)}, not {_describe(value)}.")
+        if kind is float and not math.isfinite(value):
+            raise PlanError(f"{where} must be a finite number, not {value!r}.")
+        if kind is str and re.search(r"[\x00-\x1f\x7f]", value):
+            # The value is not repeated: a DSN may hold a password.
+            raise PlanError(f"{where} must not contain control characters such as a newline.")
         if self.choices is not None and value not in self.choices:
-            raise PlanError(f"{where} must be one of {', '.join(map(str, self.choices))}, not {value!r}.")
+            raise PlanError(f"{where} must be one of {', '.join(map(str, self.choices))}, not {value!r}"
+                            f"{_suggestion(value, self.choices)}.")
         if self.minimum is not None and value < self.minimum:
             raise PlanError(f"{where} must be at least {self.minimum:g}, not {value!r}.")
         if self.maximum is not None and value > self.maximum:
@@ -79,8 +95,24 @@ class Option:
     def parse_flag(self, text: str, where: str) -> Any:
         """A flag's text in the plan's types: lists are comma-separated, booleans true/false."""
         if self.kind is list:
-            return self.coerce([_parse_word(w.strip(), self.item or str, where) for w in text.split(",") if w.strip()], where)
+            words = [w.strip() for w in text.split(",")]
+            if any(words) and not all(words):
+                raise PlanError(f"{where} has an empty item in {text!r}; separate values with single commas.")
+            return self.coerce([_parse_word(w, self.item or str, where) for w in words if w], where)
         return self.coerce(_parse_word(text.strip(), self.kind, where), where)
+
+
+def _suggestion(word: Any, known: Any) -> str:
+    """ " (did you mean 'x'?)" for a near miss among ``known``, else "". """
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(k) for k in known], n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _not_known(where: str, word: str, known: list[str], what: str = "key") -> PlanError:
+    hint = _suggestion(word, known)
+    return PlanError(f"{where} is not a known {what}{hint or ' (known: ' + (', '.join(known) or 'none') + ')'}.")
 
 
 def _parse_word(word: str, kind: type, where: str) -> Any:
@@ -105,7 +137,7 @@ _SIZE_SUFFIX = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 def _parse_int_with_suffix(word: str) -> int:
     """Integers as fio users write them: 4k = 4096, 1m = 1 MiB (binary, as in fio)."""
-    m = re.fullmatch(r"(\d+)\s*([kmgt])?i?b?", word.lower())
+    m = re.fullmatch(r"([+-]?\d+)\s*([kmgt])?i?b?", word.lower())
     if not m:
         raise ValueError(word)
     return int(m.group(1)) * _SIZE_SUFFIX.get(m.group(2) or "", 1)
@@ -133,10 +165,14 @@ def _safe_name(value: str) -> str | None:
     return None
 
 
+def _not_blank(value: str) -> str | None:
+    return "must not be empty" if not value.strip() else None
+
+
 TOP_LEVEL: dict[str, Option] = {
     "name": Option(str, "run", "Run name; part of the run directory.", check=_safe_name),
     "profile": Option(str, "quick", "quick (about a minute) | standard | full (what the papers ran).", choices=PROFILES),
-    "runs_dir": Option(str, "runs", "Directory that holds the run directories."),
+    "runs_dir": Option(str, "runs", "Directory that holds the run directories.", check=_not_blank),
     "work_dir": Option(str, "", "Where suites put bulky data (default: the run directory's work/)."),
     "keep_work": Option(bool, False, "Keep the generated data and databases of a complete run (default: removed)."),
     "suites": Option(list, [], "Suites to run, in order.", item=str),
@@ -204,7 +240,7 @@ def load_plan(
         raw = _parse_toml(text, label)
 
     def where(table: str, key: str) -> str:
-        shown = f"[{table}] {key}" if table else key
+        shown = f"[{table}] {_shown_key(key)}" if table else _shown_key(key)
         if not label:
             return shown
         line = _key_line(text, table, key)
@@ -218,9 +254,7 @@ def load_plan(
             if not isinstance(value, dict):
                 raise PlanError(f"{where('', key)} must be a table ([{key}]) of that suite's options.")
             continue
-        raise PlanError(
-            f"{where('', key)} is not a known key (known: {', '.join(list(TOP_LEVEL) + known)})."
-        )
+        raise _not_known(where("", key), key, list(TOP_LEVEL) + known)
 
     plan = Plan(source=label)
     for key, value in (defaults or {}).items():
@@ -238,7 +272,7 @@ def load_plan(
         plan.suites = [k for k in raw if k in known]
     for name in plan.suites:
         if name not in known:
-            raise PlanError(f"{where('', 'suites')} names '{name}', which is not a known suite (known: {', '.join(known) or 'none yet'}).")
+            raise _not_known(f"{where('', 'suites')} names '{name}', which", name, known, "suite")
     if len(set(plan.suites)) != len(plan.suites):
         raise PlanError(f"{where('', 'suites')} names a suite twice.")
 
@@ -249,11 +283,11 @@ def load_plan(
         resolved = {key: opt.default_for(plan.profile) for key, opt in schema.items()}
         for key, value in section.items():
             if key not in schema:
-                raise PlanError(f"{where(name, key)} is not a known key (known: {', '.join(schema) or 'none'}).")
+                raise _not_known(where(name, key), key, list(schema))
             resolved[key] = schema[key].coerce(value, where(name, key))
         for key, value in set_values.get(name, {}).items():
             if key not in schema:
-                raise PlanError(f"--set {name}.{key} is not a known key (known: {', '.join(schema) or 'none'}).")
+                raise _not_known(f"--set {name}.{key}", key, list(schema))
             resolved[key] = schema[key].coerce(value, f"--set {name}.{key}")
         for key, value in (suite_flags or {}).get(name, {}).items():
             flag = f"--{key.replace('_', '-')}"
@@ -286,16 +320,21 @@ def _parse_sets(sets: list[str], known: list[str]) -> dict[str, dict[str, Any]]:
     for item in sets:
         m = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\.([A-Za-z0-9_]+)\s*=(.*)", item)
         if not m:
-            raise PlanError(f"--set '{item}' is not of the form suite.key=value.")
+            raise PlanError(f"--set {item!r} is not of the form suite.key=value.")
         section, key, value_text = m.group(1), m.group(2), m.group(3).strip()
         if section not in known:
-            raise PlanError(f"--set '{item}' names '{section}', which is not a known suite.")
+            raise _not_known(f"--set {item!r} names '{section}', which", section, known, "suite")
         try:
             value = tomllib.loads(f"v = {value_text}")["v"]
         except tomllib.TOMLDecodeError:
             value = value_text  # a bare word: take it as a string
         out.setdefault(section, {})[key] = value
     return out
+
+
+def _shown_key(key: str) -> str:
+    """A key as TOML would need it written: bare if it can be, else quoted (a key may hold any character)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
 def _key_line(text: str, table: str, key: str) -> int | None:

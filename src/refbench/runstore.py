@@ -20,18 +20,36 @@ import fcntl
 import json
 import os
 import re
+import types
+import typing
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 from refbench.errors import UserError
-from refbench.fileio import atomic_write_json, read_json, remove_temp_files, writable_directory
+from refbench.fileio import atomic_write_json, remove_temp_files, writable_directory
 from refbench.plan import Plan
 from refbench.redaction import merge_secrets, read_private, redact, split_secrets, write_private
 from refbench.suites import Finding, Record
 
 RUN_FORMAT = "refbench-run/1"
+SET_ASIDE_SUFFIX = ".corrupt"
+
+
+class CorruptRunFile(UserError):
+    """A run file that cannot be read back. Every file of a run is written atomically (temp file + rename), so
+    this is a file someone edited or a disk that lost or changed data: named with the line at fault."""
+
+    def __init__(self, run_path: Path, path: Path, problem: str, line: int | None = None):
+        self.path = path
+        self.where = str(path.relative_to(run_path)) + (f" line {line}" if line else "")
+        if path.parent.parent.name == "records" or path.parent.name == "findings":
+            again = "measures that case again" if path.parent.parent.name == "records" else "checks that suite again"
+            advice = f"'refbench resume {run_path}' sets it aside (as {path.name}{SET_ASIDE_SUFFIX}) and {again}"
+        else:
+            advice = "the run's plan and status are lost with it: restore the file from a backup or delete the run"
+        super().__init__(f"{path} {problem}; {advice}.")
 
 
 def utc_now() -> datetime:
@@ -83,8 +101,11 @@ class Run:
         """A run by path, by directory name in ``runs_dir``, or by a unique part of its name."""
         candidates = [Path(ref), Path(runs_dir) / ref]
         for path in candidates:
-            if (path / "run.json").is_file():
-                return cls(path)
+            try:
+                if (path / "run.json").is_file():
+                    return cls(path)
+            except (OSError, ValueError):  # a name too long for the file system, or with a NUL: not a run
+                continue
         matches = [r for r in list_runs(runs_dir) if ref in r.path.name]
         if len(matches) == 1:
             return matches[0]
@@ -101,13 +122,34 @@ class Run:
 
     @property
     def meta(self) -> dict[str, Any]:
-        try:
-            meta = read_json(self.run_file)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{self.run_file} cannot be read: {exc}.") from None
-        if meta.get("format") != RUN_FORMAT:
-            raise UserError(f"{self.path} is not a refbench run directory (format {meta.get('format')!r}).")
+        meta = self._read(self.run_file)
+        if not isinstance(meta, dict):
+            problem = f"holds {_json_kind(meta)}, not a JSON object"
+        elif meta.get("format") != RUN_FORMAT:
+            problem = f"has the format {meta.get('format')!r}, not {RUN_FORMAT!r}: not a refbench run (of this version)"
+        elif not isinstance(meta.get("name"), str) or not isinstance(meta.get("status", ""), str):
+            problem = "has no run name or status"
+        else:
+            problem = _shape_problem(meta.get("plan"), Plan, "plan")
+        if problem:
+            raise CorruptRunFile(self.path, self.run_file, problem)
         return meta
+
+    def _read(self, path: Path) -> Any:
+        """A run file's JSON; a file that is not JSON ends with a CorruptRunFile naming it and the line at fault."""
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            raise CorruptRunFile(self.path, path, "is not text (not UTF-8)") from None
+        except OSError as exc:
+            raise CorruptRunFile(self.path, path, f"cannot be read ({exc.strerror})") from None
+        if not text.strip():
+            raise CorruptRunFile(self.path, path, "is empty")
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            problem = f"is not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
+            raise CorruptRunFile(self.path, path, problem, exc.lineno) from None
 
     def update(self, **fields: Any) -> None:
         meta = self.meta
@@ -211,12 +253,32 @@ class Run:
     def write_record(self, record: Record) -> None:
         atomic_write_json(self.record_path(record.suite, record.case_id), dataclasses.asdict(record))
 
-    def records(self, suite: str | None = None) -> list[Record]:
+    def _record_files(self, suite: str | None = None) -> list[Path]:
         base = self.path / "records"
-        files = (base / suite).glob("*.json") if suite else base.glob("*/*.json")
+        return sorted((base / suite).glob("*.json") if suite else base.glob("*/*.json"))
+
+    def records(self, suite: str | None = None) -> list[Record]:
+        """The finished cases; a corrupt record file ends with a CorruptRunFile naming it."""
+        return sorted((self._record(f) for f in self._record_files(suite)), key=lambda r: (r.suite, r.started_epoch_s))
+
+    def _record(self, path: Path) -> Record:
+        data = self._read(path)
+        if problem := _shape_problem(data, Record, "record"):
+            raise CorruptRunFile(self.path, path, problem)
         fields = {f.name for f in dataclasses.fields(Record)}
-        records = [Record(**{k: v for k, v in read_json(f).items() if k in fields}) for f in files]
-        return sorted(records, key=lambda r: (r.suite, r.started_epoch_s))
+        return Record(**{k: v for k, v in data.items() if k in fields})
+
+    def set_aside_corrupt_files(self) -> list[CorruptRunFile]:
+        """Renames every corrupt record and findings file to NAME.json.corrupt, so that resume measures (or checks)
+        again what it held instead of trusting or losing it; returns what it set aside."""
+        found = []
+        for path in self._record_files() + self._findings_files():
+            try:
+                self._record(path) if path.parent.name != "findings" else self._findings(path)
+            except CorruptRunFile as corrupt:
+                path.rename(path.with_name(path.name + SET_ASIDE_SUFFIX))
+                found.append(corrupt)
+        return found
 
     def suites_with_records(self) -> list[str]:
         base = self.path / "records"
@@ -246,36 +308,97 @@ class Run:
     def write_findings(self, suite: str, findings: list[Finding]) -> None:
         atomic_write_json(self.path / "findings" / f"{suite}.json", [dataclasses.asdict(f) for f in findings])
 
+    def _findings_files(self) -> list[Path]:
+        return sorted((self.path / "findings").glob("*.json"))
+
     def findings(self) -> dict[str, list[Finding]]:
-        out = {}
-        for path in sorted((self.path / "findings").glob("*.json")):
-            out[path.stem] = [Finding(**f) for f in read_json(path)]
-        return out
+        """Each suite's correctness verdicts; a corrupt findings file ends with a CorruptRunFile naming it."""
+        return {path.stem: self._findings(path) for path in self._findings_files()}
+
+    def _findings(self, path: Path) -> list[Finding]:
+        data = self._read(path)
+        if not isinstance(data, list):
+            raise CorruptRunFile(self.path, path, f"holds {_json_kind(data)}, not a list of checks")
+        for item in data:
+            if problem := _shape_problem(item, Finding, "check"):
+                raise CorruptRunFile(self.path, path, problem)
+        return [Finding(**item) for item in data]
+
+    def check_readable(self) -> None:
+        """Reads every file a report needs, so that a corrupt one ends the command before anything is written."""
+        self.meta
+        self.records()
+        self.findings()
 
 
 def list_runs(runs_dir: str | Path) -> list[Run]:
     base = Path(runs_dir)
-    if not base.is_dir():
-        return []
-    runs = [Run(p) for p in base.iterdir() if (p / "run.json").is_file()]
+    try:
+        if not base.is_dir():
+            return []
+        runs = [Run(p) for p in base.iterdir() if (p / "run.json").is_file()]
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the runs directory {base}: {getattr(exc, 'strerror', None) or exc}.") from None
     return sorted(runs, key=lambda r: r.path.name)
 
 
 def iter_summaries(runs_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """One summary per run; a run with a corrupt file is listed too, with status "corrupt: FILE line N" and the
+    whole sentence under "problem"."""
     for run in list_runs(runs_dir):
+        summary: dict[str, Any] = {"run": run.path.name, "path": str(run.path), "name": None, "status": "",
+                                   "started_utc": None, "ended_utc": None, "profile": None, "suites": [],
+                                   "records": len(run._record_files())}
         try:
             meta = run.meta
-        except UserError:
+            summary.update(name=meta["name"], started_utc=meta.get("started_utc"), ended_utc=meta.get("ended_utc"),
+                           profile=meta["plan"].get("profile"), suites=meta["plan"].get("suites", []))
+            run.records()
+            run.findings()
+            summary["status"] = run.status()
+        except CorruptRunFile as corrupt:
+            summary.update(status=f"corrupt: {corrupt.where}", problem=str(corrupt))
+        yield summary
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    return "a number"
+
+
+def _shape_problem(data: Any, cls: type, what: str) -> str | None:
+    """What keeps ``data`` (parsed JSON) from being a ``cls``: not an object, a required field missing, or a
+    field of the wrong JSON type. None when it fits."""
+    if not isinstance(data, dict):
+        return f"holds {_json_kind(data)} where a {what} (a JSON object) belongs"
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                return f"has a {what} without '{f.name}'"
             continue
-        records = run.records()
-        yield {
-            "run": run.path.name,
-            "path": str(run.path),
-            "name": meta["name"],
-            "status": run.status(),
-            "started_utc": meta.get("started_utc"),
-            "ended_utc": meta.get("ended_utc"),
-            "profile": meta["plan"].get("profile"),
-            "suites": meta["plan"].get("suites", []),
-            "records": len(records),
-        }
+        expected = hints[f.name]
+        origin = typing.get_origin(expected)
+        if expected is Any:
+            continue
+        if origin is not None and origin not in (typing.Union, types.UnionType):
+            expected = origin
+        value = data[f.name]
+        if expected is float:
+            expected = (int, float)
+        if isinstance(value, bool) and expected is not bool:
+            fits = False
+        else:
+            fits = isinstance(value, expected)
+        if not fits:
+            return f"has a {what} whose '{f.name}' is {_json_kind(value)}"
+    return None

@@ -73,7 +73,8 @@ class AnalyticsSuite:
                                   "that all files together are twice the memory).", minimum=0),
         "iotest_zero_buffers": Option(bool, False, "Write zeros, as rhel_iotest's dd from /dev/zero does (storage that "
                                       "detects zeros or compresses will look faster; by default the data does not compress)."),
-        "cores": Option(int, 0, "Physical cores: writers in the throughput test (0 = this host's).", minimum=0),
+        "cores": Option(int, 0, "Physical cores: writers in the throughput test (0 = this host's).", minimum=0,
+                        maximum=4096),
         "seed": Option(int, 1, "Seed of the tests' random choices."),
     }
 

@@ -31,6 +31,11 @@ DEFAULT_TARGET = "(run work directory)"
 CHECKS = ("probe", "verify", "dd", "fs-stress", "accounting")
 
 
+def _sector_multiple(block_size: int) -> str | None:
+    # Direct I/O moves whole sectors: fio refuses a block size that is not a multiple of the 512-byte sector.
+    return None if block_size % 512 == 0 else "must be a multiple of 512 bytes"
+
+
 class DeviceSuite:
     name = "device"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
@@ -55,7 +60,8 @@ class DeviceSuite:
         "size": Option(int, 0, "Test region in bytes (e.g. 4g); 0 = whole block device, or a 256 MiB / 4 GiB / "
                        "32 GiB test file for quick / standard / full.", minimum=0),
         "block_sizes": Option(list, {"quick": [4 * KiB, 128 * KiB], "standard": [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB],
-                                     "full": PAPER_BLOCK_SIZES}, "Block sizes (512, 4k, 1m…).", item=int, minimum=512),
+                                     "full": PAPER_BLOCK_SIZES}, "Block sizes (512, 4k, 1m…).", item=int, minimum=512,
+                            check=_sector_multiple),
         "iodepths": Option(list, {"quick": [1, 16], "standard": [1, 4, 16, 64], "full": PAPER_QUEUE_DEPTHS},
                            "Queue depths per worker.", item=int, minimum=1, maximum=4096),
         "numjobs": Option(int, {"quick": 2, "standard": 4, "full": 12}, "fio workers per point (the paper: 12).", minimum=1, maximum=1024),
@@ -74,7 +80,8 @@ class DeviceSuite:
         "checks": Option(bool, True, "Run the compatibility checks."),
         "check_size": Option(int, {"quick": 32 * MiB, "standard": 1 * GiB, "full": 0},
                              "Bytes the verify/dd/accounting checks cover; 0 = the whole target.", minimum=0),
-        "fs_stress_files": Option(int, {"quick": 64, "standard": 512, "full": 4096}, "Files in the file-system stress test.", minimum=1),
+        "fs_stress_files": Option(int, {"quick": 64, "standard": 512, "full": 4096}, "Files in the file-system stress test.",
+                                  minimum=1, maximum=100_000),
         "ioengine": Option(str, "libaio", "fio ioengine.", choices=("libaio", "io_uring", "psync")),
         "destroy_data": Option(bool, False, "Allow writing to block devices and existing files (destroys their data); a "
                                "mounted, in-use or signed device is refused even so."),

@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines.postgres import ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries
+from refbench.engines.settings import (
+    check_server_settings, dsn_problem, duckdb_size_problem, optional, pg_setting_problem, pg_settings_dict,
+    pg_size_problem, setting_origins,
+)
 from refbench.errors import UserError
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
@@ -30,10 +34,6 @@ from refbench.suites.dss.queries import min_streams, stream_queries
 
 MODES = ("individual", "power", "throughput")
 PROC = Path("/proc")
-
-
-def _setting_pair(text: str) -> str | None:
-    return None if "=" in text and text.split("=", 1)[0].strip() else "must look like name=value"
 
 
 class DssSuite:
@@ -59,15 +59,19 @@ class DssSuite:
                           choices=ENGINES),
         "modes": Option(list, list(MODES), "individual (each query cold, then warm), power, throughput.", item=str,
                         choices=MODES),
-        "streams": Option(int, 0, "Throughput streams (0 = the specification's minimum for the scale factor).", minimum=0),
+        # Each stream holds a connection, and the managed server allows 100; the specification asks for 11 at most.
+        "streams": Option(int, 0, "Throughput streams (0 = the specification's minimum for the scale factor).", minimum=0,
+                          maximum=64),
         "data_dir": Option(str, "", "Where the generated data and the DuckDB database go (default: the work directory); "
                                     "put it on the storage under test."),
-        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string)."),
+        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string).", check=dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
-        "shared_buffers": Option(str, "256MB", "Managed PostgreSQL's buffer cache: the memory cap that pushes I/O to storage."),
+        "shared_buffers": Option(str, "256MB", "Managed PostgreSQL's buffer cache: the memory cap that pushes I/O to storage.",
+                                 check=pg_size_problem),
         "pg_settings": Option(list, ["work_mem=64MB", "max_wal_size=4GB"], "More managed-server settings, name=value.",
-                              item=str, check=_setting_pair),
-        "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM)."),
+                              item=str, check=pg_setting_problem),
+        "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM).",
+                                      check=optional(duckdb_size_problem)),
         "drop_caches": Option(bool, True, "Drop the OS page cache before each cold query (needs root)."),
         "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up."),
     }
@@ -245,7 +249,13 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
                 pass
         else:
             require_server_binaries()
+            check_server_settings(managed_settings(o), setting_origins(suite, o))
     return engines
+
+
+def managed_settings(o: dict[str, Any]) -> dict[str, str]:
+    """The managed PostgreSQL's settings of a dss-style suite: the buffer cache, then pg_settings."""
+    return {"shared_buffers": o["shared_buffers"], **pg_settings_dict(o["pg_settings"])}
 
 
 def engine_names(ctx) -> list[str]:
@@ -273,9 +283,8 @@ def prepare_data_and_engines(ctx) -> None:
             engines["postgres"] = PostgresEngine(o["dsn"], None, os.cpu_count() or 1)
             ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
         else:
-            settings = {"shared_buffers": o["shared_buffers"], **dict(s.split("=", 1) for s in o["pg_settings"])}
-            server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings,
-                                     ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
+            server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base),
+                                     managed_settings(o), ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from refbench.engines.settings import dsn_problem, duckdb_size_problem, pg_setting_problem, pg_size_problem
 from refbench.errors import UserError
 from refbench.host.pagecache import files_under
 from refbench.plan import ENGINES, Option, Plan
@@ -54,13 +55,15 @@ class DwSuite:
         "data_dir": Option(str, "", "Where the data, the DuckDB database and the managed PostgreSQL go (default: the "
                                     "work directory); put it on the storage under test."),
         "dsn": Option(str, "", "Rate this PostgreSQL instead of a managed one (its files cannot be kept out of its "
-                               "host's page cache, and its physical scan rate is not measured)."),
+                               "host's page cache, and its physical scan rate is not measured).", check=dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, {"quick": "16MB", "standard": "1GB", "full": "64GB"},
                                  "The row store's memory cap, about a tenth of its data or less (paper 000 caps SQL Server "
-                                 "at 118 GB for 1 TB)."),
-        "pg_settings": Option(list, ["work_mem=32MB", "max_wal_size=4GB"], "More managed-server settings, name=value.", item=str),
-        "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap."),
+                                 "at 118 GB for 1 TB).", check=pg_size_problem),
+        "pg_settings": Option(list, ["work_mem=32MB", "max_wal_size=4GB"], "More managed-server settings, name=value.", item=str,
+                              check=pg_setting_problem),
+        "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap.",
+                                      check=duckdb_size_problem),
         "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never).",
                           minimum=0),
         "data_volume_gb": Option(float, 0.0, "Capacity of the data volume in GB (0 = the file system holding the data).",

@@ -16,6 +16,9 @@ from typing import Any
 from refbench.engines.postgres import (
     ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries, server_settings,
 )
+from refbench.engines.settings import (
+    check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
+)
 from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
 from refbench.suites.device.targets import check_one_directory_target, note_directory_targets
@@ -27,8 +30,10 @@ REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", 
                      "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"]
 
 
-def _setting_pair(text: str) -> str | None:
-    return None if "=" in text and text.split("=", 1)[0].strip() else "must look like name=value"
+def _server_settings(o: dict[str, Any]) -> dict[str, str]:
+    """The managed server's settings: the buffer cache, a connection for every virtual user, then pg_settings."""
+    settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(o["users"]) + 20)}
+    return settings | pg_settings_dict(o["pg_settings"])
 
 
 class OltpSuite:
@@ -53,15 +58,17 @@ class OltpSuite:
                         "Virtual users per case: a list makes a scaling series.", item=int, minimum=1, maximum=1000),
         "rampup_s": Option(int, {"quick": 3, "standard": 60, "full": 900}, "Ramp-up seconds before measuring.", minimum=0),
         "duration_s": Option(int, {"quick": 8, "standard": 300, "full": 900}, "Measured seconds.", minimum=1),
-        "repeats": Option(int, 1, "Runs of each user count.", minimum=1),
+        "repeats": Option(int, 1, "Runs of each user count.", minimum=1, maximum=100),
         "think_times": Option(bool, False, "Use the specification's keying and think times (off: drive load)."),
-        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string)."),
+        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string).", check=dsn_problem),
         "data_dir": Option(str, "", "Data directory of the managed server (default: in the work directory); put it on the storage under test."),
-        "shared_buffers": Option(str, "128MB", "Managed server's buffer cache: the memory cap that pushes I/O to storage."),
-        "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str, check=_setting_pair),
+        "shared_buffers": Option(str, "128MB", "Managed server's buffer cache: the memory cap that pushes I/O to storage.",
+                                 check=pg_size_problem),
+        "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str,
+                              check=pg_setting_problem),
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
         "reload_each_case": Option(bool, False, "Paper 001's cycle: drop, load and run for every case."),
-        "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0),
+        "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0, maximum=1024),
         "seed": Option(int, 1, "Seed of the virtual users' random inputs."),
     }
 
@@ -81,6 +88,7 @@ class OltpSuite:
                 database.check_privileges(conn)
         else:
             require_server_binaries()
+            check_server_settings(_server_settings(o), setting_origins(self.name, o))
         return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
                      f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
                 for u in o["users"] for r in range(1, o["repeats"] + 1)]
@@ -93,9 +101,8 @@ class OltpSuite:
             ctx.state["dsn"] = o["dsn"]
             ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
         else:
-            settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(o["users"]) + 20)}
-            settings |= dict(s.split("=", 1) for s in o["pg_settings"])
-            server = ManagedPostgres(self._data_dir(ctx), settings, ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
+            server = ManagedPostgres(self._data_dir(ctx), _server_settings(o),
+                                     ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
