@@ -122,3 +122,41 @@ def test_out_of_file_descriptors_names_the_limit(tmp_path):
     assert explained is not None and explained.exit_code == 75
     assert "out of file descriptors" in str(explained) and "ulimit -n, now 64" in str(explained)
     assert str(tmp_path) in str(explained)  # the file it could not open
+
+
+@needs_root
+def test_a_postgresql_panic_on_a_full_disk_is_caught_and_explained(tmp_path):
+    import shutil
+    import tempfile
+
+    import psycopg
+
+    from refbench.engines.postgres import ManagedPostgres, connect
+    from refbench.plan import Plan
+    from refbench.runner import diagnose
+    from refbench.runstore import Run
+
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-panic-"))  # the postgres account reaches it, unlike tmp_path
+    base.chmod(0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m,mode=0755", "refbench-test", str(base)], check=True)
+    server = ManagedPostgres(base / "pgdata", {"shared_buffers": "16MB"})
+    try:
+        server.start()
+        with connect(server.dsn, autocommit=True) as conn:
+            fill(base)
+            # WAL without touching a table: the server must start a new WAL segment file, and there is no space for it.
+            with pytest.raises(psycopg.Error) as caught:
+                for _ in range(64):
+                    conn.execute("SELECT pg_logical_emit_message(false, 'refbench', repeat('x', 1000000))")
+                    conn.execute("SELECT pg_switch_wal()")
+        run = Run.create(Plan(runs_dir=str(tmp_path / "runs")), {})
+        explained = diagnose(caught.value, run)
+    finally:
+        server.stop()
+        subprocess.run(["umount", "-l", str(base)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+    message = str(explained)
+    assert "PANIC" not in str(caught.value)  # the client saw only the connection drop …
+    assert "the managed PostgreSQL stopped with a PANIC" in message and "No space left on device" in message  # … we say why
+    assert "out of disk space" in message and "pg_wal" in message and "refbench resume" in message
+    assert explained.exit_code == 75

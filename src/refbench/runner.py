@@ -17,6 +17,8 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from refbench.engines.postgres import last_panic
+from refbench.errors import UserError
 from refbench.exhaustion import ResourceExhausted, explain
 from refbench.host import inventory, tuning
 from refbench.host.telemetry import Sampler, Telemetry
@@ -136,9 +138,19 @@ def execute(run: Run, console: Console) -> bool:
     except ResourceExhausted:
         raise
     except Exception as exc:
-        if explained := explain(exc, run.path, written_places(run.plan)):
+        if explained := diagnose(exc, run):
             raise explained from None
         raise
+
+
+def diagnose(exc: Exception, run: Run) -> UserError | None:
+    """What stopped a run, when it was not refbench: a database server's PANIC (its clients only saw the connection
+    drop), or a resource that ran out."""
+    if panic := last_panic():
+        exc = UserError(f"the managed PostgreSQL stopped with a PANIC: {panic}")
+        return explain(exc, run.path, written_places(run.plan)) or UserError(
+            f"{exc}; once that is fixed, continue with: refbench resume {run.path}")
+    return explain(exc, run.path, written_places(run.plan))
 
 
 def _execute(run: Run, console: Console) -> bool:

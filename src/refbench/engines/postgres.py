@@ -186,6 +186,7 @@ class ManagedPostgres:
         # The kernel's signal reaches the server when the thread that started it ends: only the main thread lives
         # as long as refbench.
         on_death = functools.partial(die_with_parent, signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+        _LAUNCHED[self.log_file] = self.log_file.stat().st_size if self.log_file.exists() else 0
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                             start_new_session=True, preexec_fn=on_death, **_as_account(self.account))
@@ -270,6 +271,27 @@ class ManagedPostgres:
         if (self.data_dir / "postmaster.pid").exists():
             subprocess.run([_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "120", "stop"],
                            capture_output=True, start_new_session=True, **_as_account(self.account))
+
+
+# The log of every server this process launched, and its size then: what a server logged since is this run's.
+_LAUNCHED: dict[Path, int] = {}
+
+
+def last_panic() -> str | None:
+    """The last PANIC a server this process launched logged, with its log's path: a PANIC stops the whole server,
+    and its clients see only a lost connection, so the log is where the reason is (a full disk for its WAL, say)."""
+    found = None
+    for log, offset in _LAUNCHED.items():
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if "PANIC:" in line:
+                found = f"{line.split('PANIC:', 1)[1].strip()} (its log: {log})"
+    return found
 
 
 def managed_data_dir(preferred: Path, fallback: Path) -> Path:
