@@ -83,6 +83,11 @@ class ProcessTree:
 
         return descendants(self.pid)
 
+    def forked_workers(self) -> list[int]:
+        """Processes refbench forked (loaders, virtual users): they carry its own command line."""
+        own = Path(f"/proc/{self.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        return [pid for pid, cmd in self.children().items() if cmd == own]
+
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 

@@ -24,13 +24,6 @@ def _records(run: Path, suite: str) -> dict[str, bytes]:
     return {p.stem: p.read_bytes() for p in (run / "records" / suite).glob("*.json")}
 
 
-def _forked_workers(tree) -> list[int]:
-    """Processes refbench forked (loaders, virtual users): they carry its own command line."""
-    children = tree.children()
-    own = Path(f"/proc/{tree.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    return [pid for pid, cmd in children.items() if cmd == own]
-
-
 def _resume_completes(refbench, run: Path, suite: str, before: dict[str, bytes], expected: set[str]) -> None:
     resumed = refbench("resume", str(run), timeout=600)
     assert resumed.code == 0, resumed.stderr
@@ -55,7 +48,7 @@ def test_oltp_killed_during_the_load_leaves_nothing_running_and_resumes(tmp_path
     tree = process_tree("oltp", "--warehouses", "2", "--rampup-s", "1", "--duration-s", "2", "--users", "1,2",
                         "--load-workers", "2", "--data-dir", str(reachable_dir / "pgdata"), "--runs-dir", str(runs),
                         linger_s=LINGER_S)
-    wait_for(lambda: _forked_workers(tree), 120, "the loader processes")
+    wait_for(tree.forked_workers, 120, "the loader processes")
     time.sleep(1)
     tree.signal(signal.SIGKILL)
     ended = tree.finish()

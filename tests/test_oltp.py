@@ -197,31 +197,57 @@ def test_default_data_dir_moves_when_the_run_directory_is_closed_to_postgres(tmp
     assert not (Path("/var/tmp/refbench") / run.name).exists()  # a complete run's work data goes, there too
 
 
-def test_a_full_disk_during_the_load_is_one_sentence_stops_the_server_and_resumes_once_space_is_freed(tmp_path, refbench):
+@pytest.fixture
+def small_reachable_fs():
+    """A tmpfs of the test's own that the postgres account can reach, and a way to fill and empty it."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small file system needs root")
     base = Path(tempfile.mkdtemp(prefix="refbench-test-full-"))
     base.chmod(0o755)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=72m,mode=755", "tmpfs", str(base)], check=True)
-    try:
-        result = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(base / "pgdata"), "--runs-dir", "runs")
-        assert result.code == 75, result.stderr
-        lines = result.stderr.strip().splitlines()
-        assert "out of disk space" in lines[-1] and "could not extend file" in lines[-1], result.stderr
-        assert f"{base / 'pgdata'} has" in lines[-1] and "refbench resume" in lines[-1]
-        assert "Traceback" not in result.stderr
-        assert not _server_running(base / "pgdata")
-        # Space freed: the run continues where it stopped.
-        subprocess.run(["mount", "-o", "remount,size=400m", str(base)], check=True)
-        run = next((tmp_path / "runs").iterdir())
-        resumed = refbench("resume", str(run))
-        assert resumed.code == 0, resumed.stderr
-        assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u1-r1"]
-        assert not _server_running(base / "pgdata")
-    finally:
-        ManagedPostgres(base / "pgdata", {}).stop_stale()
-        subprocess.run(["umount", str(base)], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+
+    def mount(size: str) -> Path:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=755", "tmpfs", str(base)], check=True)
+        return base
+
+    yield mount
+    ManagedPostgres(base / "pgdata", {}).stop_stale()
+    subprocess.run(["umount", "-l", str(base)], check=False)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_too_little_space_for_the_load_is_refused_before_anything_is_written(tmp_path, refbench, small_reachable_fs):
+    base = small_reachable_fs("72m")
+    result = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(base / "pgdata"), "--runs-dir", "runs")
+    assert result.code == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "not enough free space in" in result.stderr
+    assert str(base / "pgdata") in result.stderr and "1 warehouse(s)" in result.stderr
+    assert not (tmp_path / "runs").exists() and not (base / "pgdata").exists()
+
+
+@pytest.mark.slow
+def test_a_disk_filling_up_during_the_load_stops_the_server_and_the_run_resumes_once_space_is_freed(
+        tmp_path, refbench, process_tree, small_reachable_fs):
+    from conftest import wait_for
+    from test_exhaustion import fill
+
+    base = small_reachable_fs("1200m")
+    tree = process_tree("oltp", *TINY, "--users", "1", "--load-workers", "2", "--data-dir", str(base / "pgdata"),
+                        "--runs-dir", "runs")
+    wait_for(tree.forked_workers, 120, "the loader processes", 0.1)
+    filler = fill(base)
+    ended = tree.finish()
+    assert ended["code"] == 75, ended["stderr"]
+    line, = [line for line in ended["stderr"].splitlines() if line.startswith("refbench:")]
+    assert "out of disk space" in line and str(base) in line and "refbench resume" in line, line
+    assert "Traceback" not in ended["stderr"]
+    assert ended["survivors"] == [] and not _server_running(base / "pgdata")
+
+    filler.unlink()
+    run = next((tmp_path / "runs").iterdir())
+    resumed = refbench("resume", str(run))
+    assert resumed.code == 0, resumed.stderr
+    assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u1-r1"]
+    assert not _server_running(base / "pgdata")
 
 
 def test_think_times_end_with_the_measurement(data_dir):

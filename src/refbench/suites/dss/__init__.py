@@ -27,7 +27,7 @@ from refbench.errors import UserError
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import check_one_directory_target, device_of, note_directory_targets
+from refbench.suites.device.targets import check_one_directory_target, device_of, note_directory_targets, require_free_space
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import min_streams, stream_queries
@@ -250,7 +250,18 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
         else:
             require_server_binaries()
             check_server_settings(managed_settings(o), setting_origins(suite, o))
+    where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
+    managed_postgres = "postgres" in engines and not o["dsn"] and not o["pg_data_dir"]
+    needed = data_bytes(o["sf"], "duckdb" in engines, managed_postgres)
+    require_free_space(Path(where), needed, f"SF {o['sf']:g} (about {needed / 1e9:,.2f} GB of generated data and databases)")
     return engines
+
+
+def data_bytes(sf: float, duckdb: bool, postgres: bool) -> int:
+    """What the data takes on disk at a scale factor: the generated files (1.1 GB at SF 1), DuckDB's database (0.4 GB),
+    PostgreSQL's tables and indexes (2.5 GB) and the WAL written while loading them (1.5 GB, kept to a few GB)."""
+    gb = 10**9
+    return int(sf * 1.1 * gb + (sf * 0.4 * gb if duckdb else 0) + (sf * 2.5 * gb + min(sf * 1.5 * gb, 8 * gb) if postgres else 0))
 
 
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:

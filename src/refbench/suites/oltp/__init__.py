@@ -21,13 +21,19 @@ from refbench.engines.settings import (
 )
 from refbench.plan import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import check_one_directory_target, note_directory_targets
+from refbench.suites.device.targets import check_one_directory_target, note_directory_targets, require_free_space
 from refbench.suites.oltp import consistency, database, driver
 
 MIX_MINIMUM_PCT = {"payment": 43.0, "order_status": 4.0, "delivery": 4.0, "stock_level": 4.0}
 P90_LIMIT_S = {"new_order": 5, "payment": 5, "order_status": 5, "delivery": 5, "stock_level": 20}
 REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
                      "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"]
+
+
+def load_bytes(warehouses: int) -> int:
+    """What a load takes on disk: about 100 MB of tables and indexes per warehouse, and the WAL written meanwhile
+    (about 150 MB per warehouse, kept to a few GB by checkpoints)."""
+    return warehouses * 100 * 10**6 + min(warehouses * 150 * 10**6, 2 * 2**30)
 
 
 def _server_settings(o: dict[str, Any]) -> dict[str, str]:
@@ -89,6 +95,10 @@ class OltpSuite:
         else:
             require_server_binaries()
             check_server_settings(_server_settings(o), setting_origins(self.name, o))
+            where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
+            require_free_space(Path(where), load_bytes(o["warehouses"]),
+                               f"{o['warehouses']} warehouse(s) (about {load_bytes(o['warehouses']) / 1e9:,.1f} GB of "
+                               "tables, indexes and WAL)")
         return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
                      f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
                 for u in o["users"] for r in range(1, o["repeats"] + 1)]
