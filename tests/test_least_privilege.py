@@ -336,9 +336,27 @@ def test_a_run_name_with_markup_is_refused_before_anything_is_written(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_cluster_run_without_tls_says_so_in_its_report(tmp_path, refbench):
+def test_a_local_cluster_lets_in_only_its_own_workers_and_its_report_says_so(tmp_path, refbench):
+    from distributed import Client
+    from rich.console import Console
+
+    from refbench.cluster.coordinator import connect
+    from refbench.plan import Plan
+
+    client, cluster = connect(Plan(hosts=[1]), Console(file=open(os.devnull, "w")))
+    try:
+        address = cluster.scheduler_address
+        assert address.startswith("tls://127.0.0.1:")
+        assert client.submit(lambda: 41 + 1).result(timeout=60) == 42  # refbench itself, with the certificate
+        for intruder in (address.replace("tls://", "tcp://"), address):  # plain TCP, and TLS without the certificate
+            with pytest.raises(Exception):
+                Client(intruder, timeout=5).submit(lambda: 1).result(timeout=10)
+    finally:
+        client.close()
+        cluster.close()
+
     result = refbench("run", "--suite", "sleepy", "--set", "sleepy.cases=1", "--set", "sleepy.sleep_s=0", "--hosts", "1",
                       "--runs-dir", "runs", timeout=240)
     assert result.code == 0, result.stderr
     html = (tmp_path / result.last_line / "report.html").read_text()
-    assert "without TLS" in html
+    assert "with TLS and a certificate made for this run" in html

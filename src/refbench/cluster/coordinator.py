@@ -67,9 +67,14 @@ def connect(plan: Plan, console: Console):
     tls = _checked(plan)
     if plan.scheduler:
         return _client(plan, tls), None
-    console.print(f"cluster: a local Dask cluster of {max(plan.hosts)} worker processes on 127.0.0.1")
+    from distributed.security import Security
+
+    console.print(f"cluster: a local Dask cluster of {max(plan.hosts)} worker processes on 127.0.0.1, TLS with a "
+                  "certificate made for this run")
+    # A scheduler runs whatever its clients submit, as refbench's user: on loopback without TLS any user of the host
+    # could connect to it. A certificate of its own, which only this process and its workers hold, shuts them out.
     cluster = LocalCluster(n_workers=max(plan.hosts), threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address="127.0.0.1:0", memory_limit=0)
+                           dashboard_address="127.0.0.1:0", memory_limit=0, security=Security.temporary())
     try:
         return Client(cluster), cluster
     except BaseException:

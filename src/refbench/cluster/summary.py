@@ -131,8 +131,8 @@ def _transport(plan: dict[str, Any]) -> str:
         return ("Connections between the coordinator, the scheduler and the workers were without TLS: the plan and the "
                 "results crossed the network unencrypted, and the ends were not authenticated. For a shared network give "
                 "--tls-ca-file, --tls-cert and --tls-key.")
-    return ("A local cluster on 127.0.0.1, without TLS: while it ran, any user of this host could connect to its "
-            "scheduler.")
+    return ("A local cluster on 127.0.0.1, with TLS and a certificate made for this run, which only refbench and its "
+            "workers held: no other user of this host could connect to its scheduler.")
 
 
 def build_cluster_report(run: Run) -> bool:
