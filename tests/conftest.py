@@ -3,8 +3,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,3 +121,22 @@ def process_tree(tmp_path):
     yield start
     for tree in trees:
         tree.stop()
+
+
+@pytest.fixture
+def reachable_dir():
+    """A directory of the test's own that the postgres system user can reach (pytest's tmp_path is closed to other
+    users); a server a failing test left in its pgdata is stopped."""
+    from refbench.engines.postgres import ManagedPostgres
+
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-"))
+    base.chmod(0o755)
+    yield base
+    ManagedPostgres(base / "pgdata", {}).stop_stale()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def data_dir(reachable_dir):
+    """A managed server's data directory the postgres system user can reach."""
+    return reachable_dir / "pgdata"

@@ -6,9 +6,7 @@ and a run that `refbench resume` completes. Each test looks only at the descenda
 from __future__ import annotations
 
 import json
-import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,15 +30,6 @@ def _resume_completes(refbench, run: Path, suite: str, before: dict[str, bytes],
     for case_id, content in before.items():
         assert after[case_id] == content, f"{case_id}, finished before the kill, changed"
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
-
-
-@pytest.fixture
-def reachable_dir():
-    """A directory the postgres system user can reach (pytest's tmp_path is closed to other users)."""
-    base = Path(tempfile.mkdtemp(prefix="refbench-test-kill-"))
-    base.chmod(0o755)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
 
 
 def test_oltp_killed_during_the_load_leaves_nothing_running_and_resumes(tmp_path, refbench, process_tree, reachable_dir):

@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -68,16 +67,6 @@ def _postmaster(data_dir: Path) -> tuple[int, Path] | None:
     if len(lines) >= 8 and lines[7].strip() == "ready":
         return int(lines[0]), Path(lines[4])
     return None
-
-
-@pytest.fixture
-def data_dir():
-    """A data directory the postgres system user can reach (pytest's tmp_path is closed to other users)."""
-    base = Path(tempfile.mkdtemp(prefix="refbench-test-priv-"))
-    base.chmod(0o755)
-    yield base / "pgdata"
-    ManagedPostgres(base / "pgdata", {}).stop_stale()
-    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

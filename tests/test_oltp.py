@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,16 +18,6 @@ from refbench.suites.oltp.inputs import INPUTS
 from refbench.suites.oltp.rand import TpccRandom, last_name
 
 TINY = ["--warehouses", "1", "--rampup-s", "1", "--duration-s", "4"]
-
-
-@pytest.fixture
-def data_dir():
-    """A data directory the postgres system user can reach (pytest's tmp_path is closed to other users)."""
-    base = Path(tempfile.mkdtemp(prefix="refbench-test-pg-"))
-    base.chmod(0o755)
-    yield base / "pgdata"
-    ManagedPostgres(base / "pgdata", {}).stop_stale()
-    shutil.rmtree(base, ignore_errors=True)
 
 
 def _server_running(data: Path) -> bool:
@@ -198,21 +186,18 @@ def test_default_data_dir_moves_when_the_run_directory_is_closed_to_postgres(tmp
 
 
 @pytest.fixture
-def small_reachable_fs():
-    """A tmpfs of the test's own that the postgres account can reach, and a way to fill and empty it."""
+def small_reachable_fs(reachable_dir):
+    """Mounts a tmpfs of the test's own, of a given size, that the postgres account can reach."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small file system needs root")
-    base = Path(tempfile.mkdtemp(prefix="refbench-test-full-"))
-    base.chmod(0o755)
 
     def mount(size: str) -> Path:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=755", "tmpfs", str(base)], check=True)
-        return base
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=755", "tmpfs", str(reachable_dir)], check=True)
+        return reachable_dir
 
     yield mount
-    ManagedPostgres(base / "pgdata", {}).stop_stale()
-    subprocess.run(["umount", "-l", str(base)], check=False)
-    shutil.rmtree(base, ignore_errors=True)
+    ManagedPostgres(reachable_dir / "pgdata", {}).stop_stale()
+    subprocess.run(["umount", "-l", str(reachable_dir)], check=False)
 
 
 def test_too_little_space_for_the_load_is_refused_before_anything_is_written(tmp_path, refbench, small_reachable_fs):

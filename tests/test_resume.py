@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from pathlib import Path
 
 from conftest import cli_env, refbench_command, wait_for as _wait_for
 
