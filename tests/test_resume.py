@@ -107,7 +107,8 @@ def test_resume_sets_a_corrupt_record_aside_and_measures_that_case_again(tmp_pat
     """A record is written atomically, so a corrupt one was edited or damaged on disk: resume neither trusts nor
     deletes it (it stays beside as .corrupt) and measures that case again, also in a run that had completed."""
     runs = tmp_path / "runs"
-    made = refbench("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=4", "--set", "sleepy.sleep_s=0")
+    made = refbench("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=4", "--set", "sleepy.sleep_s=0",
+                    "--keep-work")  # the journal in work/ tells which cases were measured
     assert made.code == 0, made.stderr
     run_dir = Path(made.last_line)
     records = run_dir / "records" / "sleepy"
