@@ -159,3 +159,28 @@ def test_a_postgresql_panic_on_a_full_disk_is_caught_and_explained(tmp_path):
     assert "the managed PostgreSQL stopped with a PANIC" in message and "No space left on device" in message  # … we say why
     assert "out of disk space" in message and "pg_wal" in message and "refbench resume" in message
     assert explained.exit_code == 75
+
+
+@pytest.mark.slow
+def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_path, refbench, data_dir):
+    from refbench.engines.postgres import ManagedPostgres
+
+    server = ManagedPostgres(data_dir, {"max_connections": "8"})
+    server.start()
+    try:
+        dsn = server.database("tpcc")
+        result = refbench("oltp", "--dsn", dsn, "--warehouses", "1", "--users", "12", "--rampup-s", "1", "--duration-s", "2",
+                          "--runs-dir", "runs")
+        assert result.code == 75, result.stderr
+        line, = [line for line in result.stderr.splitlines() if line.startswith("refbench:")]
+        assert "out of database connections" in line and "too many clients" in line and "max_connections" in line, line
+        assert "refbench resume" in line
+
+        server.settings["max_connections"] = "40"  # what the sentence asks for
+        server.restart()  # same socket and port: the run's DSN still names it
+        run = next((tmp_path / "runs").iterdir())
+        resumed = refbench("resume", str(run))
+        assert resumed.code == 0, resumed.stderr
+        assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u12-r1"]
+    finally:
+        server.stop()
