@@ -170,9 +170,9 @@ def _execute(run: Run, console: Console) -> bool:
 
 
 def written_places(plan: Plan) -> list[Path]:
-    """The directories a plan writes to besides its run directory: its work directory and the suites' *_dir options."""
+    """The places a plan writes to besides its run directory: its work directory, targets and suites' *_dir options."""
     places = [Path(plan.work_dir)] if plan.work_dir else []
-    return places + [Path(v) for options in plan.options.values() for k, v in options.items()
+    return places + [Path(t) for t in plan.targets] + [Path(v) for options in plan.options.values() for k, v in options.items()
                      if k.endswith("_dir") and isinstance(v, str) and v]
 
 
