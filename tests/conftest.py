@@ -48,7 +48,7 @@ def refbench_command(*args: str) -> list[str]:
 def refbench(tmp_path):
     """Runs the real CLI in a subprocess, in tmp_path, with the test suite registered."""
 
-    def run(*args: str, timeout: float = 180, cwd: Path | None = None) -> Result:
+    def run(*args: str, timeout: float = 600, cwd: Path | None = None) -> Result:  # a hang guard, not a speed test
         p = subprocess.run(refbench_command(*args), capture_output=True, text=True, timeout=timeout,
                            cwd=cwd or tmp_path, env=cli_env())
         return Result(p.returncode, p.stdout, p.stderr)

@@ -181,8 +181,11 @@ def test_default_data_dir_moves_when_the_run_directory_is_closed_to_postgres(tmp
     assert result.code == 0, result.stderr
     assert "/var/tmp/refbench/" in result.stderr
     run = tmp_path / result.last_line
-    assert f"/var/tmp/refbench/{run.name}/oltp/pgdata" in result.stderr
-    assert not (Path("/var/tmp/refbench") / run.name).exists()  # a complete run's work data goes, there too
+    from refbench.runner import scratch_dir
+    from refbench.runstore import Run
+
+    assert f"{scratch_dir(Run(run))}/oltp/pgdata" in result.stderr
+    assert not scratch_dir(Run(run)).exists()  # a complete run's work data goes, there too
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ skips exactly the recorded cases and measures the rest: none lost, none duplicat
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import socket
 import time
@@ -105,7 +106,9 @@ SCRATCH_ROOT = Path("/var/tmp/refbench")
 
 
 def scratch_dir(run: Run) -> Path:
-    return SCRATCH_ROOT / run.path.name
+    """Two runs of the same name started in the same second from different runs directories (two users, two
+    checkouts) must not share it: the run directory's own path tells them apart."""
+    return SCRATCH_ROOT / f"{run.path.name}-{hashlib.sha1(str(run.path.resolve()).encode()).hexdigest()[:8]}"
 
 
 def start(plan: Plan, argv: list[str], console: Console) -> Run:
