@@ -270,7 +270,7 @@ def test_a_cluster_run_killed_mid_step_leaves_no_worker_and_resumes_keeping_fini
     runs = tmp_path / "runs"
     tree = process_tree("run", "--suite", "sleepy", "--set", "sleepy.cases=6", "--set", "sleepy.sleep_s=1", "--hosts", "1,2",
                         "--runs-dir", str(runs), linger_s=10)
-    run = wait_for(lambda: runs.is_dir() and next(runs.iterdir(), None), 60, "the run directory")
+    run = wait_for(lambda: next(runs.glob("*/run.json"), None), 60, "the run directory").parent
     wait_for(lambda: "2" not in json.loads((run / "run.json").read_text()).get("cluster", {}).get("steps", {"2": 0})
              and (run / "nodes" / "1-nodes" / "node1" / "records").is_dir(), 180, "the first step", every_s=0.2)
     time.sleep(3)  # into the second step

@@ -23,6 +23,9 @@ from refbench.plan import Plan
 from refbench.runstore import Run, iso, utc_now
 
 WORKER_WAIT_S = 60.0
+# A worker the scheduler does not list for this long is dead; a busy machine can hide one for a moment (a missed
+# heartbeat, a reconnect), which must not fail a node that is still measuring.
+WORKER_GONE_S = 10.0
 # How long nodes wait at the start barrier for each other: getting ready takes a node a second or two, so a node
 # missing after this is busy with another run or stuck, and the step ends instead of waiting for it.
 START_TIMEOUT_S = 120.0
@@ -138,15 +141,22 @@ def _run_step(client, run: Run, plan: Plan, step: int, chosen: dict[str, str], c
                for node, address in chosen.items()}
     outcome: dict[str, dict[str, Any]] = {node: {"status": "running", "address": chosen[node]} for node in chosen}
     waiting, started, barrier = set(chosen), False, time.monotonic()
+    missing_since: dict[str, float] = {}  # node -> when the scheduler stopped listing its worker
     try:
         while any(o["status"] == "running" for o in outcome.values()):
             alive = set(client.scheduler_info(n_workers=-1)["workers"])
+            now = time.monotonic()
+            for node, address in chosen.items():
+                if address in alive:
+                    missing_since.pop(node, None)
+                else:
+                    missing_since.setdefault(node, now)
             for node, future in futures.items():
                 if outcome[node]["status"] != "running":
                     continue
                 if future.status in ("finished", "error", "cancelled"):
                     outcome[node].update(_collect(run, step, node, future))
-                elif chosen[node] not in alive:
+                elif now - missing_since.get(node, now) > WORKER_GONE_S:
                     future.cancel()
                     outcome[node].update(status="failed", error="the worker died mid-run; its results are lost")
                 elif not started and node in waiting and time.monotonic() - barrier > START_TIMEOUT_S + 10:
