@@ -1,6 +1,7 @@
 """Targets are checked before a run directory exists: paths (new, missing, unwritable, on an unmounted fstab mount
 point), what each suite does with them, and raw block devices on real loop devices (mounted, signed, partitioned,
-or backing something mounted through loop, device-mapper or md)."""
+or backing something mounted through loop, device-mapper or md; the last two also on a sysfs tree laid out as the
+kernel lays one out, for kernels without those drivers)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from conftest import cli_env, refbench_command
 from refbench.errors import UserError
 from refbench.plan import load_plan
 from refbench.suites.analytics import AnalyticsSuite
+from refbench.suites.device import targets as targets_module
 from refbench.suites.device.targets import FSTAB_ENV, resolve
 
 DEVICE_OPTIONS = {"size": 0, "destroy_data": False}
@@ -388,6 +390,60 @@ def test_a_loop_device_in_a_mounted_md_array_is_refused(stack):
     mountpoint = stack.mount(md)
     with pytest.raises(UserError, match=f"which is mounted at {mountpoint}"):
         _resolve(members[0])
+
+
+class FakeSysfs:
+    """/sys/class/block as the kernel lays it out with device-mapper and md, for the kernels here that have neither
+    (the two tests above skip): the stacking walk that refuses a disk under a mounted device is the same code."""
+
+    def __init__(self, root: Path, monkeypatch):
+        self.root, self.mounted, self.next_minor = root, [], 0
+        monkeypatch.setattr(targets_module, "SYS_BLOCK", root)
+        monkeypatch.setattr(targets_module, "mounts", lambda: list(self.mounted))
+        monkeypatch.setattr(targets_module, "_swap_numbers", set)
+
+    def device(self, name: str, on: list[str] = (), partition_of: str | None = None, **kind: str) -> str:
+        base = (self.root / partition_of / name) if partition_of else self.root / name
+        base.mkdir(parents=True)
+        self.next_minor += 1
+        (base / "dev").write_text(f"250:{self.next_minor}\n")
+        (base / "holders").mkdir()
+        if partition_of:
+            (base / "partition").write_text("1\n")
+            (self.root / name).symlink_to(base)
+        if "dm_name" in kind:
+            (base / "dm").mkdir()
+            (base / "dm" / "name").write_text(kind["dm_name"] + "\n")
+        if kind.get("md"):
+            (base / "md").mkdir()
+        for lower in on:
+            (self.root / lower / "holders" / name).mkdir()
+        return name
+
+    def mount(self, name: str, point: str) -> None:
+        major, minor = (self.root / name / "dev").read_text().split(":")
+        self.mounted.append(targets_module.Mount((int(major), int(minor)), point, "ext4", f"/dev/{name}"))
+
+
+def test_a_disk_under_a_mounted_device_mapper_or_md_device_is_refused_by_the_stacking_walk(tmp_path, monkeypatch):
+    sysfs = FakeSysfs(tmp_path / "block", monkeypatch)
+    sysfs.device("sdx")
+    sysfs.device("sdx1", partition_of="sdx")
+    sysfs.device("dm-0", on=["sdx1"], dm_name="vg-data")
+    sysfs.mount("dm-0", "/srv")
+    assert targets_module._in_use("sdx") == (
+        "it backs dm-0 (device-mapper vg-data) on sdx1 (partition), which is mounted at /srv")
+
+    sysfs.device("sdy")
+    sysfs.device("sdz")
+    sysfs.device("md0", on=["sdy", "sdz"], md="1")
+    assert targets_module._in_use("sdz") == "it backs md0 (md RAID); remove that first (losetup -d, dmsetup remove, mdadm --stop)"
+    sysfs.mount("md0", "/data")
+    assert targets_module._in_use("sdy") == "it backs md0 (md RAID), which is mounted at /data"
+
+    sysfs.device("sdw")
+    sysfs.device("sdw1", partition_of="sdw")
+    assert targets_module._in_use("sdw") is None  # partitions alone are the signature check's business
 
 
 def _run(cwd: Path, *args: str, env: dict[str, str] | None = None, real_user: str | None = None):
