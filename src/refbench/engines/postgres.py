@@ -253,7 +253,12 @@ class ManagedPostgres:
     def _stop_own(self) -> None:
         """Fast shutdown of the server this object started, as pg_ctl -m fast, and immediate if that hangs."""
         if self.process is not None:
-            for signum, wait_s in ((signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10.0), (signal.SIGKILL, None)):
+            steps = [(signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10.0), (signal.SIGKILL, None)]
+            if _panic_since_launch(self.log_file):
+                # Crash recovery after a PANIC on a full disk can spin without heeding a fast shutdown (two minutes
+                # seen); there is nothing clean left to shut down, so immediate it is.
+                steps = steps[1:]
+            for signum, wait_s in steps:
                 if self.process.poll() is not None:
                     break
                 self.process.send_signal(signum)
@@ -281,17 +286,20 @@ def last_panic() -> str | None:
     """The last PANIC a server this process launched logged, with its log's path: a PANIC stops the whole server,
     and its clients see only a lost connection, so the log is where the reason is (a full disk for its WAL, say)."""
     found = None
-    for log, offset in _LAUNCHED.items():
-        try:
-            with open(log, "rb") as f:
-                f.seek(offset)
-                lines = f.read().decode(errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            if "PANIC:" in line:
-                found = f"{line.split('PANIC:', 1)[1].strip()} (its log: {log})"
+    for log in _LAUNCHED:
+        found = _panic_since_launch(log) or found
     return found
+
+
+def _panic_since_launch(log: Path) -> str | None:
+    try:
+        with open(log, "rb") as f:
+            f.seek(_LAUNCHED.get(log, 0))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    panics = [line.split("PANIC:", 1)[1].strip() for line in lines if "PANIC:" in line]
+    return f"{panics[-1]} (its log: {log})" if panics else None
 
 
 def managed_data_dir(preferred: Path, fallback: Path) -> Path:
