@@ -64,6 +64,7 @@ def three_file_systems(tmp_path):
             image.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_a_quick_run_measures_every_job_and_each_location_gets_its_io(three_file_systems, refbench, tmp_path):
     (data_dev, data), (work_dev, work), (util_dev, util) = (three_file_systems[n] for n in ("data", "work", "util"))
     result = refbench("analytics", "--data-dir", str(data), "--work-dir", str(work), "--util-dir", str(util),
@@ -130,6 +131,7 @@ def _job_pids(test: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_a_job_that_dies_is_reported_failed_and_the_others_finish(tmp_path):
     process = subprocess.Popen(
         refbench_command("analytics", "--tests", "correlation_matrix,random_reads", "--jobs", "4", "--concurrency", "2",
@@ -156,6 +158,7 @@ def test_a_job_that_dies_is_reported_failed_and_the_others_finish(tmp_path):
     assert "killed by signal 9" in (run / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_cpu_real_time_ratio_near_thread_count_when_cpu_bound_and_below_one_when_io_bound(refbench, tmp_path):
     result = refbench("analytics", "--tests", "correlation_matrix,random_reads", "--jobs", "2", "--concurrency", "1",
                       "--threads", "2", "--rows", "1000000", "--no-iotest", "--runs-dir", "runs", timeout=300)

@@ -103,6 +103,7 @@ def test_nodes_use_their_own_directories_and_clean_up_after_dead_workers(tmp_pat
         os.close(held)
 
 
+@pytest.mark.slow
 def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refbench, tmp_path):
     result = refbench("run", *SLEEPY, "--hosts", "1,2", "--runs-dir", "runs", timeout=240)
     assert result.code == 0, result.stderr
@@ -132,6 +133,7 @@ def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refben
     assert factors[("case-001@2n", "ops_per_s")] == pytest.approx(2) and factors[("case-001@1n", "lat_ms")] == pytest.approx(2)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_is_a_failed_node_and_the_others_are_kept(services, tmp_path):
     scheduler = services("scheduler", "--port", "0")
     address = scheduler.first_line()
@@ -202,6 +204,7 @@ def namespaces():
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
 
 
+@pytest.mark.slow
 def test_hosts_in_network_namespaces_run_a_suite_together_under_their_host_names(namespaces, services, refbench, tmp_path):
     scheduler = services("scheduler", "--host", "10.231.0.1", "--port", "0")
     address = scheduler.first_line()
@@ -242,6 +245,7 @@ def certificates(tmp_path):
     return {name: str(tmp_path / name) for name in ("ca.pem", "node.pem", "node.key", "other.pem", "other.key")}
 
 
+@pytest.mark.slow
 def test_tls_between_the_ends_with_the_users_certificates(certificates, services, refbench, tmp_path):
     tls = ["--tls-ca-file", certificates["ca.pem"], "--tls-cert", certificates["node.pem"], "--tls-key", certificates["node.key"]]
     scheduler = services("scheduler", "--port", "0", *tls)

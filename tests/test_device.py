@@ -25,6 +25,7 @@ def _records(run: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (run / "records" / "device").glob("*.json")}
 
 
+@pytest.mark.slow
 def test_quick_profile_on_a_small_file_gives_six_tables_and_twelve_charts(tmp_path, refbench):
     (tmp_path / "target").mkdir()
     result = refbench("device", str(tmp_path / "target"), "--runs-dir", "runs", *SMALL)
@@ -244,6 +245,7 @@ def test_a_sweep_killed_while_fio_runs_leaves_no_fio_and_resumes_at_the_unfinish
     assert not list(tmp_path.glob("refbench-device*"))
 
 
+@pytest.mark.slow
 def test_two_device_runs_compare_point_by_point(tmp_path, refbench):
     point = ["--size", "32m", "--no-checks", "--no-precondition", "--block-sizes", "4k", "--iodepths", "2",
              "--patterns", "random", "--write-shares", "0", "--runs-dir", "runs"]

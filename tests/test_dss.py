@@ -20,6 +20,7 @@ def sf1_data(tmp_path_factory):
     return tmp_path_factory.mktemp("tpch-sf1"), 1.0
 
 
+@pytest.mark.slow
 def test_duckdb_answers_match_the_reference_set_at_sf1(sf1_data):
     data, sf = sf1_data
     info = datagen.generate(data, sf)
@@ -102,6 +103,7 @@ def test_tpchgen_failure_is_one_sentence(tmp_path):
         datagen.generate(blocker / "data", 0.01)
 
 
+@pytest.mark.slow
 def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tmp_path, refbench):
     import json
 

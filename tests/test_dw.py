@@ -25,6 +25,7 @@ def test_each_limit_can_decide_and_the_rules_are_configurable():
     assert strict.rate(1000, None, 1)["rules"]["compression"] == 2
 
 
+@pytest.mark.slow
 def test_a_dw_run_rates_both_stores_and_agrees_with_an_independent_reading(tmp_path, refbench):
     import json
     import shutil

@@ -24,6 +24,7 @@ def _server_running(data: Path) -> bool:
     return (data / "postmaster.pid").exists()
 
 
+@pytest.mark.slow
 def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench, data_dir):
     result = refbench("oltp", *TINY, "--users", "1,2", "--data-dir", str(data_dir), "--runs-dir", "runs")
     assert result.code == 0, result.stderr
@@ -48,6 +49,7 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
     assert "Throughput and New-Order latency by load level" in html and "shared_buffers" in html
 
 
+@pytest.mark.slow
 def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, data_dir):
     server = ManagedPostgres(data_dir, {})
     server.start()
@@ -70,6 +72,7 @@ def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, dat
     assert findings["consistency condition 2"]["passed"]
 
 
+@pytest.mark.slow
 def test_an_existing_schema_of_another_size_needs_rebuild(tmp_path, refbench, data_dir):
     first = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs")
     assert first.code == 0, first.stderr
@@ -143,6 +146,7 @@ def test_transaction_inputs_follow_the_specification():
     assert max(int(values(INPUTS["stock_level"](rng, 1, []))[2]) for _ in range(500)) <= 20
 
 
+@pytest.mark.slow
 def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_dir, process_tree):
     from conftest import wait_for
 
@@ -173,6 +177,7 @@ def test_a_missing_postgresql_server_is_one_clear_sentence(monkeypatch):
         postgres.require_server_binaries()
 
 
+@pytest.mark.slow
 def test_default_data_dir_moves_when_the_run_directory_is_closed_to_postgres(tmp_path, refbench):
     if os.geteuid() != 0:
         pytest.skip("only root runs the server as another user")

@@ -7,9 +7,12 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import cli_env, refbench_command, wait_for as _wait_for
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, refbench, process_tree):
     runs = tmp_path / "runs"
     cases = 10
@@ -103,6 +106,7 @@ def test_a_complete_run_keeps_no_lock_and_no_work_data_and_its_files_are_readabl
 
 
 
+@pytest.mark.slow
 def test_resume_sets_a_corrupt_record_aside_and_measures_that_case_again(tmp_path, refbench):
     """A record is written atomically, so a corrupt one was edited or damaged on disk: resume neither trusts nor
     deletes it (it stays beside as .corrupt) and measures that case again, also in a run that had completed."""
