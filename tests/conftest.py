@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from refbench.children import die_with_parent
 
 TESTS = Path(__file__).parent
 TEST_SUITES = "sleepy=suite_for_tests:SleepySuite"
@@ -49,8 +52,9 @@ def refbench(tmp_path):
     """Runs the real CLI in a subprocess, in tmp_path, with the test suite registered."""
 
     def run(*args: str, timeout: float = 600, cwd: Path | None = None) -> Result:  # a hang guard, not a speed test
+        # SIGTERM when the test process dies (a developer stopping pytest): the run stops what it started.
         p = subprocess.run(refbench_command(*args), capture_output=True, text=True, timeout=timeout,
-                           cwd=cwd or tmp_path, env=cli_env())
+                           cwd=cwd or tmp_path, env=cli_env(), preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
         return Result(p.returncode, p.stdout, p.stderr)
 
     return run

@@ -18,7 +18,7 @@ from refbench.engines.fio import FioError
 from refbench.suites.device import checks
 from refbench.suites.device.targets import Target
 
-SMALL = ["--size", "64m", "--check-size", "8m", "--fs-stress-files", "16"]
+SMALL = ["--size", "64m", "--check-size", "8m", "--fs-stress-files", "16", "--numjobs", "1"]
 
 
 def _records(run: Path) -> dict[str, dict]:
