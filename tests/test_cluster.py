@@ -112,7 +112,7 @@ def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refben
     assert [(r["nodes"], r["node"], r["status"]) for r in nodes] == [("1", "node1", "ok"), ("2", "node1", "ok"), ("2", "node2", "ok")]
     assert all(float(r["started after the first node (s)"]) < 1.0 for r in nodes)  # started together
     for step, node in (("1", "node1"), ("2", "node1"), ("2", "node2")):
-        assert len(list((run / "nodes" / f"{step}-nodes" / node / "records" / "sleepy").glob("*.json"))) == 4
+        assert len(list((run / "nodes" / f"{step}-nodes" / node / "records" / "sleepy").glob("[!.]*.json"))) == 4
     totals = {(r["nodes"], r["case"], r["figure"]): r for r in _rows(run / "tables" / "cluster" / "cluster_totals.csv")}
     two = totals[("2", "case-001", "ops_per_s")]
     assert float(two["total (sum or mean)"]) == pytest.approx(2 * float(totals[("1", "case-001", "ops_per_s")]["total (sum or mean)"]))
@@ -165,7 +165,7 @@ def test_a_worker_killed_mid_run_is_a_failed_node_and_the_others_are_kept(servic
     steps = json.loads((run / "run.json").read_text())["cluster"]["steps"]["2"]
     assert steps["node-b"]["status"] == "failed" and "died" in steps["node-b"]["error"]
     assert steps["node-a"]["status"] == "ok"
-    assert len(list((run / "nodes" / "2-nodes" / "node-a" / "records" / "sleepy").glob("*.json"))) == 6
+    assert len(list((run / "nodes" / "2-nodes" / "node-a" / "records" / "sleepy").glob("[!.]*.json"))) == 6
     assert not (run / "nodes" / "2-nodes" / "node-b").exists()
     findings = _rows(run / "tables" / "cluster" / "cluster_nodes.csv")
     assert {r["node"]: r["status"] for r in findings} == {"node-a": "ok", "node-b": "failed"}
@@ -280,13 +280,13 @@ def test_a_cluster_run_killed_mid_step_leaves_no_worker_and_resumes_keeping_fini
     time.sleep(3)  # into the second step
     tree.signal(signal.SIGKILL)
     assert tree.finish()["survivors"] == []  # the local Dask cluster and the nodes' refbench went with it
-    first = {p.name: p.read_bytes() for p in (run / "nodes" / "1-nodes" / "node1" / "records" / "sleepy").glob("*.json")}
+    first = {p.name: p.read_bytes() for p in (run / "nodes" / "1-nodes" / "node1" / "records" / "sleepy").glob("[!.]*.json")}
     assert len(first) == 6
 
     resumed = refbench("resume", str(run), timeout=300)
     assert resumed.code == 0, resumed.stderr
     assert "step 1 node(s): already measured" in resumed.stderr
-    assert {p.name: p.read_bytes() for p in (run / "nodes" / "1-nodes" / "node1" / "records" / "sleepy").glob("*.json")} == first
+    assert {p.name: p.read_bytes() for p in (run / "nodes" / "1-nodes" / "node1" / "records" / "sleepy").glob("[!.]*.json")} == first
     for node in ("node1", "node2"):
-        assert len(list((run / "nodes" / "2-nodes" / node / "records" / "sleepy").glob("*.json"))) == 6
+        assert len(list((run / "nodes" / "2-nodes" / node / "records" / "sleepy").glob("[!.]*.json"))) == 6
     assert json.loads((run / "run.json").read_text())["status"] == "complete"

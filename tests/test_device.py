@@ -22,7 +22,7 @@ SMALL = ["--size", "64m", "--check-size", "8m", "--fs-stress-files", "16", "--nu
 
 
 def _records(run: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in (run / "records" / "device").glob("*.json")}
+    return {p.stem: json.loads(p.read_text()) for p in (run / "records" / "device").glob("[!.]*.json")}
 
 
 @pytest.mark.slow

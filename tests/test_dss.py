@@ -114,7 +114,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
         first = refbench(*args)
         assert first.code == 0, first.stderr
         run = tmp_path / first.last_line
-        records = {p.stem: json.loads(p.read_text()) for p in (run / "records" / "dss").glob("*.json")}
+        records = {p.stem: json.loads(p.read_text()) for p in (run / "records" / "dss").glob("[!.]*.json")}
         for engine in ("duckdb", "postgres"):
             assert {f"{engine}-q{q:02d}" for q in range(1, 23)} | {f"{engine}-power", f"{engine}-throughput"} <= set(records)
             q6 = records[f"{engine}-q06"]["metrics"]

@@ -52,20 +52,20 @@ def test_a_full_disk_while_measuring_stops_the_run_resumably(small_fs, process_t
     runs = small_fs / "runs"
     tree = process_tree("sleepy", "--runs-dir", str(runs), "--set", "sleepy.cases=12", "--set", "sleepy.sleep_s=0.4")
     records = wait_for(lambda: next(runs.glob("*/records/sleepy"), None), 60, "the first record")
-    wait_for(lambda: len(list(records.glob("*.json"))) >= 2, 60, "two records")
+    wait_for(lambda: len(list(records.glob("[!.]*.json"))) >= 2, 60, "two records")
     filler = fill(small_fs)
     ended = tree.finish()
     assert ended["code"] == 75, ended["stderr"]
     _one_sentence_about_space(ended["stderr"], runs)
     assert ended["survivors"] == []
     run = records.parents[1]
-    before = {p.name: p.read_bytes() for p in records.glob("*.json")}
+    before = {p.name: p.read_bytes() for p in records.glob("[!.]*.json")}
     assert 2 <= len(before) < 12
 
     filler.unlink()
     resumed = tree_result = process_tree("resume", str(run)).finish()
     assert resumed["code"] == 0, tree_result["stderr"]
-    after = {p.name: p.read_bytes() for p in records.glob("*.json")}
+    after = {p.name: p.read_bytes() for p in records.glob("[!.]*.json")}
     assert len(after) == 12 and all(after[name] == content for name, content in before.items())
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
 
@@ -181,6 +181,6 @@ def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_p
         run = next((tmp_path / "runs").iterdir())
         resumed = refbench("resume", str(run))
         assert resumed.code == 0, resumed.stderr
-        assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u12-r1"]
+        assert [p.stem for p in (run / "records" / "oltp").glob("[!.]*.json")] == ["u12-r1"]
     finally:
         server.stop()

@@ -19,7 +19,8 @@ LINGER_S = 5  # "nothing outlives refbench for more than a few seconds"
 
 
 def _records(run: Path, suite: str) -> dict[str, bytes]:
-    return {p.stem: p.read_bytes() for p in (run / "records" / suite).glob("*.json")}
+    # [!.]: finished records only, not one being written (.tmp-*.json, which pathlib's * matches)
+    return {p.stem: p.read_bytes() for p in (run / "records" / suite).glob("[!.]*.json")}
 
 
 def _resume_completes(refbench, run: Path, suite: str, before: dict[str, bytes], expected: set[str]) -> None:
@@ -52,7 +53,7 @@ def test_dss_interrupted_during_the_queries_stops_both_engines_and_resumes(tmp_p
     tree = process_tree("dss", "--sf", "0.01", "--modes", "individual,power", "--data-dir", str(reachable_dir / "tpch"),
                         "--runs-dir", str(runs), linger_s=LINGER_S)
     records = wait_for(lambda: next(runs.glob("*/records/dss"), None), 300, "the first query record")
-    wait_for(lambda: len(list(records.glob("*.json"))) >= 3, 120, "three query records")
+    wait_for(lambda: len(list(records.glob("[!.]*.json"))) >= 3, 120, "three query records")
     tree.signal(signal.SIGINT)
     ended = tree.finish()
     assert ended["code"] == 130, ended["stderr"]

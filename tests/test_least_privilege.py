@@ -277,7 +277,7 @@ def test_a_dsn_password_reaches_no_file_of_the_run_and_resume_still_connects(tmp
         resumed = subprocess.run(refbench_command("resume", str(run)), cwd=tmp_path, env=cli_env(), capture_output=True,
                                  text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
-        assert sorted(p.stem for p in records.glob("*.json")) == ["u1-r1", "u2-r1"]
+        assert sorted(p.stem for p in records.glob("[!.]*.json")) == ["u1-r1", "u2-r1"]
         shown = [first_out, first_err, resumed.stdout, resumed.stderr]
         for args in (["report", str(run)], ["runs", "--runs-dir", "runs", "--json"]):
             result = subprocess.run(refbench_command(*args), cwd=tmp_path, env=cli_env(), capture_output=True, text=True,

@@ -161,10 +161,10 @@ def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_d
     assert ended["survivors"] == []  # no server, no virtual user left behind
     assert not _server_running(data_dir)
     run = Path(tmp_path / ended["stdout"].strip().splitlines()[-1])
-    assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u1-r1"]
+    assert [p.stem for p in (run / "records" / "oltp").glob("[!.]*.json")] == ["u1-r1"]
     resumed = refbench("resume", str(run))
     assert resumed.code == 0, resumed.stderr
-    assert sorted(p.stem for p in (run / "records" / "oltp").glob("*.json")) == ["u1-r1", "u2-r1"]
+    assert sorted(p.stem for p in (run / "records" / "oltp").glob("[!.]*.json")) == ["u1-r1", "u2-r1"]
     assert not _server_running(data_dir)
 
 
@@ -239,7 +239,7 @@ def test_a_disk_filling_up_during_the_load_stops_the_server_and_the_run_resumes_
     run = next((tmp_path / "runs").iterdir())
     resumed = refbench("resume", str(run))
     assert resumed.code == 0, resumed.stderr
-    assert [p.stem for p in (run / "records" / "oltp").glob("*.json")] == ["u1-r1"]
+    assert [p.stem for p in (run / "records" / "oltp").glob("[!.]*.json")] == ["u1-r1"]
     assert not _server_running(base / "pgdata")
 
 

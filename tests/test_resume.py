@@ -20,12 +20,12 @@ def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, r
                         "--keep-work")  # the journal in work/ tells what was measured
     run_dir = _wait_for(lambda: next(runs.glob("*-sleepy"), None), 30, "the run directory")
     records = run_dir / "records" / "sleepy"
-    _wait_for(lambda: records.is_dir() and len(list(records.glob("*.json"))) >= 3, 60, "three records")
+    _wait_for(lambda: records.is_dir() and len(list(records.glob("[!.]*.json"))) >= 3, 60, "three records")
     # Kill while a case is being measured: its start is in the journal but its record is not written.
     journal = run_dir / "work" / "sleepy" / "journal.log"
     _wait_for(lambda: journal.read_text().splitlines()[-1].startswith("start"), 10, "a case in progress")
     tree.signal(signal.SIGKILL)
-    recorded_before = {p.stem for p in records.glob("*.json")}
+    recorded_before = {p.stem for p in records.glob("[!.]*.json")}
     assert 3 <= len(recorded_before) < cases
     ended = tree.finish()
     assert ended["survivors"] == [], "the telemetry sampler outlived its runner"
@@ -37,7 +37,7 @@ def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, r
     assert resumed.code == 0, resumed.stderr
     assert resumed.last_line == str(run_dir)
 
-    files = sorted(records.glob("*.json"))
+    files = sorted(records.glob("[!.]*.json"))
     ids = [json.loads(p.read_text())["case_id"] for p in files]
     assert ids == [f"case-{i:03d}" for i in range(cases)]  # every case, each once
     assert not list(run_dir.rglob(".tmp-*"))
@@ -54,7 +54,7 @@ def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, r
 
     again = refbench("resume", str(run_dir))
     assert again.code == 0 and "already complete" in again.stderr
-    assert len(list(records.glob("*.json"))) == cases
+    assert len(list(records.glob("[!.]*.json"))) == cases
 
 
 def test_a_run_in_use_cannot_be_resumed_twice(tmp_path, refbench):
@@ -97,7 +97,7 @@ def test_a_complete_run_keeps_no_lock_and_no_work_data_and_its_files_are_readabl
     run_dir = tmp_path / result.last_line
     assert not (run_dir / "run.lock").exists()
     assert not (run_dir / "work").exists() and "work data removed" in result.stderr
-    for path in (run_dir / "report.html", run_dir / "run.json", next((run_dir / "records" / "sleepy").glob("*.json"))):
+    for path in (run_dir / "report.html", run_dir / "run.json", next((run_dir / "records" / "sleepy").glob("[!.]*.json"))):
         assert path.stat().st_mode & 0o077 == 0o044, f"{path} is not readable by others, or writable by them"
 
     kept = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.cases=1", "--keep-work")
@@ -119,7 +119,7 @@ def test_resume_sets_a_corrupt_record_aside_and_measures_that_case_again(tmp_pat
     damaged = records / "case-002.json"
     broken = damaged.read_bytes()[:60]
     damaged.write_bytes(broken)
-    kept = {p.name: p.read_bytes() for p in records.glob("*.json") if p != damaged}
+    kept = {p.name: p.read_bytes() for p in records.glob("[!.]*.json") if p != damaged}
 
     report = refbench("report", str(run_dir))
     assert report.code == 2 and f"{damaged} is not valid JSON at line" in report.stderr, report.stderr
@@ -130,7 +130,7 @@ def test_resume_sets_a_corrupt_record_aside_and_measures_that_case_again(tmp_pat
     assert f"set aside {damaged} as case-002.json.corrupt" in resumed.stderr
     assert (records / "case-002.json.corrupt").read_bytes() == broken
     assert json.loads(damaged.read_text())["case_id"] == "case-002"  # measured again, whole
-    assert {p.name: p.read_bytes() for p in records.glob("*.json") if p != damaged} == kept  # the others untouched
+    assert {p.name: p.read_bytes() for p in records.glob("[!.]*.json") if p != damaged} == kept  # the others untouched
     journal = (run_dir / "work" / "sleepy" / "journal.log").read_text().splitlines()
     assert journal.count("start case-002") == 2 and journal.count("start case-001") == 1
     listing = refbench("runs", "--runs-dir", str(runs), "--json")
