@@ -55,9 +55,11 @@ def run_go_tpc(go_tpc: str, common: list[str], dsn: str, warehouses: int, users:
                              "--time", f"{rampup + seconds + 5}s", "--interval", "1000s"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(rampup)
-    no0, cpu0, db0, t0 = new_orders(dsn, "district"), process_cpu_s(proc.pid), driver.postgres_cpu_s(), time.time()
+    with connect(dsn, autocommit=True) as conn:
+        server = driver.server_pid(conn)
+    no0, cpu0, db0, t0 = new_orders(dsn, "district"), process_cpu_s(proc.pid), driver.postgres_cpu_s(server), time.time()
     time.sleep(seconds)
-    no1, cpu1, db1, t1 = new_orders(dsn, "district"), process_cpu_s(proc.pid), driver.postgres_cpu_s(), time.time()
+    no1, cpu1, db1, t1 = new_orders(dsn, "district"), process_cpu_s(proc.pid), driver.postgres_cpu_s(server), time.time()
     out = proc.communicate()[0]
     if proc.returncode != 0:
         raise SystemExit(f"go-tpc failed: {out.strip().splitlines()[-1:]}")

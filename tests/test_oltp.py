@@ -280,3 +280,26 @@ def test_wrong_password_is_one_sentence_and_writes_nothing(tmp_path, refbench, d
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "password authentication failed" in lines[0] and "wrong-one" not in lines[0], lines
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_database_cpu_is_counted_for_the_server_under_test_only(data_dir):
+    """Another PostgreSQL on the host (a neighbour's run) once made the driver's CPU share negative when one of its
+    backends exited: only the server behind the driver's connection counts."""
+    from refbench.engines.postgres import ManagedPostgres, connect
+    from refbench.suites.oltp.driver import postgres_cpu_s, server_pid
+
+    ours, neighbour = ManagedPostgres(data_dir / "ours", {}), ManagedPostgres(data_dir / "neighbour", {})
+    ours.start()
+    neighbour.start()
+    try:
+        with connect(ours.dsn, autocommit=True) as conn:
+            assert server_pid(conn) == ours.process.pid
+            before = postgres_cpu_s(ours.process.pid)
+            with connect(neighbour.dsn, autocommit=True) as busy:  # CPU in the neighbour only
+                busy.execute("SELECT count(*) FROM generate_series(1, 3000000)")
+            assert postgres_cpu_s(ours.process.pid) - before < 0.5
+            conn.execute("SELECT count(*) FROM generate_series(1, 3000000)")
+            assert postgres_cpu_s(ours.process.pid) > before
+    finally:
+        neighbour.stop()
+        ours.stop()

@@ -232,8 +232,8 @@ def figures(r: "driver.DriverResult") -> dict[str, Any]:
     m["new_order_rollback_pct"] = round(100 * r.counts["new_order"]["rollback"] / (completed["new_order"] or 1), 2)
     m["errors"] = sum(c["error"] for c in r.counts.values())
     m["driver_cpu_s"] = round(r.driver_cpu_s, 2)
-    m["db_cpu_s"] = round(r.db_cpu_s, 2)
-    both = r.driver_cpu_s + r.db_cpu_s
+    m["db_cpu_s"] = round(r.db_cpu_s, 2) if r.db_cpu_s is not None else None
+    both = r.driver_cpu_s + r.db_cpu_s if r.db_cpu_s is not None else 0
     m["driver_cpu_share_pct"] = round(100 * r.driver_cpu_s / both, 1) if both else None
     return m
 

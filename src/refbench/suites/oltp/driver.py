@@ -165,26 +165,40 @@ def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int,
     }))
 
 
-def postgres_cpu_s() -> float:
-    """CPU seconds used so far by PostgreSQL on this host: every live 'postgres' process, plus what the
-    postmaster's exited children (backends of closed connections) used, which the kernel adds to its
-    children's totals when it reaps them."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    procs = {}
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(command name, parent pid, own CPU ticks, reaped children's CPU ticks) of a process, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]), int(fields[11]) + int(fields[12]),
+            int(fields[13]) + int(fields[14]))
+
+
+def server_pid(conn: Any) -> int | None:
+    """The postmaster of the server behind ``conn`` when it runs on this host (the parent of the connection's
+    backend); None for a server elsewhere, whose CPU this host cannot see."""
+    backend = _stat(conn.info.backend_pid)
+    if backend is None or backend[0] != "postgres":
+        return None
+    postmaster = _stat(backend[1])
+    return backend[1] if postmaster is not None and postmaster[0] == "postgres" else None
+
+
+def postgres_cpu_s(postmaster: int) -> float:
+    """CPU seconds used so far by one PostgreSQL server: its postmaster and live children, plus what its exited
+    children (backends of closed connections) used, which the kernel adds to the postmaster's children's totals when
+    it reaps them. Only that server: another PostgreSQL on the host (a neighbour's run) is not counted."""
+    own = _stat(postmaster)
+    if own is None:
+        return 0.0
+    total = own[2] + own[3]
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.index("(") + 1:stat.rindex(")")] == "postgres":
-            fields = stat[stat.rindex(")") + 2:].split()
-            procs[int(pid)] = (int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
-    total = 0
-    for ppid, own, children in procs.values():
-        total += own
-        if ppid not in procs:  # a postmaster
-            total += children
-    return total / ticks
+        child = _stat(int(pid))
+        if child is not None and child[1] == postmaster:
+            total += child[2]
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -193,7 +207,7 @@ class DriverResult:
     measured_s: float
     counters_start: dict[str, int]
     counters_end: dict[str, int]
-    db_cpu_s: float
+    db_cpu_s: float | None  # None: the server runs on another host
     driver_cpu_s: float
     histograms: dict[str, HdrHistogram]
     counts: dict[str, dict[str, int]]
@@ -219,13 +233,14 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
             if kind == "error":
                 raise UserError(f"virtual user {index} could not start: {detail}")
         with connect(dsn, autocommit=True) as conn:
+            server = server_pid(conn)
             run_start = time.time()
             window[0], window[1] = run_start + rampup_s, run_start + rampup_s + duration_s
             go.set()
             _watch_until(window[0], run_start, out, on_tick)
-            counters_start, cpu_start, t_start = database.counters(conn), postgres_cpu_s(), time.time()
+            counters_start, cpu_start, t_start = database.counters(conn), _server_cpu_s(server), time.time()
             _watch_until(window[1], run_start, out, on_tick)
-            counters_end, cpu_end, t_end = database.counters(conn), postgres_cpu_s(), time.time()
+            counters_end, cpu_end, t_end = database.counters(conn), _server_cpu_s(server), time.time()
         stop.value = 1
         done = []
         while len(done) < users:
@@ -244,8 +259,12 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
-    return _combine(users, t_end - t_start, counters_start, counters_end, cpu_end - cpu_start, done, rampup_s, duration_s,
-                    bucket_s)
+    db_cpu_s = cpu_end - cpu_start if server is not None else None
+    return _combine(users, t_end - t_start, counters_start, counters_end, db_cpu_s, done, rampup_s, duration_s, bucket_s)
+
+
+def _server_cpu_s(server: int | None) -> float | None:
+    return postgres_cpu_s(server) if server is not None else None
 
 
 def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float], None] | None) -> None:
