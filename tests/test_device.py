@@ -90,6 +90,41 @@ def test_dd_and_fs_stress_checks_pass_on_a_healthy_directory(tmp_path):
     assert not (tmp_path / "refbench-fs-stress").exists()
 
 
+def test_a_neighbour_reading_the_same_device_makes_accounting_inconclusive_not_failed(tmp_path, monkeypatch):
+    from refbench.suites.device.targets import device_of
+    device = device_of(tmp_path)
+    if device is None:
+        pytest.skip("tmp_path has no block device underneath")
+    data, other = tmp_path / "data.bin", tmp_path / "neighbour.bin"
+    for path in (data, other):
+        subprocess.run(["fio", "--name=fill", f"--filename={path}", "--size=32m", "--rw=write", "--bs=1m",
+                        "--direct=1", "--output=/dev/null"], check=True)
+    real_run_fio = checks.run_fio
+
+    def fio_beside_a_neighbour(job, raw_dir):
+        # A burst from a neighbour (another process tree, as another test's or user's would be): it reads its own
+        # file from the same device with O_DIRECT exactly while the check's fio runs, and is gone before anything
+        # sampled afterwards could see it.
+        neighbour = int(subprocess.run(
+            ["sh", "-c", f"fio --name=neighbour --filename={other} --size=32m --rw=read --bs=1m --direct=1 "
+                         "--time_based --runtime=60 --thread --output=/dev/null </dev/null >/dev/null 2>&1 & echo $!"],
+            capture_output=True, text=True, check=True).stdout)
+        try:
+            time.sleep(0.5)
+            return real_run_fio(job, raw_dir)
+        finally:
+            os.kill(neighbour, signal.SIGKILL)
+            wait_for(lambda: not Path(f"/proc/{neighbour}").exists(), 10, "the neighbour to be reaped")
+
+    monkeypatch.setattr(checks, "run_fio", fio_beside_a_neighbour)
+    target = Target("t0", str(data), str(data), "file", 32 << 20, None, device, False)
+    result = checks.accounting(target, 32 << 20, tmp_path / "raw")
+    assert result.passed, result.detail
+    assert "inconclusive, not failed" in result.detail, result.detail
+    assert result.metrics["kernel_read_bytes"] > 1.05 * result.metrics["fio_read_bytes"], result.metrics
+    assert abs(result.metrics["fio_task_read_bytes"] - result.metrics["fio_read_bytes"]) <= 0.05 * (32 << 20)
+
+
 def _one_line_refusal(result, *parts):
     assert result.code == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
