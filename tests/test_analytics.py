@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_env, refbench_command
+from process_tree import descendants
 from refbench.host.telemetry import Telemetry
 from refbench.suites.analytics.catalog import all_tests
 from refbench.suites.analytics.launcher import schedule
@@ -119,16 +120,10 @@ def test_a_quick_run_measures_every_job_and_each_location_gets_its_io(three_file
     assert "Tables 1 and 2" in (run / "report.html").read_text()
 
 
-def _job_pids(test: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if "refbench.suites.analytics.job" in cmdline and f'"test": "{test}"' in cmdline:
-            pids.append(int(proc.name))
-    return pids
+def _job_pids(refbench_pid: int, test: str) -> list[int]:
+    """The analytics jobs of one test kind that this test's refbench started (a neighbour's are not looked at)."""
+    return [pid for pid, cmdline in descendants(refbench_pid).items()
+            if "refbench.suites.analytics.job" in cmdline and f'"test": "{test}"' in cmdline]
 
 
 @pytest.mark.slow
@@ -139,7 +134,7 @@ def test_a_job_that_dies_is_reported_failed_and_the_others_finish(tmp_path):
         cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (pids := _job_pids("correlation_matrix")):
+        while not (pids := _job_pids(process.pid, "correlation_matrix")):
             assert time.monotonic() < deadline and process.poll() is None, "no correlation_matrix job started"
             time.sleep(0.05)
         os.kill(pids[0], signal.SIGKILL)

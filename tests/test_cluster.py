@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_env, refbench_command
+from process_tree import descendants
 
 SLEEPY = ["--suite", "sleepy"]
 
@@ -58,15 +59,11 @@ def services(tmp_path):
         service.stop()
 
 
-def _processes_with(text: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _wait_for_workers(tmp_path: Path, count: int, log_paths: list[Path], timeout: float = 60) -> None:
@@ -151,11 +148,13 @@ def test_a_worker_killed_mid_run_is_a_failed_node_and_the_others_are_kept(servic
             assert line, "the coordinator ended before the nodes started"
             err += line
         time.sleep(2)
-        assert _processes_with("-node-b\0")  # node-b's refbench is measuring
+        node_b = [pid for pid, cmdline in descendants(b.process.pid).items()
+                  if any(arg.endswith("-node-b") for arg in cmdline.split())]
+        assert node_b  # node-b's refbench is measuring
         os.kill(b.process.pid, signal.SIGKILL)  # the worker dies mid-run
         started = time.monotonic()
         time.sleep(1)
-        assert not _processes_with("-node-b\0")  # and its node's refbench with it
+        assert not [pid for pid in node_b if _alive(pid)]  # and its node's refbench with it
         out, rest = coordinator.communicate(timeout=120)
     finally:
         coordinator.kill()
