@@ -37,6 +37,16 @@ def read_cpu(proc: Path) -> dict[str, int] | None:
     return None
 
 
+def read_process_io(pid: int | str) -> dict[str, int]:
+    """/proc/PID/io (``pid`` may be "self"): read_bytes and write_bytes are what the process submitted to block devices,
+    with the counts of the children it has reaped. Empty when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/io").read_text()
+    except OSError:
+        return {}
+    return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
+
+
 def read_disks(proc: Path) -> dict[str, tuple[int, ...]]:
     """name -> (reads, sectors read, ms reading, writes, sectors written, ms writing, ms busy, weighted ms)."""
     out = {}

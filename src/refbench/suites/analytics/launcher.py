@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from refbench.children import die_with_parent
+from refbench.host.telemetry import read_process_io
 from refbench.suites.analytics.catalog import LOCATIONS, AnalyticsTest
 
 MB = 1e6
@@ -45,14 +46,6 @@ class _Running:
     dirs: dict[str, Path]
     result: Path
     log: Path
-
-
-def _io_counters(pid: int) -> dict[str, int]:
-    try:
-        text = Path(f"/proc/{pid}/io").read_text()
-    except OSError:
-        return {}
-    return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
 def _footprint(directory: Path) -> int:
@@ -93,7 +86,7 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
         return _Running(job, process, time.monotonic(), dirs, result, log)
 
     def finish(r: _Running, ended: float) -> dict[str, Any]:
-        io = _io_counters(r.process.pid)  # still readable: the job has exited but is not reaped yet
+        io = read_process_io(r.process.pid)  # still readable: the job has exited but is not reaped yet
         _, status, usage = os.wait4(r.process.pid, 0)
         r.process.returncode = os.waitstatus_to_exitcode(status)
         real = ended - r.started

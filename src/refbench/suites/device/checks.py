@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines.fio import FioError, run_fio
-from refbench.host.telemetry import read_disks
+from refbench.host.telemetry import read_disks, read_process_io
 from refbench.suites.device.targets import Target
 
 ACCOUNTING_TOLERANCE = 0.05
@@ -162,12 +162,12 @@ def accounting(target: Target, size: int, raw_dir: Path, attempts: int = 3) -> C
     job = {"name": "accounting", "filename": fio_filename(target.path), "size": size, "rw": "read", "bs": "1m",
            "direct": 1, "ioengine": "libaio", "iodepth": 4}
     for attempt in range(1, attempts + 1):
-        own_before = _own_read_bytes()
+        own_before = read_process_io("self")["read_bytes"]
         before = read_disks(Path("/proc")).get(target.device)
         result = run_fio(job, raw_dir)
         after = read_disks(Path("/proc")).get(target.device)
         # The kernel adds a reaped child's block reads to its parent's count: this is fio's, as the kernel saw it.
-        fio_task_bytes = _own_read_bytes() - own_before
+        fio_task_bytes = read_process_io("self")["read_bytes"] - own_before
         if before is None or after is None:
             return CheckResult(False, f"device {target.device} is missing from /proc/diskstats")
         fio_bytes = int(result.job["read"]["io_bytes"])
@@ -195,14 +195,6 @@ def accounting(target: Target, size: int, raw_dir: Path, attempts: int = 3) -> C
             passed = True
             detail += ": inconclusive, not failed — the excess is other processes' reads of the same device"
     return CheckResult(passed, detail, metrics)
-
-
-def _own_read_bytes() -> int:
-    """Bytes this process (with the children it has reaped) submitted as reads to block devices."""
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("read_bytes:"):
-            return int(line.split()[1])
-    return 0
 
 
 def fio_filename(path: str) -> str:
