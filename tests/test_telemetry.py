@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import time
+import tracemalloc
 
-from refbench.host.telemetry import Sampler, Telemetry, cpu_rates, disk_rates, read_disks
+import pyarrow.parquet as pq
+
+from refbench.host.telemetry import Sampler, Telemetry, cpu_rates, disk_rates, read_disks, sample_line
 
 
 def test_disk_rates_from_counter_deltas():
@@ -76,3 +79,72 @@ def test_sampler_records_this_machine_once_a_second(tmp_path):
     assert all(t0 < s["t"] <= time.time() for s in samples)
     window = Telemetry(out).window(t0, time.time())
     assert sum(d["write_mb_s"] for d in window.disks.values()) > 0  # the fsynced writes reached a device
+
+
+def _synthetic_series(path, seconds, t0=1_700_000_000.0, disks=("vda", "vdb", "loop0"), torn_at=None):
+    """A telemetry file as the sampler writes it, one line per second from made-up counters; ``torn_at`` cuts
+    that line in half, as a write on a full disk does (the sampler starts the next line on a new line)."""
+    def cpu(i):
+        return dict(user=100 * i, nice=0, system=40 * i, idle=50 * i, iowait=10 * i, irq=0, softirq=0, steal=0)
+
+    def counters(i, k):
+        return tuple(v * i * (k + 1) for v in (200, 1600, 300, 50, 800, 100, 600, 900))
+
+    with open(path, "w") as f:
+        for i in range(1, seconds + 1):
+            line = sample_line(t0 + i - 1, cpu(i - 1), {d: counters(i - 1, k) for k, d in enumerate(disks)},
+                               t0 + i, cpu(i), {d: counters(i, k) for k, d in enumerate(disks)})
+            f.write(line[: len(line) // 2] + "\n" if i == torn_at else line)
+    return t0
+
+
+def _bytes_read() -> int:
+    return int(dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())["rchar"])
+
+
+def test_attaching_a_window_to_every_record_of_an_hour_reads_the_file_about_once(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    t0 = _synthetic_series(path, 3600, torn_at=1800)
+    tel = Telemetry(path)
+    everything = list(tel.samples())
+    assert len(everything) == 3599  # the torn line is skipped, the rest read back
+    before = _bytes_read()
+    windows = []
+    for k in range(360):  # a record every 10 s, as a device sweep of short points makes them
+        start, end = t0 + 10 * k, t0 + 10 * k + 10
+        tel.wait_for_sample_after(end, timeout_s=0)
+        windows.append((start, end, tel.between(start, end)))
+    read = _bytes_read() - before
+    # The file once, plus a few KiB per record (its tail, one probe); re-reading it per record would be 720 ×.
+    assert read < 2 * path.stat().st_size
+    for start, end, got in windows:
+        assert got == [s for s in everything if start < s["t"] - s["dt"] / 2 <= end]
+    assert sum(len(got) for _, _, got in windows) == 3599
+    assert tel.last_sample()["t"] == t0 + 3600
+    assert tel.window(t0 + 3600, t0 + 7200) is None and tel.between(t0 - 100, t0) == []
+
+
+def test_the_report_of_an_hour_of_telemetry_reads_it_once_and_holds_no_more_than_ten_minutes(tmp_path):
+    from refbench.report.telemetry import CHART_POINTS, telemetry_charts
+
+    cost = {}
+    for minutes in (10, 60):
+        path, tables = tmp_path / f"{minutes}.jsonl", tmp_path / f"tables-{minutes}"
+        _synthetic_series(path, minutes * 60)
+        before = _bytes_read()
+        tracemalloc.start()
+        charts = telemetry_charts(path, tables)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        cost[minutes] = {"read": _bytes_read() - before, "size": path.stat().st_size, "peak": peak}
+        assert all(len(points) <= CHART_POINTS for c in charts for points in c.series.values())
+        assert [c.name for c in charts] == ["telemetry_cpu", "telemetry_disk"]
+        assert pq.read_metadata(tables / "telemetry_cpu.parquet").num_rows == minutes * 60
+        assert pq.read_metadata(tables / "telemetry_disk.parquet").num_rows == minutes * 60 * 3
+        with open(tables / "telemetry_disk.csv") as f:
+            assert sum(1 for _ in f) == minutes * 60 * 3 + 1
+        user = dict(charts[0].series)["user %"]
+        assert user[-1][0] > (minutes * 60 - 1) * 0.95  # the chart spans the whole series
+    assert cost[60]["read"] < 1.5 * cost[60]["size"]  # one pass
+    # Memory: the chart's bounded points and a batch of table rows, whatever the length (6× the samples here).
+    assert cost[60]["peak"] < 1.5 * cost[10]["peak"], cost

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 
 def _umask() -> int:
@@ -19,13 +20,16 @@ def _umask() -> int:
 SHARED_MODE = 0o666 & ~_umask()
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int = SHARED_MODE) -> None:
+@contextmanager
+def atomic_writer(path: Path, mode: int = SHARED_MODE) -> Iterator[BinaryIO]:
+    """A file to write in pieces (a table of a day's samples need not fit in memory) that appears at ``path``
+    only once the ``with`` block ends without an error."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -39,6 +43,11 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = SHARED_MODE) -> None
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = SHARED_MODE) -> None:
+    with atomic_writer(path, mode) as f:
+        f.write(data)
 
 
 def atomic_write_text(path: Path, text: str, mode: int = SHARED_MODE) -> None:

@@ -106,7 +106,7 @@ def run_fio(
     stderr_chunks: list[str] = []
     reader = threading.Thread(target=lambda: stderr_chunks.append(proc.stderr.read()), daemon=True)
     reader.start()
-    reports: list[dict[str, Any]] = []
+    last_report: dict[str, Any] | None = None  # only the last: an hour-long job prints 3,600 of them
     samples: list[float] = []
     stopped_at: float | None = None
     started = time.monotonic()
@@ -124,7 +124,7 @@ def run_fio(
             except json.JSONDecodeError:
                 continue  # not the end of the top-level object after all
             buffer = []
-            reports.append(report)
+            last_report = report
             job = report["jobs"][0]
             now = (report["timestamp_ms"] / 1000, int(job["read"]["total_ios"]) + int(job["write"]["total_ios"]))
             if stopped_at is None and (previous is None or now[0] > previous[0]):
@@ -150,17 +150,17 @@ def run_fio(
     if raw_dir is not None:
         raw_dir.mkdir(parents=True, exist_ok=True)
         (raw_dir / "fio-command.txt").write_text(" ".join(argv) + "\n")
-        if reports:
-            (raw_dir / "fio.json").write_text(json.dumps(reports[-1], indent=1))
+        if last_report is not None:
+            (raw_dir / "fio.json").write_text(json.dumps(last_report, indent=1))
             (raw_dir / "fio-iops-per-second.json").write_text(json.dumps(samples))
         if stderr:
             (raw_dir / "fio-stderr.txt").write_text(stderr)
-    if not reports or (proc.returncode != 0 and stopped_at is None):
+    if last_report is None or (proc.returncode != 0 and stopped_at is None):
         message = _first_error(stderr) or f"fio exited with status {proc.returncode}"
         raise FioError(message)
-    if int(reports[-1]["jobs"][0].get("error", 0)):
-        raise FioError(_first_error(stderr) or f"fio reported error {reports[-1]['jobs'][0]['error']}")
-    return FioResult(reports[-1], samples, stopped_at is not None, stopped_at, stderr)
+    if int(last_report["jobs"][0].get("error", 0)):
+        raise FioError(_first_error(stderr) or f"fio reported error {last_report['jobs'][0]['error']}")
+    return FioResult(last_report, samples, stopped_at is not None, stopped_at, stderr)
 
 
 class FioError(Exception):

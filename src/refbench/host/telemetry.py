@@ -94,6 +94,21 @@ def disk_rates(before: tuple[int, ...], after: tuple[int, ...], seconds: float) 
     }
 
 
+def sample_line(prev_t: float, prev_cpu: dict[str, int] | None, prev_disks: dict[str, tuple[int, ...]],
+                t: float, cpu: dict[str, int] | None, disks: dict[str, tuple[int, ...]]) -> str:
+    """One line of the telemetry file: the rates between two readings of the counters."""
+    dt = t - prev_t
+    sample: dict[str, Any] = {"t": round(t, 3), "dt": round(dt, 3)}
+    if cpu and prev_cpu:
+        sample["cpu"] = {k: round(v, 2) for k, v in cpu_rates(prev_cpu, cpu).items()}
+    sample["disks"] = {
+        name: {k: round(v, 3) for k, v in disk_rates(prev_disks[name], now, dt).items()}
+        for name, now in disks.items()
+        if name in prev_disks
+    }
+    return json.dumps(sample, separators=(",", ":")) + "\n"
+
+
 def sample_forever(out: Path, interval_s: float, proc: Path, parent_pid: int | None) -> None:
     """Appends one line per interval until SIGTERM or until the parent process is gone."""
     stop = False
@@ -116,16 +131,7 @@ def sample_forever(out: Path, interval_s: float, proc: Path, parent_pid: int | N
             if parent_pid is not None and os.getppid() != parent_pid:
                 break  # the runner died (kill -9): do not outlive it
             t, cpu, disks = time.time(), read_cpu(proc), read_disks(proc)
-            dt = t - prev_t
-            sample: dict[str, Any] = {"t": round(t, 3), "dt": round(dt, 3)}
-            if cpu and prev_cpu:
-                sample["cpu"] = {k: round(v, 2) for k, v in cpu_rates(prev_cpu, cpu).items()}
-            sample["disks"] = {
-                name: {k: round(v, 3) for k, v in disk_rates(prev_disks[name], now, dt).items()}
-                for name, now in disks.items()
-                if name in prev_disks
-            }
-            line = (("\n" if cut else "") + json.dumps(sample, separators=(",", ":")) + "\n").encode()
+            line = (("\n" if cut else "") + sample_line(prev_t, prev_cpu, prev_disks, t, cpu, disks)).encode()
             try:
                 cut = os.write(fd, line) != len(line)
             except OSError:  # no space: this second goes unrecorded, and the run says why it stops
@@ -173,37 +179,113 @@ class Window:
         return {"samples": self.seconds, "cpu": self.cpu, "disks": disks}
 
 
+def _midpoint(sample: dict[str, Any]) -> float:
+    # A sample stamped t covers (t - dt, t]; a window keeps those whose interval lies mostly inside it.
+    return sample["t"] - sample["dt"] / 2
+
+
 class Telemetry:
-    """Reads a run's telemetry file; tolerant of a torn last line."""
+    """Reads a run's telemetry file; tolerant of a torn line.
+
+    The file grows by one line a second for as long as the run lasts (86,400 lines a day) and every record asks
+    for its own window, so no question reads the whole file: the lines are in time order, a window is found by
+    bisecting the file's bytes (or, as records come in time order, where the previous window ended), the newest
+    sample by reading the file's tail. A run's records together read the file about once."""
+
+    BISECT_STOP_BYTES = 16384  # below this a linear read is cheaper than more probes
+    READ_BYTES = 2048  # what one probe or one tail read costs (a few lines), rather than a default 8–128 KiB buffer
 
     def __init__(self, path: Path):
         self.path = path
+        # (epoch, offset, inode): no sample whose interval's midpoint is later than epoch begins before offset.
+        self._resume: tuple[float, int, int] | None = None
 
-    def samples(self) -> Iterator[dict[str, Any]]:
+    def samples(self, after_epoch_s: float | None = None) -> Iterator[dict[str, Any]]:
+        """Every sample in time order; with ``after_epoch_s``, from the first whose interval's midpoint is later."""
+        for _, sample in self._lines(after_epoch_s):
+            yield sample
+
+    def _lines(self, after_epoch_s: float | None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(offset, sample) in time order, from the first sample whose midpoint is after ``after_epoch_s``."""
         try:
-            with open(self.path) as f:
-                for line in f:
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
+            f = open(self.path, "rb", buffering=self.READ_BYTES)
         except FileNotFoundError:
             return
+        with f:
+            offset = 0 if after_epoch_s is None else self._offset_before(f, after_epoch_s)
+            f.seek(offset)
+            while line := f.readline():
+                at, offset = offset, offset + len(line)
+                sample = _parse(line)
+                if sample is not None and (after_epoch_s is None or _midpoint(sample) > after_epoch_s):
+                    yield at, sample
+
+    def _offset_before(self, f: Any, epoch_s: float) -> int:
+        """An offset at a line start such that no sample with its midpoint after ``epoch_s`` begins before it."""
+        stat = os.fstat(f.fileno())
+        lo, hi = 0, stat.st_size
+        step = None
+        if self._resume and self._resume[2] == stat.st_ino and self._resume[0] <= epoch_s and self._resume[1] <= hi:
+            # The window is most likely just after the previous one: gallop forward from there, then bisect.
+            lo, step = self._resume[1], self.BISECT_STOP_BYTES
+        while hi - lo > self.BISECT_STOP_BYTES:
+            probe = min(hi, lo + step) if step else (lo + hi) // 2
+            line_start, first = self._first_at(f, probe)
+            if first is None or _midpoint(first) > epoch_s:
+                hi, step = probe, None
+            else:
+                lo, step = line_start, step and step * 2
+        return lo
+
+    @staticmethod
+    def _first_at(f: Any, offset: int) -> tuple[int, dict[str, Any] | None]:
+        """The first complete sample that begins after ``offset``, and where its line starts."""
+        f.seek(offset)
+        f.readline()  # the rest of the line the offset fell into
+        line_start = f.tell()
+        while line := f.readline():
+            if (sample := _parse(line)) is not None:
+                return line_start, sample
+            line_start = f.tell()
+        return line_start, None
+
+    def last_sample(self) -> dict[str, Any] | None:
+        """The newest complete sample, read from the end of the file."""
+        try:
+            f = open(self.path, "rb", buffering=0)
+        except FileNotFoundError:
+            return None
+        with f:
+            end = os.fstat(f.fileno()).st_size
+            tail, chunk = b"", self.READ_BYTES
+            while end > 0:
+                start = max(0, end - chunk)
+                f.seek(start)
+                tail = f.read(end - start) + tail
+                end, chunk = start, chunk * 2
+                lines = tail.split(b"\n")
+                for line in reversed(lines if start == 0 else lines[1:]):  # lines[0] may be cut by the seek
+                    if (sample := _parse(line)) is not None:
+                        return sample
+            return None
 
     def wait_for_sample_after(self, t: float, timeout_s: float = 1.5, slack_s: float = 0.0) -> None:
         """Waits (briefly) until the sampler has written a sample stamped at or after ``t - slack_s``."""
         deadline = time.time() + timeout_s
         while True:
-            last = None
-            for last in self.samples():
-                pass
+            last = self.last_sample()
             if (last is not None and last["t"] >= t - slack_s) or time.time() >= deadline:
                 return
             time.sleep(0.1)
 
     def between(self, start_epoch_s: float, end_epoch_s: float) -> list[dict[str, Any]]:
-        # A sample stamped t covers (t - dt, t]; keep those whose interval lies mostly inside the window.
-        return [s for s in self.samples() if start_epoch_s < s["t"] - s["dt"] / 2 <= end_epoch_s]
+        out = []
+        for at, sample in self._lines(start_epoch_s):
+            if _midpoint(sample) > end_epoch_s:
+                self._resume = (end_epoch_s, at, os.stat(self.path).st_ino)
+                break
+            out.append(sample)
+        return out
 
     def window(self, start_epoch_s: float, end_epoch_s: float) -> Window | None:
         samples = self.between(start_epoch_s, end_epoch_s)
@@ -227,15 +309,13 @@ class Telemetry:
         window = self.window(start_epoch_s, end_epoch_s)
         return window.disks.get(name) if window else None
 
-    def rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(cpu rows, disk rows) for the consolidated Parquet tables."""
-        cpu_rows, disk_rows = [], []
-        for s in self.samples():
-            if "cpu" in s:
-                cpu_rows.append({"epoch_s": s["t"], **s["cpu"]})
-            for name, d in s["disks"].items():
-                disk_rows.append({"epoch_s": s["t"], "device": name, **d})
-        return cpu_rows, disk_rows
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        sample = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # a torn line (kill -9, full disk): one second lost
+    return sample if isinstance(sample, dict) and "t" in sample and "dt" in sample else None
 
 
 def main() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,9 @@ from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
-from refbench.host.telemetry import Telemetry
 from refbench.report import html as h
 from refbench.report.charts import render
+from refbench.report.telemetry import telemetry_charts
 from refbench.runstore import Run
 from refbench.suites import Chart, Record, Table, get_suite
 
@@ -56,32 +55,8 @@ def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> 
     return tables, charts, records
 
 
-def telemetry_outputs(run: Run) -> tuple[list[Table], list[tuple[Chart, Path]]]:
-    cpu_rows, disk_rows = Telemetry(run.telemetry_path).rows()
-    if not cpu_rows:
-        return [], []
-    t0 = cpu_rows[0]["epoch_s"]
-    tables = [Table("telemetry_cpu", "CPU per second", cpu_rows), Table("telemetry_disk", "Devices per second", disk_rows)]
-    for t in tables:
-        if t.rows:
-            write_table(run.tables_dir, t)
-    cpu_series = {
-        label: [(round(r["epoch_s"] - t0, 1), r[key]) for r in cpu_rows]
-        for label, key in (("user %", "user_pct"), ("system %", "system_pct"), ("iowait %", "iowait_pct"))
-    }
-    charts = [Chart("telemetry_cpu", "CPU during the run", "seconds since start", "% of all CPUs", cpu_series)]
-    busiest = Counter()
-    for r in disk_rows:
-        busiest[r["device"]] += r["read_mb_s"] + r["write_mb_s"]
-    active = [d for d, total in busiest.most_common(4) if total > 0]
-    if active:
-        series = {}
-        for d in active:
-            rows = [r for r in disk_rows if r["device"] == d]
-            series[f"{d} read"] = [(round(r["epoch_s"] - t0, 1), r["read_mb_s"]) for r in rows]
-            series[f"{d} write"] = [(round(r["epoch_s"] - t0, 1), r["write_mb_s"]) for r in rows]
-        charts.append(Chart("telemetry_disk", "Device throughput during the run", "seconds since start", "MB/s", series))
-    return tables, [(c, render(c, run.charts_dir)) for c in charts]
+def telemetry_outputs(run: Run) -> list[tuple[Chart, Path]]:
+    return [(c, render(c, run.charts_dir)) for c in telemetry_charts(run.telemetry_path, run.tables_dir)]
 
 
 def build_report(run: Run, console: Console | None = None) -> Path:
@@ -105,7 +80,7 @@ def build_report(run: Run, console: Console | None = None) -> Path:
     body.append(_host_section(meta))
     for name in suites:
         body.append(_suite_section(run, name, findings.get(name, []), console))
-    tel_tables, tel_charts = telemetry_outputs(run)
+    tel_charts = telemetry_outputs(run)
     body.append("<h2>Host activity during the run</h2>")
     if tel_charts:
         body.append('<p class="note">Sampled once a second from /proc/stat and /proc/diskstats for the whole run.</p>')
