@@ -4,8 +4,11 @@
     refbench's median IOPS should be at least 0.97 × fio's.
 (b) steady state: a set of points run for the paper's fixed 60 s and with refbench's adaptive stop
     (SNIA window of 5 s, 10–60 s); time saved and the IOPS difference.
+(c) overhead per point, over several points: each point's time as refbench's runner measured the case (fio,
+    reading its reports, the point's telemetry) and its IOPS, against the same fio command's wall time and IOPS
+    run plainly, interleaved; the target is at most 1% more time and 1% fewer IOPS.
 
-Usage: .venv/bin/python bench/device_bench.py [--dir DIR] [--repeats 5] [--part a|b|both]
+Usage: .venv/bin/python bench/device_bench.py [--dir DIR] [--repeats 5] [--part a|b|c|both]
 Prints Markdown for docs/BENCHMARKS.md.
 """
 
@@ -86,11 +89,45 @@ def part_b(directory: Path, runs: Path) -> str:
     return "\n".join(rows) + "\n"
 
 
+def plain_fio_timed(command_file: Path) -> tuple[float, float]:
+    """The exact fio command refbench ran, live status reports included: (wall seconds, IOPS)."""
+    t0 = time.monotonic()
+    out = subprocess.run(command_file.read_text().split(), capture_output=True, text=True, check=True).stdout
+    wall = time.monotonic() - t0
+    start = out.rfind("\n{") + 1  # each status report is a whole JSON object; the last one is the final report
+    job = json.loads(out[start if out[start:start + 1] == "{" else out.index("{"):])["jobs"][0]
+    return wall, float(job["read"]["iops"]) + float(job["write"]["iops"])
+
+
+def part_c(directory: Path, runs: Path, repeats: int, seconds: int) -> str:
+    rows = ["| point | refbench case s | plain fio s | time overhead | refbench IOPS | plain fio IOPS | IOPS ratio |",
+            "|---|---|---|---|---|---|---|"]
+    worst_time, worst_iops = -1.0, 2.0
+    for title, flags in POINTS_B:
+        ours_s, ours_iops, fio_s, fio_iops = [], [], [], []
+        for _ in range(repeats):
+            result = refbench_point(directory, runs, flags, seconds, seconds, stop=False)
+            (record,) = result["records"]
+            ours_s.append(record["elapsed_s"])
+            ours_iops.append(record["metrics"]["iops"])
+            wall, iops = plain_fio_timed(Path(result["run"]) / "raw" / "device" / record["case_id"] / "fio-command.txt")
+            fio_s.append(wall)
+            fio_iops.append(iops)
+        t_over = statistics.median(ours_s) / statistics.median(fio_s) - 1
+        ratio = statistics.median(ours_iops) / statistics.median(fio_iops)
+        worst_time, worst_iops = max(worst_time, t_over), min(worst_iops, ratio)
+        rows.append(f"| {title}, {seconds} s | {statistics.median(ours_s):.3f} | {statistics.median(fio_s):.3f} | "
+                    f"{t_over:+.2%} | {statistics.median(ours_iops):,.0f} | {statistics.median(fio_iops):,.0f} | {ratio:.3f} |")
+    rows.append(f"| **worst point** | | | **{worst_time:+.2%}** (target ≤ +1%) | | | **{worst_iops:.3f}** (target ≥ 0.99) |")
+    return "\n".join(rows) + f"\n\nMedians of {repeats} interleaved repeats per point (refbench, then the same fio command).\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, default=None, help="directory on the storage to test (default: a temporary one)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--part", choices=("a", "b", "both"), default="both")
+    parser.add_argument("--part", choices=("a", "b", "c", "both"), default="both")
+    parser.add_argument("--seconds", type=int, default=10, help="seconds per point in part c")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         directory, runs = Path(tmp), Path(tmp) / "runs"
@@ -100,6 +137,9 @@ def main() -> None:
         if args.part in ("b", "both"):
             print("### (b) adaptive steady state vs fixed 60 s\n")
             print(part_b(directory, runs))
+        if args.part == "c":
+            print("### (c) overhead per point against plain fio, several points\n")
+            print(part_c(directory, runs, args.repeats, args.seconds))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from rich.console import Console
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
 from refbench.report import html as h
-from refbench.report.charts import render
+from refbench.report.charts import render_all
 from refbench.report.telemetry import telemetry_charts
 from refbench.runstore import Run
 from refbench.suites import Chart, Record, Table, get_suite
@@ -51,12 +51,14 @@ def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> 
     tables = suite.summarize(records) if records else []
     for t in tables:
         write_table(run.tables_dir / suite_name, t)
-    charts = [(c, render(c, run.charts_dir / suite_name)) for c in (suite.charts(tables) if tables else [])]
+    charts = suite.charts(tables) if tables else []
+    charts = list(zip(charts, render_all(charts, run.charts_dir / suite_name)))
     return tables, charts, records
 
 
 def telemetry_outputs(run: Run) -> list[tuple[Chart, Path]]:
-    return [(c, render(c, run.charts_dir)) for c in telemetry_charts(run.telemetry_path, run.tables_dir)]
+    charts = telemetry_charts(run.telemetry_path, run.tables_dir)
+    return list(zip(charts, render_all(charts, run.charts_dir)))
 
 
 def build_report(run: Run, console: Console | None = None) -> Path:

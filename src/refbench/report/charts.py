@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
+# SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
+matplotlib.rcParams["svg.fonttype"] = "none"
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from refbench.suites import Chart  # noqa: E402
+
+PARALLEL_FROM = 4  # charts; fewer are not worth starting worker processes for
+
+
+def render_all(charts: list[Chart], directory: Path) -> list[Path]:
+    """Renders charts on every CPU: matplotlib takes a few tenths of a second per figure, and the paper's full
+    device sweep alone has 24 of them. The workers are forked, so they start with matplotlib already imported."""
+    workers = min(len(charts), os.cpu_count() or 1)
+    if len(charts) < PARALLEL_FROM or workers < 2:
+        return [render(c, directory) for c in charts]
+    directory.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(render, charts, [directory] * len(charts)))
 
 
 def render(chart: Chart, directory: Path) -> Path:

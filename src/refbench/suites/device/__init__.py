@@ -67,8 +67,9 @@ class DeviceSuite:
         "numjobs": Option(int, {"quick": 2, "standard": 4, "full": 12}, "fio workers per point (the paper: 12).", minimum=1, maximum=1024),
         "patterns": Option(list, ["random", "sequential"], "Access patterns.", item=str, choices=("random", "sequential")),
         "write_shares": Option(list, [0, 30, 100], "Write percentages (the paper: 0, 30, 100).", item=int, minimum=0, maximum=100),
-        "min_runtime_s": Option(int, {"quick": 2, "standard": 10, "full": 60}, "Seconds a point runs at least.", minimum=1),
-        "max_runtime_s": Option(int, {"quick": 2, "standard": 30, "full": 60}, "Seconds a point runs at most.", minimum=1),
+        # Fractions of a second (fio takes milliseconds) serve smoke tests of the whole matrix, not measurements.
+        "min_runtime_s": Option(float, {"quick": 2, "standard": 10, "full": 60}, "Seconds a point runs at least.", minimum=0.01),
+        "max_runtime_s": Option(float, {"quick": 2, "standard": 30, "full": 60}, "Seconds a point runs at most.", minimum=0.01),
         "ss_window": Option(int, {"quick": 2, "standard": 5, "full": 5},
                             "Steady-state window in one-second rounds (SNIA: 5; quick's 2 is a smoke test).", minimum=2),
         "stop_at_steady_state": Option(bool, {"quick": True, "standard": True, "full": False},
@@ -238,7 +239,7 @@ class DeviceSuite:
         return Record(metrics, method=(
             f"fio: rw={mode.fio_rw}{f' rwmixwrite={mode.write_pct}' if 0 < mode.write_pct < 100 else ''} "
             f"numjobs={o['numjobs']} direct=1 ioengine={o['ioengine']} group_reporting; IOPS sampled every second, "
-            f"{o['min_runtime_s']}–{o['max_runtime_s']} s per point, "
+            f"{o['min_runtime_s']:g}–{o['max_runtime_s']:g} s per point, "
             f"{'stopped' if o['stop_at_steady_state'] else 'steady state recorded'} once range ≤ 20% and slope ≤ 10% "
             f"of the mean over {o['ss_window']} s (SNIA); latencies are completion latencies (clat)"), extra=extra)
 
@@ -285,7 +286,7 @@ CHECK_METHODS = {
 
 def _check_options(o: dict[str, Any]) -> None:
     if o["min_runtime_s"] > o["max_runtime_s"]:
-        raise PlanError(f"[device] min_runtime_s ({o['min_runtime_s']}) must not exceed max_runtime_s ({o['max_runtime_s']}).")
+        raise PlanError(f"[device] min_runtime_s ({o['min_runtime_s']:g}) must not exceed max_runtime_s ({o['max_runtime_s']:g}).")
 
 
 def _check_region(target: Target, o: dict[str, Any]) -> None:

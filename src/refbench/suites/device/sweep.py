@@ -55,6 +55,11 @@ def bs_id(nbytes: int) -> str:
     return size_label(nbytes).replace(" MiB", "m").replace(" KiB", "k").replace(" B", "b")
 
 
+def fio_seconds(seconds: float) -> int | str:
+    """fio's runtime: whole seconds as such, a fraction in milliseconds (fio reads a bare number as seconds)."""
+    return int(seconds) if seconds == int(seconds) else f"{round(seconds * 1000)}ms"
+
+
 def base_job(target: Target, options: dict[str, Any]) -> dict[str, Any]:
     return {"filename": fio_filename(target.path), "size": target.size_bytes, "direct": 1,
             "ioengine": options["ioengine"], "group_reporting": True}
@@ -73,7 +78,7 @@ def run_point(target: Target, mode: AccessMode, iodepth: int, bs: int, options: 
     numjobs = options["numjobs"]
     job = base_job(target, options) | {
         "name": f"{mode.id}-qd{iodepth}-bs{bs_id(bs)}", "rw": mode.fio_rw, "bs": bs, "iodepth": iodepth,
-        "numjobs": numjobs, "time_based": True, "runtime": options["max_runtime_s"], "randrepeat": 0,
+        "numjobs": numjobs, "time_based": True, "runtime": fio_seconds(options["max_runtime_s"]), "randrepeat": 0,
     }
     if 0 < mode.write_pct < 100:
         job["rwmixwrite"] = mode.write_pct

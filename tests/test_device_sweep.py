@@ -1,0 +1,63 @@
+"""The SSD characterization paper's whole sweep: the full profile's matrix, run end to end on real fio at a very
+short duration per point, killed midway and resumed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_for
+from refbench.plan import load_plan
+from refbench.suites.device import PAPER_BLOCK_SIZES, PAPER_QUEUE_DEPTHS, DeviceSuite
+
+
+def test_the_full_profile_sweeps_the_papers_576_points():
+    plan = load_plan(suites=["device"], flags={"profile": "full"})
+    points = [c.params for c in DeviceSuite().cases(plan) if c.params["kind"] == "point"]
+    modes = {(p["pattern"], p["write_pct"]) for p in points}
+    assert modes == {(pattern, w) for pattern in ("random", "sequential") for w in (0, 30, 100)}
+    assert sorted({p["iodepth"] for p in points}) == PAPER_QUEUE_DEPTHS == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert sorted({p["bs"] for p in points}) == PAPER_BLOCK_SIZES and len(PAPER_BLOCK_SIZES) == 12
+    assert len(points) == len({tuple(sorted(p.items())) for p in points}) == 6 * 8 * 12 == 576
+
+
+def _points(run: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (run / "records" / "device").glob("[!.]*.json")}
+
+
+@pytest.mark.slow
+def test_the_whole_sweep_killed_midway_resumes_with_no_point_lost_or_measured_twice(tmp_path, refbench, process_tree):
+    runs = tmp_path / "runs"
+    # 10 ms a point: what each of the 576 costs is then fio's own start and stop (about 0.3 s) and refbench's.
+    tree = process_tree("device", str(tmp_path), "--profile", "full", "--runs-dir", str(runs), "--size", "16m",
+                        "--numjobs", "1", "--no-checks", "--no-precondition", "--min-runtime-s", "0.01",
+                        "--max-runtime-s", "0.01", linger_s=5)
+    records = lambda: list(runs.glob("*/records/device/*.json"))  # noqa: E731
+    wait_for(lambda: len(records()) >= 250, 600, "half of the sweep", every_s=0.2)
+    tree.signal(signal.SIGKILL)
+    assert tree.finish()["survivors"] == []
+    run = next(runs.glob("*-device"))
+    before = _points(run)
+    assert 250 <= len(before) < 576
+
+    t0 = time.monotonic()
+    resumed = refbench("resume", str(run))
+    assert resumed.code == 0, resumed.stderr
+    assert f"576 cases, {len(before)} already recorded" in resumed.stderr
+    after = _points(run)
+    plan = load_plan(suites=["device"], flags={"profile": "full"})
+    assert set(after) == {c.id for c in DeviceSuite().cases(plan) if c.params["kind"] == "point"}
+    for case_id, record in before.items():
+        assert after[case_id] == record  # recorded before the kill: kept as it was, not measured again
+    fresh = [r for case_id, r in after.items() if case_id not in before]
+    assert len(fresh) == 576 - len(before) and all(r["started_epoch_s"] > max(b["ended_epoch_s"] for b in before.values())
+                                                   for r in fresh)
+    assert all(r["metrics"]["iops"] > 0 for r in after.values()), "a point measured nothing"
+    findings = json.loads((run / "findings" / "device.json").read_text())
+    assert findings == [{"check": "sweep points completed", "passed": True, "detail": "576 of 576 points measured"}]
+    assert (run / "report.html").is_file() and not list(run.rglob(".tmp-*"))
+    print(f"resume measured {len(fresh)} points in {time.monotonic() - t0:.0f} s")
