@@ -52,11 +52,12 @@ def summarize(records: list[Record]) -> list[Table]:
         by_mode[(row["target"], row["mode_id"])].append(row)
     for (target, mode_id), rows in by_mode.items():
         depths = sorted({r["iodepth"] for r in rows})
+        cells = {(r["bs_bytes"], r["iodepth"]): r for r in rows}
         summary = []
         for bs in sorted({r["bs_bytes"] for r in rows}):
             line: dict[str, Any] = {"block_size": size_label(bs), "bs_bytes": bs}
             for qd in depths:
-                cell = next((r for r in rows if r["bs_bytes"] == bs and r["iodepth"] == qd), None)
+                cell = cells.get((bs, qd))
                 line[f"QD{qd} IOPS"] = cell["iops"] if cell else None
                 line[f"QD{qd} MB/s"] = cell["mb_s"] if cell else None
             summary.append(line)
@@ -78,21 +79,25 @@ def charts(tables: list[Table]) -> list[Chart]:
     points = [r for r in points if r.get("iops") is not None]
     out: list[Chart] = []
     targets = list(dict.fromkeys(r["target"] for r in points))
+    # Every point is grouped once (target → mode → queue depth or block size), so the charts cost what the points do.
+    by_target: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in sorted(points, key=lambda r: (r["bs_bytes"], r["iodepth"])):
+        by_target[r["target"]][r["mode_id"]].append(r)
     for target in targets:
-        mine = [r for r in points if r["target"] == target]
-        for mode_id in dict.fromkeys(r["mode_id"] for r in mine):
-            rows = [r for r in mine if r["mode_id"] == mode_id]
+        modes = by_target[target]
+        by_bs: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+        for mode_id, rows in modes.items():
             title = rows[0]["access_mode"]
+            by_qd: dict[int, list[dict[str, Any]]] = defaultdict(list)
+            for r in rows:
+                by_qd[r["iodepth"]].append(r)
+                by_bs[r["bs_bytes"]][mode_id].append(r)
             for metric, label in (("iops", "IOPS"), ("mb_s", "MB/s")):
-                series = {
-                    f"QD{qd}": [(r["block_size"], r[metric]) for r in sorted(rows, key=lambda r: r["bs_bytes"]) if r["iodepth"] == qd]
-                    for qd in sorted({r["iodepth"] for r in rows})
-                }
+                series = {f"QD{qd}": [(r["block_size"], r[metric]) for r in by_qd[qd]] for qd in sorted(by_qd)}
                 out.append(Chart(f"{target}_{mode_id}_{metric}", f"{target}: {label}, {title}", "block size", label, series))
-        for bs in sorted({r["bs_bytes"] for r in mine}):
+        for bs in sorted(by_bs):
             series = {}
-            for mode_id in dict.fromkeys(r["mode_id"] for r in mine):
-                rows = sorted((r for r in mine if r["mode_id"] == mode_id and r["bs_bytes"] == bs), key=lambda r: r["iodepth"])
+            for mode_id, rows in by_bs[bs].items():
                 lat_key = "write_lat_p99_us" if mode_id.endswith("-w100") else "read_lat_p99_us"
                 pts = [(r["iops"], r[lat_key]) for r in rows if r[lat_key] is not None]
                 if pts:
