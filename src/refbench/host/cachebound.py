@@ -308,6 +308,9 @@ class Bound:
             finally:
                 eviction.stop()
             return
+        # A cached page stays charged to the cgroup that first read it: the data the load or an unbounded run left
+        # in the page cache would be read by the bounded server free of charge. Dropped first, it is charged anew.
+        evict(files_under([self.data_root]))
         stop = threading.Event()
         if not self._follow(LIMIT_TIMEOUT_S):
             self.cgroup.set_limit(None)
