@@ -163,6 +163,9 @@ def test_a_bound_that_cannot_work_is_refused_before_anything_is_written(tmp_path
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     assert storage.server_memory(storage.AUTO, 1000 * 10**6, {"shared_buffers": "16MB"}).cache_mb == int(250 - 16 * 2**20 / 1e6)
     assert storage.server_memory(0, 10**12, {}) is None
+    host_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
+    huge = storage.server_memory(storage.AUTO, 10**15, {"shared_buffers": "16MB"})  # data far beyond memory
+    assert huge.bound_mb <= host_mb / 2 + 1
 
 
 @pytest.mark.slow

@@ -158,9 +158,9 @@ def _suite_section(run: Run, name: str, findings: list, console: Console | None)
         out.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
     if verdicts := storage.verdicts(records):
         out.append("<h3>Storage</h3>" + "".join(f"<p><b>{h.esc(v)}</b></p>" for v in verdicts))
-        out.append(f'<p class="note">{h.esc(storage.RULE)} Server reads are the managed server\'s own; device '
-                   "figures are the whole device's, neighbours included. The bound is page cache + shared_buffers; "
-                   "the memory limit adds what the server's processes need.</p>")
+        out.append(f'<p class="note">{h.esc(storage.RULE)} Device figures are the whole device\'s, neighbours '
+                   "included. The bound is the page cache the server may hold while measuring (cache_mb) + its "
+                   f"shared_buffers; {h.esc(storage.bound_methods(records))}.</p>")
         out.append(h.table(storage.table(records)))
     if findings:
         out.append("<h3>Correctness</h3>")

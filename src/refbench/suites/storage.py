@@ -69,13 +69,15 @@ def server_memory(cache_mb: int, data_bytes: int, settings: dict[str, str]) -> S
     if cache_mb == 0:
         return None
     shared_mb = pg_size_bytes(settings.get("shared_buffers", "128MB"), 8192) / 1e6
+    host_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
     if cache_mb == AUTO:
-        cache_mb = max(MIN_CACHE_MB, int(data_bytes / 1e6 / DATA_PER_BOUND - shared_mb))
-    elif cache_mb < MIN_CACHE_MB:
+        # Data beyond 4x the host's memory needs no more than half of it as a bound to be 4x the bound.
+        cache_mb = max(MIN_CACHE_MB, int(min(data_bytes / 1e6 / DATA_PER_BOUND, host_mb / 2) - shared_mb))
+        return ServerMemory(cache_mb, round(shared_mb, 1))
+    if cache_mb < MIN_CACHE_MB:
         raise PlanError(f"cache_mb {cache_mb} leaves the server too little page cache for the files it writes (WAL, "
                         f"temporary files); use at least {MIN_CACHE_MB}, or 0 for no bound.")
     memory = ServerMemory(cache_mb, round(shared_mb, 1))
-    host_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
     if memory.bound_mb > host_mb:
         raise PlanError(f"cache_mb {cache_mb} bounds nothing: with shared_buffers it is {memory.bound_mb:,.0f} MB, more "
                         f"than this host's {host_mb:,.0f} MB of memory; lower it, or use 0 for no bound.")
@@ -227,6 +229,13 @@ def verdicts(records: list) -> list[str]:
 def _mean(parts: list[dict[str, Any]], key: str) -> str:
     values = [p[key] for p in parts if p.get(key) is not None]
     return f"{sum(values) / len(values):,.1f}" if values else "?"
+
+
+def bound_methods(records: list) -> str:
+    """How the records' bounds were enforced, in words."""
+    methods = list(dict.fromkeys((r.extra["storage"].get("bound") or {}).get("method", "no cache bound")
+                                 for r in records if r.extra.get("storage")))
+    return "bounded by " + "; ".join(methods) if methods != ["no cache bound"] else "no cache bound (cache_mb = 0)"
 
 
 def table(records: list) -> list[dict[str, Any]]:
