@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 from refbench.engines.postgres import ManagedPostgres, connect
 from refbench.host import cachebound
@@ -94,6 +95,30 @@ def test_the_managed_server_runs_in_its_own_cgroup_bounded_only_while_measuring(
     finally:
         server.stop()
     assert not group.path.exists()
+
+
+@needs_cgroup
+def test_after_a_kill_9_the_watchdog_stops_the_server_and_removes_its_cgroup(data_dir):
+    script = ("import sys, time; from pathlib import Path; from refbench.engines.postgres import ManagedPostgres; "
+              "s = ManagedPostgres(Path(sys.argv[1]), {'shared_buffers': '16MB'}, cache_bytes=32 * 10**6); s.start(); "
+              "print(s.bound.cgroup.path, s.process.pid, flush=True); time.sleep(600)")
+    owner = subprocess.Popen([sys.executable, "-c", script, str(data_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        path, pid = owner.stdout.readline().split()
+        assert Path(path).is_dir() and pid in Path(path, "cgroup.procs").read_text().split()
+    finally:
+        owner.kill()
+        owner.wait()
+    wait_for(lambda: not Path(path).exists(), 30, "the watchdog to remove the server's cgroup")
+    assert _ended(pid)
+
+
+def _ended(pid: str) -> bool:
+    """Gone, or a zombie its new parent has yet to reap."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
 
 
 @needs_cgroup
