@@ -22,6 +22,7 @@ from refbench.engines.postgres import last_panic
 from refbench.errors import UserError
 from refbench.exhaustion import ResourceExhausted, explain
 from refbench.host import inventory, tuning
+from refbench.host.cachebound import last_oom
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan, PlanError
 from refbench.runstore import Run, iso, utc_now
@@ -149,6 +150,8 @@ def execute(run: Run, console: Console) -> bool:
 def diagnose(exc: Exception, run: Run) -> UserError | None:
     """What stopped a run, when it was not refbench: a database server's PANIC (its clients only saw the connection
     drop), or a resource that ran out."""
+    if oom := last_oom():  # the server's processes only saw a lost connection when the kernel killed one of them
+        return explain(MemoryError(oom), run.path, written_places(run.plan))
     if panic := last_panic():
         exc = UserError(f"the managed PostgreSQL stopped with a PANIC: {panic}")
         return explain(exc, run.path, written_places(run.plan)) or UserError(

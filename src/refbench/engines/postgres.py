@@ -33,10 +33,11 @@ from typing import Any
 
 from refbench.children import die_with_parent, watchdog
 from refbench.errors import UserError
+from refbench.host.cachebound import Bound
 from refbench.host.inventory import postgres_binary
 from refbench.redaction import read_private, redact, write_private
 
-__all__ = ["ManagedPostgres", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings"]
+__all__ = ["ManagedPostgres", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings"]
 
 SUPERUSER = "refbench"
 START_TIMEOUT_S = 120.0
@@ -80,6 +81,17 @@ def _as_account(account: pwd.struct_passwd | None) -> dict[str, Any]:
             "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid)}
 
 
+def _join_then_become(join, account: pwd.struct_passwd | None, then) -> None:
+    """A server's preexec_fn: join its cgroup as root, then become its account, as _as_account would have."""
+    join()
+    if account is not None:
+        os.setgroups(os.getgrouplist(account.pw_name, account.pw_gid))
+        os.setregid(account.pw_gid, account.pw_gid)
+        os.setreuid(account.pw_uid, account.pw_uid)
+    if then is not None:
+        then()
+
+
 def _account_can(account: pwd.struct_passwd | None, test_flag: str, path: Path) -> bool:
     """``test FLAG PATH`` as the server's account: can it enter (-x) or write (-w) there?"""
     return account is None or subprocess.run(["test", test_flag, str(path)], **_as_account(account)).returncode == 0
@@ -93,9 +105,11 @@ def free_port() -> int:
 
 class ManagedPostgres:
     """initdb / start / stop of a private PostgreSQL server. ``password_file`` keeps the TCP password (a file of the
-    run, so that a resumed run keeps it); without one the password lives in memory only."""
+    run, so that a resumed run keeps it); without one the password lives in memory only. ``cache_bytes`` bounds the
+    page cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None):
+    def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
+                 cache_bytes: int = 0):
         self.data_dir = Path(data_dir).absolute()
         self.settings = dict(settings)
         self.password_file = Path(password_file).absolute() if password_file else None
@@ -104,8 +118,9 @@ class ManagedPostgres:
         self.socket_dir: Path | None = None
         self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
         self.process: subprocess.Popen | None = None
+        self.bound = Bound(cache_bytes, self.data_dir / "base") if cache_bytes else None
         self._password: str | None = None
-        self._socket_guard = self._server_guard = None
+        self._socket_guard = self._server_guard = self._bound_guard = None
 
     @staticmethod
     def reachable(directory: Path) -> bool:
@@ -166,6 +181,10 @@ class ManagedPostgres:
         self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-pg-"))
         self._socket_guard = watchdog().register(remove=[self.socket_dir])
         self._own(self.socket_dir)
+        if self.bound is not None:
+            self.bound.create()
+            if self.bound.cgroup is not None:  # removed after the server is stopped: registered before it
+                self._bound_guard = watchdog().register(remove=[self.bound.cgroup.path])
         self._launch()
         self._set_password()
 
@@ -187,9 +206,14 @@ class ManagedPostgres:
         # as long as refbench.
         on_death = functools.partial(die_with_parent, signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
         _LAUNCHED[self.log_file] = self.log_file.stat().st_size if self.log_file.exists() else 0
+        account, preexec = _as_account(self.account), on_death
+        if self.bound is not None and self.bound.cgroup is not None:
+            # The server joins its cgroup before exec, so every process it forks is bounded from the start. Joining
+            # takes root, so here the switch to the server's account is done after it, not by subprocess.
+            account, preexec = {}, functools.partial(_join_then_become, self.bound.join, self.account, on_death)
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            start_new_session=True, preexec_fn=on_death, **_as_account(self.account))
+                                            start_new_session=True, preexec_fn=preexec, **account)
         # Fast shutdown, then immediate (which still stops the backends), then SIGKILL.
         self._server_guard = watchdog().register(pid=self.process.pid, grace_s=5.0,
                                                  signals=(signal.SIGINT, signal.SIGQUIT, signal.SIGKILL))
@@ -246,6 +270,11 @@ class ManagedPostgres:
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
+        if self.bound is not None:
+            self.bound.close()
+        if self._bound_guard is not None:
+            self._bound_guard.release()
+            self._bound_guard = None
         if self._socket_guard is not None:
             self._socket_guard.release()
             self._socket_guard = None
@@ -328,6 +357,16 @@ def connect(dsn: str, **kwargs: Any):
         return psycopg.connect(dsn, connect_timeout=10, **kwargs)
     except psycopg.OperationalError as exc:
         raise UserError(f"cannot connect to PostgreSQL at '{redact(dsn)}': {_last_error(str(exc))}.") from None
+
+
+def block_counts(dsn: str) -> dict[str, int]:
+    """The database's cumulative buffer cache counters: blocks found in shared_buffers (hit) and blocks asked of the
+    OS (read, from its page cache or from storage), with the block size and the database's size."""
+    with connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT blks_read, blks_hit, current_setting('block_size')::int, "
+                           "pg_database_size(current_database()) FROM pg_stat_database "
+                           "WHERE datname = current_database()").fetchone()
+    return dict(zip(("blocks_read", "blocks_hit", "block_bytes", "database_bytes"), map(int, row)))
 
 
 def server_settings(conn, names: list[str]) -> dict[str, str]:

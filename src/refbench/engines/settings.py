@@ -41,6 +41,17 @@ def pg_size_problem(value: str) -> str | None:
     return None
 
 
+_PG_UNIT_BYTES = {"B": 1, "kB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}
+
+
+def pg_size_bytes(value: str, unit_bytes: int) -> int:
+    """A checked PostgreSQL memory size in bytes; a bare number counts in the parameter's own unit (``unit_bytes``:
+    8192 for shared_buffers, 1024 for work_mem)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+    assert m, value
+    return int(float(m.group(1)) * (_PG_UNIT_BYTES[m.group(2)] if m.group(2) else unit_bytes))
+
+
 def pg_setting_problem(item: str) -> str | None:
     """One managed-server setting, name=value; a value that looks like a quantity needs one of PostgreSQL's units."""
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_.]*)=(.*)", item)

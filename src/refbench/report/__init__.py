@@ -18,7 +18,7 @@ from refbench.report import html as h
 from refbench.report.charts import render_all
 from refbench.report.telemetry import telemetry_charts
 from refbench.runstore import Run
-from refbench.suites import Chart, Record, Table, get_suite
+from refbench.suites import Chart, Record, Table, get_suite, storage
 
 UNITS_NOTE = (
     "Units: MB = 10<sup>6</sup> bytes and MB/s = 10<sup>6</sup> bytes per second (as storage vendors quote them); "
@@ -133,6 +133,12 @@ def _suite_section(run: Run, name: str, findings: list, console: Console | None)
     out = [f"<h2>Suite: {h.esc(name)}</h2>"]
     if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
         out.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
+    if verdicts := storage.verdicts(records):
+        out.append("<h3>Storage</h3>" + "".join(f"<p><b>{h.esc(v)}</b></p>" for v in verdicts))
+        out.append(f'<p class="note">{h.esc(storage.RULE)} Device figures are the whole device\'s, neighbours '
+                   "included. The bound is the page cache the server may hold while measuring (cache_mb) + its "
+                   f"shared_buffers; {h.esc(storage.bound_methods(records))}.</p>")
+        out.append(h.table(storage.table(records)))
     if findings:
         out.append("<h3>Correctness</h3>")
         out.append(h.table([{"check": f.check, "result": "pass" if f.passed else "FAIL", "detail": f.detail} for f in findings],

@@ -26,7 +26,7 @@ from refbench.engines.settings import (
 from refbench.errors import UserError
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
-from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites import Case, Chart, Finding, Record, Table, storage
 from refbench.suites.device.targets import check_one_directory_target, device_of, note_directory_targets, require_free_space
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
@@ -73,6 +73,7 @@ class DssSuite:
         "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM).",
                                       check=optional(duckdb_size_problem)),
         "drop_caches": Option(bool, True, "Drop the OS page cache before each cold query (needs root)."),
+        "cache_mb": storage.CACHE_MB,
         "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up."),
     }
 
@@ -109,11 +110,17 @@ class DssSuite:
         sf = ctx.options["sf"]
         extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
                  "target_description": ctx.state.get("target_description")}
-        if case.params["mode"] == "individual":
-            return self._individual(ctx, engine, case.params["query"], extra)
-        if case.params["mode"] == "power":
-            return self._power(ctx, engine, sf, extra)
-        return self._throughput(ctx, engine, sf, case.params["streams"], extra)
+        probe = engine_probe(ctx, engine)
+        with storage.bounded(engine.server if engine.name == "postgres" else None):
+            probe.start()
+            if case.params["mode"] == "individual":
+                record = self._individual(ctx, engine, case.params["query"], extra)
+            elif case.params["mode"] == "power":
+                record = self._power(ctx, engine, sf, extra)
+            else:
+                record = self._throughput(ctx, engine, sf, case.params["streams"], extra)
+            extra["storage"] = probe.stop()
+        return record
 
     def _individual(self, ctx, engine, query: int, extra: dict[str, Any]) -> Record:
         text = dict(stream_queries(0, ctx.options["sf"]))[query]
@@ -218,6 +225,7 @@ class DssSuite:
     # ---- correctness ---------------------------------------------------------------------------------
 
     def check(self, ctx) -> list[Finding]:
+        say_verdicts(ctx)
         return check_answers(ctx)
 
     def summarize(self, records: list[Record]) -> list[Table]:
@@ -250,6 +258,7 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
         else:
             require_server_binaries()
             check_server_settings(managed_settings(o), setting_origins(suite, o))
+            pg_server_memory(o)  # a cache bound that cannot work is refused here
     where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
     managed_postgres = "postgres" in engines and not o["dsn"] and not o["pg_data_dir"]
     needed = data_bytes(o["sf"], "duckdb" in engines, managed_postgres)
@@ -257,11 +266,32 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
     return engines
 
 
+PG_BYTES_PER_SF = 2.5 * 10**9  # PostgreSQL's tables and indexes
+
+
 def data_bytes(sf: float, duckdb: bool, postgres: bool) -> int:
     """What the data takes on disk at a scale factor: the generated files (1.1 GB at SF 1), DuckDB's database (0.4 GB),
     PostgreSQL's tables and indexes (2.5 GB) and the WAL written while loading them (1.5 GB, kept to a few GB)."""
     gb = 10**9
-    return int(sf * 1.1 * gb + (sf * 0.4 * gb if duckdb else 0) + (sf * 2.5 * gb + min(sf * 1.5 * gb, 8 * gb) if postgres else 0))
+    return int(sf * 1.1 * gb + (sf * 0.4 * gb if duckdb else 0) + (sf * PG_BYTES_PER_SF + min(sf * 1.5 * gb, 8 * gb) if postgres else 0))
+
+
+def pg_server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
+    """The managed PostgreSQL's cache bound in a dss-style suite (dss, dw)."""
+    return storage.server_memory(o["cache_mb"], int(o["sf"] * PG_BYTES_PER_SF), managed_settings(o))
+
+
+def engine_probe(ctx, engine) -> "storage.Probe":
+    """The storage probe of one engine's measured interval."""
+    if isinstance(engine, DuckDbEngine):
+        return storage.duckdb_probe(engine.db.path, ctx.state["device"])
+    server = engine.server
+    return storage.postgres_probe(server, engine.dsn, device_of(server.data_dir) if server else None, ctx.state["memory"])
+
+
+def say_verdicts(ctx) -> None:
+    for line in storage.verdicts(ctx.run.records(ctx.suite)):
+        ctx.log(line)
 
 
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:
@@ -294,14 +324,18 @@ def prepare_data_and_engines(ctx) -> None:
             engines["postgres"] = PostgresEngine(o["dsn"], None, os.cpu_count() or 1)
             ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
         else:
+            memory = ctx.state["memory"] = pg_server_memory(o)
             server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base),
-                                     managed_settings(o), ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
+                                     managed_settings(o), ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
+                                     cache_bytes=memory.cache_mb * 10**6 if memory else 0)
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
             engines["postgres"] = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
             ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
                     f"password in {server.password_file})")
+        storage.say_bound(ctx, ctx.state.setdefault("memory", None), ctx.state.get("server"),
+                          int(o["sf"] * PG_BYTES_PER_SF))
     ctx.state["engines"] = engines
     # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
     loads_file = base / f"tpch-sf{o['sf']:g}-loads.json"

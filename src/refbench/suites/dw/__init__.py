@@ -20,9 +20,11 @@ from refbench.errors import UserError
 from refbench.host.pagecache import files_under
 from refbench.plan import ENGINES, Option, Plan
 from refbench.runstore import Run
-from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites import Case, Chart, Finding, Record, Table, storage
 from refbench.suites.device.targets import device_of
-from refbench.suites.dss import check_answers, checked_engines, close_engines, prepare_data_and_engines
+from refbench.suites.dss import (
+    check_answers, checked_engines, close_engines, engine_probe, prepare_data_and_engines, say_verdicts,
+)
 from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dw import capacity, workload
 
@@ -64,8 +66,9 @@ class DwSuite:
                               check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap.",
                                       check=duckdb_size_problem),
-        "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never).",
-                          minimum=0),
+        "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never); "
+                          "the row store's only when it has no cache bound (cache_mb).", minimum=0),
+        "cache_mb": storage.CACHE_MB,
         "data_volume_gb": Option(float, 0.0, "Capacity of the data volume in GB (0 = the file system holding the data).",
                                  minimum=0),
         "memory_gb": Option(float, 0.0, "Server memory for the memory limit, GB (0 = this host's).", minimum=0),
@@ -101,8 +104,10 @@ class DwSuite:
         engine = ctx.state["engines"][case.params["engine"]]
         files, where = self._data_files(ctx, engine)
         device = device_of(where) if where else None
-        with ctx.task(f"{STORE[engine.name]}: {o['sessions']} sessions for {o['duration_s']} s", total=None):
-            seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device)
+        with ctx.task(f"{STORE[engine.name]}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
+                storage.bounded(getattr(engine, "server", None)):
+            seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device,
+                                engine_probe(ctx, engine))
         if seen["errors"]:
             raise UserError(f"the {STORE[engine.name]} workload failed: {seen['errors'][0]}.")
         raw_tb = o["sf"] / 1000  # SF 1 is 1 GB of raw data
@@ -126,14 +131,17 @@ class DwSuite:
             "load": ctx.state["loads"][engine.name], "capacity_inputs": self._capacity_inputs(ctx),
             "reference": (reference_figures(o["reference"], Path(ctx.plan.runs_dir)).get(engine.name)
                           if o["reference"] else None),
-            "target_description": ctx.state.get("target_description"),
+            "target_description": ctx.state.get("target_description"), "storage": seen["storage"],
             "run": ctx.run.path.name, "system": _system(ctx.run.meta.get("inventory", {}), device, engine.settings()),
         }
+        kept_out = (f"data files dropped from the page cache every {o['evict_s']:g} s" if files else
+                    "page cache bounded (cache_mb; see Storage)" if getattr(engine, "server", None) and engine.server.bound
+                    else "page cache not bounded")
         return Record(metrics, method=(
             f"{o['sessions']} sessions on the {STORE[engine.name]} ({engine.name}), each cycling through the "
             f"scan-heavy mix Q{', Q'.join(map(str, workload.SCAN_MIX))} with random parameters, for {o['duration_s']} s; "
             f"memory capped ({'shared_buffers ' + o['shared_buffers'] if engine.name == 'postgres' else 'memory_limit ' + o['duckdb_memory_limit']}), "
-            f"data files dropped from the page cache every {o['evict_s']:g} s. Queries/hour/TB: queries completed "
+            f"{kept_out}. Queries/hour/TB: queries completed "
             f"inside the interval per hour × raw data in TB (SF {o['sf']:g} = {raw_tb:g} TB). Physical scan: MB/s read "
             "from the data's device (/proc/diskstats). Logical scan: table and index MB/s the engine consumed "
             "(PostgreSQL: blocks read + hit × block size; DuckDB exposes no such counter: N/A, as paper 000 reports for "
@@ -146,6 +154,8 @@ class DwSuite:
         server = ctx.state.get("server")
         if server is None:
             return [], None  # a user's server: its files are not ours to touch
+        if server.bound is not None:
+            return [], server.data_dir  # its cache bound keeps them out of memory
         return files_under([server.data_dir / "base"]), server.data_dir
 
     def _capacity_inputs(self, ctx) -> dict[str, Any]:
@@ -158,6 +168,7 @@ class DwSuite:
                 "memory_from": "--memory-gb" if o["memory_gb"] else "this host's memory"}
 
     def check(self, ctx) -> list[Finding]:
+        say_verdicts(ctx)
         findings = check_answers(ctx)
         for r in ctx.run.records(self.name):
             findings.append(Finding(f"{r.extra['store']}: queries completed during the interval",

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from refbench.host.pagecache import evict
+from refbench.host.cachebound import PeriodicEviction
 from refbench.host.telemetry import SECTOR_BYTES, cpu_rates, read_cpu, read_disks
 from refbench.suites.dss.queries import QUERIES, random_parameters
 
@@ -24,8 +24,9 @@ PROC = Path("/proc")
 
 
 def run(engine, sf: float, sessions: int, duration_s: float, seed: int, files: list[Path], evict_s: float,
-        device: str | None) -> dict[str, Any]:
-    """Runs the mix on ``sessions`` sessions for ``duration_s``; returns what completed and what the host did."""
+        device: str | None, probe) -> dict[str, Any]:
+    """Runs the mix on ``sessions`` sessions for ``duration_s``; returns what completed and what the host did, with
+    the ``probe``'s storage figures (suites.storage) of the interval."""
     stop = threading.Event()
     completed: list[tuple[int, float]] = []  # (query, seconds) finished inside the interval
     errors: list[str] = []
@@ -52,28 +53,31 @@ def run(engine, sf: float, sessions: int, duration_s: float, seed: int, files: l
                     with lock:
                         completed.append((q, seconds))
 
-    def evictor() -> None:
-        while not stop.wait(evict_s):
-            evict(files)
-
     threads = [threading.Thread(target=session_loop, args=(i, s)) for i, s in enumerate(open_sessions)]
-    if evict_s > 0:
-        evict(files)
-        threads.append(threading.Thread(target=evictor))
+    eviction = PeriodicEviction(lambda: files, evict_s).start() if evict_s > 0 and files else None
     before = engine.usage()
+    probe.start()
     cpu0, disks0, t0 = read_cpu(PROC), read_disks(PROC), time.time()
     for t in threads:
         t.start()
     stop.wait(duration_s)
     stop.set()
     cpu1, disks1, t1 = read_cpu(PROC), read_disks(PROC), time.time()
-    after = engine.usage()
+    try:
+        seen_storage, failed = probe.stop(), None
+    except MemoryError as exc:  # raised once the sessions have stopped
+        seen_storage, failed = None, exc
+    after = engine.usage() if failed is None else {}
+    if eviction is not None:
+        eviction.stop()
     for s in open_sessions:
         s.cancel()
     for t in threads:
         t.join()
     for s in open_sessions:
         s.close()
+    if failed is not None:
+        raise failed
     interval = t1 - t0
     physical = None
     if device and device in disks0 and device in disks1:
@@ -86,4 +90,4 @@ def run(engine, sf: float, sessions: int, duration_s: float, seed: int, files: l
         rates = cpu_rates(cpu0, cpu1)
         cpu = 100 - rates["idle_pct"] - rates["iowait_pct"]
     return {"interval_s": interval, "started_epoch_s": t0, "ended_epoch_s": t1, "completed": completed,
-            "errors": errors, "physical_mb_s": physical, "logical_mb_s": logical, "cpu_pct": cpu}
+            "errors": errors, "physical_mb_s": physical, "logical_mb_s": logical, "cpu_pct": cpu, "storage": seen_storage}

@@ -20,8 +20,10 @@ from refbench.engines.settings import (
     check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
 )
 from refbench.plan import Option, Plan, PlanError
-from refbench.suites import Case, Chart, Finding, Record, Table
-from refbench.suites.device.targets import check_one_directory_target, note_directory_targets, require_free_space
+from refbench.suites import Case, Chart, Finding, Record, Table, storage
+from refbench.suites.device.targets import (
+    check_one_directory_target, device_of, note_directory_targets, require_free_space,
+)
 from refbench.suites.oltp import consistency, database, driver
 
 MIX_MINIMUM_PCT = {"payment": 43.0, "order_status": 4.0, "delivery": 4.0, "stock_level": 4.0}
@@ -30,10 +32,17 @@ REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", 
                      "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"]
 
 
+WAREHOUSE_BYTES = 100 * 10**6  # tables and indexes of one warehouse
+
+
 def load_bytes(warehouses: int) -> int:
     """What a load takes on disk: about 100 MB of tables and indexes per warehouse, and the WAL written meanwhile
     (about 150 MB per warehouse, kept to a few GB by checkpoints)."""
-    return warehouses * 100 * 10**6 + min(warehouses * 150 * 10**6, 2 * 2**30)
+    return warehouses * WAREHOUSE_BYTES + min(warehouses * 150 * 10**6, 2 * 2**30)
+
+
+def server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
+    return storage.server_memory(o["cache_mb"], o["warehouses"] * WAREHOUSE_BYTES, _server_settings(o))
 
 
 def _server_settings(o: dict[str, Any]) -> dict[str, str]:
@@ -72,6 +81,7 @@ class OltpSuite:
                                  check=pg_size_problem),
         "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str,
                               check=pg_setting_problem),
+        "cache_mb": storage.CACHE_MB,
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
         "reload_each_case": Option(bool, False, "Paper 001's cycle: drop, load and run for every case."),
         "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0, maximum=1024),
@@ -95,6 +105,7 @@ class OltpSuite:
         else:
             require_server_binaries()
             check_server_settings(_server_settings(o), setting_origins(self.name, o))
+            server_memory(o)  # a cache bound that cannot work is refused here
             where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
             require_free_space(Path(where), load_bytes(o["warehouses"]),
                                f"{o['warehouses']} warehouse(s) (about {load_bytes(o['warehouses']) / 1e9:,.1f} GB of "
@@ -107,18 +118,21 @@ class OltpSuite:
 
     def prepare(self, ctx) -> None:
         o = ctx.options
+        memory = ctx.state["memory"] = None if o["dsn"] else server_memory(o)
         if o["dsn"]:
             ctx.state["dsn"] = o["dsn"]
             ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
         else:
             server = ManagedPostgres(self._data_dir(ctx), _server_settings(o),
-                                     ctx.run.secret_path(f"{ctx.suite}-postgres.password"))
+                                     ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
+                                     cache_bytes=memory.cache_mb * 10**6 if memory else 0)
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
             ctx.state["dsn"] = server.database("refbench")
             ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
                     f"password in {server.password_file})")
+        storage.say_bound(ctx, memory, ctx.state.get("server"), o["warehouses"] * WAREHOUSE_BYTES)
         self._build(ctx, rebuild=o["rebuild"])
 
     def _data_dir(self, ctx) -> Path:
@@ -164,9 +178,27 @@ class OltpSuite:
         if o["reload_each_case"]:
             self._build(ctx, rebuild=True)
         users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
+        server = ctx.state.get("server")
+        probe = storage.postgres_probe(server, ctx.state["dsn"], device_of(server.data_dir) if server else None,
+                                       ctx.state["memory"])
+        seen: dict[str, Any] = {}
+
+        def tick(s: float) -> None:
+            """The driver ticks about once a second and at the window's edges: the probe covers the window."""
+            task.update(min(s, total))
+            if s >= o["rampup_s"] and not probe.started():
+                probe.start()
+            if s >= total and probe.started() and not seen:
+                seen.update(probe.stop())
+
         with ctx.task(f"{case.title}: {o['rampup_s']} s ramp-up + {o['duration_s']} s measured", total=total) as task:
-            result = driver.run(ctx.state["dsn"], o["warehouses"], users, o["rampup_s"], o["duration_s"], o["think_times"],
-                                o["seed"] + case.params["repeat"], on_tick=lambda s: task.update(min(s, total)))
+            with storage.bounded(server):
+                if o["rampup_s"] == 0:
+                    probe.start()
+                result = driver.run(ctx.state["dsn"], o["warehouses"], users, o["rampup_s"], o["duration_s"],
+                                    o["think_times"], o["seed"] + case.params["repeat"], on_tick=tick)
+        if probe.started() and not seen:
+            seen.update(probe.stop())
         metrics = figures(result)
         load = json.loads((ctx.work_dir / "load.json").read_text())
         return Record(metrics, method=(
@@ -178,7 +210,7 @@ class OltpSuite:
             extra={"series": result.series, "errors": result.errors, "settings": ctx.state["load"]["settings"],
                    "load": {k: v for k, v in load.items() if k != "consistency_before"},
                    "consistency_before": ctx.state["load"]["consistency_before"],
-                   "database": "managed" if not o["dsn"] else redact(o["dsn"]),
+                   "database": "managed" if not o["dsn"] else redact(o["dsn"]), "storage": seen or None,
                    "target_description": ctx.state.get("target_description")})
 
     # ---- correctness ---------------------------------------------------------------------------------
@@ -195,6 +227,8 @@ class OltpSuite:
                                     f"{unit} violating it before the run: {was}, after: {violations}"))
         records = ctx.run.records(self.name)
         findings += mix_findings(records)
+        for line in storage.verdicts(records):
+            ctx.log(line)
         return findings
 
     def summarize(self, records: list[Record]) -> list[Table]:
