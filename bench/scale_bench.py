@@ -165,15 +165,17 @@ def part_sweep(work: Path) -> dict[str, Any]:
     target = work / "sweep-target"
     target.mkdir(exist_ok=True)
     shapes = [(["4k", "64k"], "1,2"), (["4k", "8k", "64k", "1m"], "1,2,4,8"), (None, None)]
-    sizes, costs, overheads = [], [], []
+    sizes, costs, overheads, peaks = [], [], [], []
     for block_sizes, iodepths in shapes:
         argv = [*REFBENCH, "device", str(target), "--profile", "full", "--runs-dir", str(work / "sweep-runs"),
                 "--size", "16m", "--no-checks", "--no-precondition", "--numjobs", "1",
                 "--min-runtime-s", "0.05", "--max-runtime-s", "0.05"]
         if block_sizes:
             argv += ["--block-sizes", ",".join(block_sizes), "--iodepths", iodepths]
-        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-        records = [json.loads(p.read_text()) for p in (Path(out) / "records" / "device").glob("*.json")]
+        peak = [0]
+        out = _cli_run(argv, sample_rss=lambda pid: peak.__setitem__(0, max(peak[0], _status_kb(pid, "VmHWM"))))
+        peaks.append(peak[0] / 1024)
+        records = _records(out, "device")
         span = max(r["ended_epoch_s"] for r in records) - min(r["started_epoch_s"] for r in records)
         sizes.append(len(records))
         costs.append(span)
@@ -188,7 +190,8 @@ def part_sweep(work: Path) -> dict[str, Any]:
     per_point = ", ".join(f"{o * 1000:+.0f} ms" for o in overheads)
     return {"part": "sweep", "what": "device sweep wall time, 0.05-s points", "sizes": sizes, "unit": "points",
             "costs": costs, "cost_unit": "s", "target": "576 points end to end",
-            "note": f"refbench's time per point minus plain fio's (same commands): {per_point}"}
+            "note": f"refbench's time per point minus plain fio's (same commands): {per_point}; the runner's peak "
+                    f"RSS: {' / '.join(f'{m:.0f}' for m in peaks)} MiB"}
 
 
 # ---- oltp and dss through the CLI ------------------------------------------------------------------------
@@ -244,19 +247,26 @@ def part_dss_load(work: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        return int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                        if line.startswith(field + ":")))
+    except (OSError, StopIteration):
+        return 0
+
+
 def _tree_rss_kb(pid: int) -> int:
     """Resident memory of a process and its descendants (the driver's workers), except database servers."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
         try:
-            status = Path(f"/proc/{p}/status").read_text()
-            if "postgres" in Path(f"/proc/{p}/comm").read_text():
+            if Path(f"/proc/{p}/comm").read_text().strip() == "postgres":
                 continue
-            total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+            total += _status_kb(p, "VmRSS")
             for task in Path(f"/proc/{p}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, StopIteration, ValueError):
+        except (OSError, ValueError):
             continue
     return total
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import json
 import os
 import re
@@ -375,12 +376,16 @@ def _json_kind(value: Any) -> str:
     return "a number"
 
 
+# Resolving a dataclass's annotations compiles each of them again: once per class, not once per record file.
+_type_hints = functools.cache(typing.get_type_hints)
+
+
 def _shape_problem(data: Any, cls: type, what: str) -> str | None:
     """What keeps ``data`` (parsed JSON) from being a ``cls``: not an object, a required field missing, or a
     field of the wrong JSON type. None when it fits."""
     if not isinstance(data, dict):
         return f"holds {_json_kind(data)} where a {what} (a JSON object) belongs"
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
