@@ -198,7 +198,7 @@ def test_a_runaway_query_is_cancelled_at_the_timeout_on_both_engines(tmp_path, r
 def test_a_tiny_query_timeout_is_recorded_and_the_run_finishes(refbench, tmp_path, reachable_dir):
     import json
 
-    result = refbench("dss", "--sf", "0.01", "--modes", "power", "--query-timeout-s", "0.001",
+    result = refbench("dss", "--sf", "0.01", "--modes", "power,throughput", "--query-timeout-s", "0.001",
                       "--data-dir", str(reachable_dir / "tpch"), "--runs-dir", "runs")
     assert result.code == 1, result.stderr  # finished, with the answers it could not check counted as failed checks
     run = tmp_path / result.last_line
@@ -206,6 +206,8 @@ def test_a_tiny_query_timeout_is_recorded_and_the_run_finishes(refbench, tmp_pat
         power = json.loads((run / "records" / "dss" / f"{engine}-power.json").read_text())
         assert power["metrics"]["timed_out"].startswith("Q") and "Incomplete" in power["method"]
         assert power["metrics"]["Q1_s"] >= 0.001
+        throughput = json.loads((run / "records" / "dss" / f"{engine}-throughput.json").read_text())
+        assert throughput["metrics"]["timed_out"].startswith("stream ") and "Incomplete" in throughput["method"]
     findings = json.loads((run / "findings" / "dss.json").read_text())
     assert any("ran past the 0.001 s query timeout" in f["detail"] for f in findings if not f["passed"])
     report = (run / "report.html").read_text()
