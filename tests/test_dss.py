@@ -54,10 +54,10 @@ def test_a_wrong_answer_is_caught():
 
 def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
     sf = 0.01
-    data = tmp_path / "data"
-    datagen.generate(data, sf)
     base = Path(tempfile.mkdtemp(prefix="refbench-test-dss-"))
     base.chmod(0o755)
+    data = base / "data"  # where the server's own account can read it (pytest's tmp_path is closed to it)
+    datagen.generate(data, sf)
     server = ManagedPostgres(base / "pgdata", {})
     server.start()
     duck = DuckDbEngine(tmp_path / "tpch.duckdb")
@@ -65,8 +65,15 @@ def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
         duck.load(data, sf)
         duck.open()
         pg = PostgresEngine(server.database("tpch"), server, 2)
-        pg.load(data, sf)
+        loaded = pg.load(data, sf)
+        assert loaded["copy"] == "server-side COPY FREEZE"
+        # A user's server (no managed server to read the files) gets the same rows through the connection.
+        through = PostgresEngine(server.database("tpch_dsn"), None, 2).load(data, sf)
+        assert through["copy"] == "COPY FREEZE through the connection" and through["rows"] == loaded["rows"]
         pg.open()
+        # COPY FREEZE left nothing for VACUUM to freeze: every page of lineitem is all-frozen in the visibility map.
+        assert pg.run("CREATE EXTENSION IF NOT EXISTS pg_visibility")[1] >= 0
+        assert pg.run("SELECT count(*) FILTER (WHERE NOT all_frozen) FROM pg_visibility_map('lineitem')")[0] == [(0,)]
         for stream in (0, 1, 2):
             for q, text in stream_queries(stream, sf):
                 d_rows, _ = duck.run(text)
