@@ -8,7 +8,13 @@ overhead on query times, on one managed PostgreSQL and an in-process DuckDB.
    what the suite reports) against the engine's own timing of the same execution — DuckDB's profiler
    (query.total_time) and PostgreSQL's pg_stat_statements (total_exec_time). Target: under 2% in sum.
 
+3. Scaling (--scaling 1,10): generation + load time per SF unit at each scale factor, per engine, in interleaved
+   rounds (SF 1, SF 10, SF 1, SF 10…, so a neighbour's load lands on both), with the load average at each
+   step. Target: at the largest SF at most 1.2× the time per SF unit of the smallest. Needs about 40 GB free
+   at SF 10 (CSV, DuckDB and PostgreSQL at once); everything is removed after each step.
+
 Usage: .venv/bin/python bench/dss_bench.py [--sf 1] [--repeats 3]
+       .venv/bin/python bench/dss_bench.py --scaling 1,10 [--rounds 2] [--dir /var/tmp]
 Prints Markdown for docs/BENCHMARKS.md.
 """
 
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +31,7 @@ import time
 from pathlib import Path
 
 from refbench.engines.postgres import ManagedPostgres, connect
-from refbench.suites.dss import datagen
+from refbench.suites.dss import datagen, timed_generate_and_load
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import stream_queries
 
@@ -55,11 +63,48 @@ def postgres_overhead(engine: PostgresEngine, sf: float, repeats: int) -> tuple[
     return ours, float(rows[0][0])
 
 
+def scaling(sfs: list[float], rounds: int, where: Path) -> None:
+    runs: list[dict] = []
+    for r in range(rounds):
+        for sf in sfs:
+            load0 = os.getloadavg()[0]
+            out = timed_generate_and_load(Path(tempfile.mkdtemp(prefix="refbench-dss-scaling-", dir=where)), sf)
+            out |= {"round": r + 1, "loadavg": (load0, os.getloadavg()[0])}
+            print(f"<!-- {json.dumps(out)} -->", flush=True)
+            runs.append(out)
+    print(f"Generate + load per SF unit, {rounds} interleaved rounds; load average (1 min) before/after each step in "
+          f"brackets. {os.cpu_count()} CPUs.\n")
+    print("| engine | SF | round | generate s | load s | (generate + load) / SF | load avg |\n|---|---|---|---|---|---|---|")
+    per_unit: dict[tuple[str, float], list[float]] = {}
+    for out in runs:
+        for engine in ("duckdb", "postgres"):
+            total = out["generate_s"] + out[engine]["load_s"]
+            per_unit.setdefault((engine, out["sf"]), []).append(total / out["sf"])
+            print(f"| {engine} | {out['sf']:g} | {out['round']} | {out['generate_s']:.1f} | {out[engine]['load_s']:.1f}"
+                  + (f" (COPY {out[engine]['copy_s']:.1f} + indexes {out[engine]['index_s']:.1f})" if engine == "postgres" else "")
+                  + f" | {total / out['sf']:.1f} s | {out['loadavg'][0]:.1f} → {out['loadavg'][1]:.1f} |")
+    print("\n| engine | s per SF unit at SF " + " | at SF ".join(f"{sf:g}" for sf in sfs)
+          + f" | ratio SF {sfs[-1]:g} / SF {sfs[0]:g} (median) | target |\n|---|" + "---|" * (len(sfs) + 2))
+    for engine in ("duckdb", "postgres"):
+        medians = [statistics.median(per_unit[(engine, sf)]) for sf in sfs]
+        print(f"| {engine} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | **{medians[-1] / medians[0]:.2f}** | ≤ 1.2 |")
+    sizes = [out for out in runs if out["sf"] == sfs[-1]][-1]
+    print(f"\nAt SF {sfs[-1]:g}: CSV {sizes['csv_bytes'] / 1e9:.2f} GB, DuckDB {sizes['duckdb']['database_bytes'] / 1e9:.2f} GB, "
+          f"PostgreSQL database {sizes['postgres']['database_bytes'] / 1e9:.2f} GB "
+          f"(data directory {sizes['postgres']['data_dir_bytes'] / 1e9:.2f} GB).")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sf", type=float, default=1.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scaling", help="scale factors to compare, smallest first, e.g. 1,10")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()), help="where the scaling data goes")
     args = parser.parse_args()
+    if args.scaling:
+        scaling([float(x) for x in args.scaling.split(",")], args.rounds, args.dir)
+        return
     go_tpc = subprocess.run([str(HERE / "peers" / "build-go-tpc.sh")], check=True, capture_output=True, text=True).stdout.strip()
     base = Path(tempfile.mkdtemp(prefix="refbench-dss-bench-"))
     base.chmod(0o755)

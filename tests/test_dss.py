@@ -54,10 +54,10 @@ def test_a_wrong_answer_is_caught():
 
 def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
     sf = 0.01
-    data = tmp_path / "data"
-    datagen.generate(data, sf)
     base = Path(tempfile.mkdtemp(prefix="refbench-test-dss-"))
     base.chmod(0o755)
+    data = base / "data"  # where the server's own account can read it (pytest's tmp_path is closed to it)
+    datagen.generate(data, sf)
     server = ManagedPostgres(base / "pgdata", {})
     server.start()
     duck = DuckDbEngine(tmp_path / "tpch.duckdb")
@@ -65,8 +65,15 @@ def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
         duck.load(data, sf)
         duck.open()
         pg = PostgresEngine(server.database("tpch"), server, 2)
-        pg.load(data, sf)
+        loaded = pg.load(data, sf)
+        assert loaded["copy"] == "server-side COPY FREEZE"
+        # A user's server (no managed server to read the files) gets the same rows through the connection.
+        through = PostgresEngine(server.database("tpch_dsn"), None, 2).load(data, sf)
+        assert through["copy"] == "COPY FREEZE through the connection" and through["rows"] == loaded["rows"]
         pg.open()
+        # COPY FREEZE left nothing for VACUUM to freeze: every page of lineitem is all-frozen in the visibility map.
+        assert pg.run("CREATE EXTENSION IF NOT EXISTS pg_visibility")[1] >= 0
+        assert pg.run("SELECT count(*) FILTER (WHERE NOT all_frozen) FROM pg_visibility_map('lineitem')")[0] == [(0,)]
         for stream in (0, 1, 2):
             for q, text in stream_queries(stream, sf):
                 d_rows, _ = duck.run(text)
@@ -125,7 +132,8 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
             assert throughput["metrics"]["streams"] == 2 and throughput["metrics"]["throughput"] > 0
             assert throughput["extra"]["stream_orders"] == {"1": STREAM_ORDERS[1], "2": STREAM_ORDERS[2]}
         findings = json.loads((run / "findings" / "dss.json").read_text())
-        assert [f["passed"] for f in findings] == [True] and "same answers" in findings[0]["check"]
+        assert len(findings) == 22 and all(f["passed"] for f in findings)
+        assert findings[0]["check"] == "cross-engine agreement Q1 (duckdb and postgres, stream 0, SF 0.01)"
         assert {"individual", "figures", "power_steps", "load", "settings"} <= {p.stem for p in (run / "tables" / "dss").glob("*.csv")}
         assert {"single_stream", "parallel_streams", "duckdb_long_queries", "postgres_short_queries"} <= {
             p.stem for p in (run / "charts" / "dss").glob("*.png")}
@@ -143,7 +151,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
             server.stop()
         second = refbench(*args, "--modes", "power")
         assert second.code == 1, second.stderr
-        assert "FAILED" in second.stderr and "same answers" in second.stderr and "Q1" in second.stderr
+        assert "FAILED" in second.stderr and "cross-engine agreement Q1 " in second.stderr
         compared = refbench("compare", str(run), str(tmp_path / second.last_line), "--json")
         assert compared.code == 0, compared.stderr
         in_both = {(f["case"], f["metric"]) for f in compared.json()["figures"]}
@@ -165,3 +173,71 @@ def test_compare_sums_up_each_engine_as_the_geometric_mean_of_its_query_speedups
     assert summary["duckdb"]["geometric mean factor"] == 4.0 and summary["duckdb"]["B vs A"] == "4.00× faster"
     assert summary["postgres"]["B vs A"] == "same" and summary["postgres"]["cases"] == 3
     assert overall(rows[:2]) == []  # two cases are not enough for an overall figure
+
+
+def test_a_runaway_query_is_cancelled_at_the_timeout_on_both_engines(tmp_path, reachable_dir):
+    import time
+
+    from refbench.suites.dss.engines import DuckDbSession, PostgresSession, QueryTimeout
+
+    duck = DuckDbEngine(tmp_path / "empty.duckdb")
+    duck.open()
+    server = ManagedPostgres(reachable_dir / "pgdata", {})
+    server.start()
+    try:
+        pg = PostgresSession(server.database("postgres"))
+        sessions = {"duckdb": (duck.session(), "SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3"),
+                    "postgres": (pg, "SELECT pg_sleep(60)")}
+        for name, (session, runaway) in sessions.items():
+            t0 = time.monotonic()
+            with pytest.raises(QueryTimeout, match="cancelled after the 0.3 s query timeout"):
+                session.run(runaway, timeout_s=0.3)
+            assert time.monotonic() - t0 < 30, name  # cancelled, not run to its end (minutes at least)
+            assert session.run("SELECT 42", timeout_s=0.3)[0] == [(42,)], name  # the session goes on
+        assert pg.run("SHOW statement_timeout")[0] == [("0",)]  # a call without a limit (the refresh functions) has none
+        assert isinstance(sessions["duckdb"][0], DuckDbSession)
+        pg.close()
+    finally:
+        duck.close()
+        server.stop()
+
+
+def test_a_tiny_query_timeout_is_recorded_and_the_run_finishes(refbench, tmp_path, reachable_dir):
+    import json
+
+    result = refbench("dss", "--sf", "0.01", "--modes", "power,throughput", "--query-timeout-s", "0.001",
+                      "--data-dir", str(reachable_dir / "tpch"), "--runs-dir", "runs")
+    assert result.code == 1, result.stderr  # finished, with the answers it could not check counted as failed checks
+    run = tmp_path / result.last_line
+    for engine in ("duckdb", "postgres"):
+        power = json.loads((run / "records" / "dss" / f"{engine}-power.json").read_text())
+        assert power["metrics"]["timed_out"].startswith("Q") and "Incomplete" in power["method"]
+        assert power["metrics"]["Q1_s"] >= 0.001
+        throughput = json.loads((run / "records" / "dss" / f"{engine}-throughput.json").read_text())
+        assert throughput["metrics"]["timed_out"].startswith("stream ") and "Incomplete" in throughput["method"]
+    findings = json.loads((run / "findings" / "dss.json").read_text())
+    assert any("ran past the 0.001 s query timeout" in f["detail"] for f in findings if not f["passed"])
+    report = (run / "report.html").read_text()
+    assert "no: queries timed out" in report and "cross-engine agreement" in report
+
+
+def test_the_space_check_names_what_each_engine_needs_where(tmp_path):
+    from refbench.suites.dss import BYTES_PER_SF, space_needed
+
+    o = {"sf": 10.0, "dsn": "", "pg_data_dir": str(tmp_path / "pg"), "shared_buffers": "256MB",
+         "pg_settings": ["max_wal_size=2GB"]}
+    needs = space_needed(o, tmp_path / "data", ["duckdb", "postgres"])
+    assert needs[tmp_path / "data"] == {"generated CSV": 10 * BYTES_PER_SF["csv"], "DuckDB database": 10 * BYTES_PER_SF["duckdb"]}
+    assert needs[tmp_path / "pg"] == {"PostgreSQL tables, indexes, temporary files and WAL":
+                                      10 * (BYTES_PER_SF["postgres"] + BYTES_PER_SF["postgres_temp"]) + 2 * 2**30}
+    # A complete earlier generation of the same scale factor is reused, so it needs no more space.
+    datagen.generate(tmp_path / "small" / "tpch-sf0.01", 0.01)
+    assert "generated CSV" not in space_needed({**o, "sf": 0.01}, tmp_path / "small", ["duckdb"])[tmp_path / "small"]
+
+
+def test_a_scale_factor_that_does_not_fit_is_refused_before_anything_is_written(refbench, tmp_path):
+    result = refbench("dss", "--sf", "100000", "--data-dir", str(tmp_path / "tpch"), "--runs-dir", "runs")
+    assert result.code != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "not enough free space in" in result.stderr and "SF 100000 (" in result.stderr
+    assert "generated CSV 113,300.0 GB" in result.stderr and "GiB free" in result.stderr
+    assert not (tmp_path / "tpch").exists()

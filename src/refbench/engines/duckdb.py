@@ -4,7 +4,6 @@ empty, and the OS page cache is dropped separately by the caller."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 
@@ -31,11 +30,6 @@ class DuckDb:
 
     def execute(self, sql: str) -> list[tuple]:
         return self.conn.execute(sql).fetchall()
-
-    def timed(self, sql: str) -> tuple[list[tuple], float]:
-        t0 = time.perf_counter()
-        rows = self.conn.execute(sql).fetchall()
-        return rows, time.perf_counter() - t0
 
     def load_csv(self, table: str, csv: Path) -> int:
         self.conn.execute(f"COPY {table} FROM '{csv}' (FORMAT csv, HEADER true)")

@@ -93,7 +93,7 @@ def _join_then_become(join, account: pwd.struct_passwd | None, then) -> None:
 
 
 def _account_can(account: pwd.struct_passwd | None, test_flag: str, path: Path) -> bool:
-    """``test FLAG PATH`` as the server's account: can it enter (-x) or write (-w) there?"""
+    """``test FLAG PATH`` as the server's account: can it enter (-x), read (-r) or write (-w) there?"""
     return account is None or subprocess.run(["test", test_flag, str(path)], **_as_account(account)).returncode == 0
 
 
@@ -130,6 +130,10 @@ class ManagedPostgres:
         while not probe.exists():
             probe = probe.parent
         return _account_can(account, "-x", probe)
+
+    def can_read(self, path: Path) -> bool:
+        """Whether the server itself can read ``path`` (for a server-side COPY FROM a file)."""
+        return _account_can(self.account, "-r", path)
 
     @property
     def dsn(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import threading
 import time
@@ -29,7 +30,7 @@ from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table, storage
 from refbench.suites.device.targets import check_one_directory_target, device_of, note_directory_targets, require_free_space
 from refbench.suites.dss import answers, datagen, refresh
-from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
+from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine, QueryTimeout
 from refbench.suites.dss.queries import min_streams, stream_queries
 
 MODES = ("individual", "power", "throughput")
@@ -53,8 +54,9 @@ class DssSuite:
         "refbench dss --sf 100 --streams 7 --dsn 'host=db1 user=bench dbname=tpch' --profile full",
     ]
     options = {
-        "sf": Option(float, {"quick": 0.01, "standard": 1.0, "full": 100.0}, "Scale factor (SF 1 ≈ 1 GB of data).",
-                     minimum=0.001),
+        "sf": Option(float, {"quick": 0.01, "standard": 10.0, "full": 100.0},
+                     "Scale factor (SF 1 ≈ 1 GB of data; full's SF 100 runs where the space check finds room, else "
+                     "choose --sf 30).", minimum=0.001),
         "engines": Option(list, list(ENGINES), "Engines: duckdb (column store), postgres (row store).", item=str,
                           choices=ENGINES),
         "modes": Option(list, list(MODES), "individual (each query cold, then warm), power, throughput.", item=str,
@@ -75,6 +77,11 @@ class DssSuite:
         "drop_caches": Option(bool, True, "Drop the OS page cache before each cold query (needs root)."),
         "cache_mb": storage.CACHE_MB,
         "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up."),
+        # Long enough for the slowest query of a sound configuration at the profile's scale on a small host (the
+        # PostgreSQL power stream's longest query at SF 10 on 2 cores: see the README), short enough to end a run.
+        "query_timeout_s": Option(float, {"quick": 300.0, "standard": 3600.0, "full": 4 * 3600.0},
+                                  "A query running longer is cancelled and recorded as a timeout (0 = no limit).",
+                                  minimum=0),
     }
 
     # ---- the matrix ----------------------------------------------------------------------------------
@@ -109,7 +116,7 @@ class DssSuite:
         engine = ctx.state["engines"][case.params["engine"]]
         sf = ctx.options["sf"]
         extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
-                 "target_description": ctx.state.get("target_description")}
+                 "target_description": ctx.state.get("target_description"), "answer_check": answer_check(ctx)}
         probe = engine_probe(ctx, engine)
         with storage.bounded(engine.server if engine.name == "postgres" else None):
             probe.start()
@@ -126,23 +133,37 @@ class DssSuite:
         text = dict(stream_queries(0, ctx.options["sf"]))[query]
         caches = _drop_caches() if ctx.options["drop_caches"] else "the OS page cache was kept (drop_caches = false)"
         how = engine.cold()
-        cold_rows, cold = self._observed(ctx, lambda: engine.run(text))
-        warm_rows, warm = self._observed(ctx, lambda: engine.run(text))
+        timeout_s = ctx.options["query_timeout_s"] or None
+        cold_rows, cold = self._observed(ctx, lambda: engine.run(text, timeout_s))
+        # A query that ran past the limit cold is not run again warm: it would only hold the run up once more.
+        warm_rows, warm = (None, {}) if cold_rows is None else self._observed(ctx, lambda: engine.run(text, timeout_s))
         _save_answer(ctx, engine.name, query, warm_rows)
-        metrics = {"query": query, "cold_s": round(cold["seconds"], 4), "warm_s": round(warm["seconds"], 4),
-                   "rows": len(warm_rows), **{f"cold_{k}": v for k, v in cold.items() if k != "seconds"},
-                   **{f"warm_{k}": v for k, v in warm.items() if k != "seconds"}}
+        timed_out = [when for when, seen in (("cold", cold), ("warm", warm)) if seen.get("timed_out")]
+        metrics = {"query": query, "cold_s": round(cold["seconds"], 4),
+                   "warm_s": round(warm["seconds"], 4) if "seconds" in warm else None,
+                   "rows": len(warm_rows) if warm_rows is not None else None,
+                   **{f"cold_{k}": v for k, v in cold.items() if k not in ("seconds", "timed_out")},
+                   **{f"warm_{k}": v for k, v in warm.items() if k not in ("seconds", "timed_out")}}
+        if timed_out:
+            metrics["timed_out"] = " and ".join(timed_out)
         return Record(metrics, method=(f"Q{query} with the validation parameters, on {engine.name} ({engine.kind}): "
                                        f"cold — {caches}, {how} — then warm, at once again. Times are the engine "
-                                       "call from submit to the last row fetched."), extra=extra)
+                                       "call from submit to the last row fetched"
+                                       + (f"; a run cancelled at the {timeout_s:g} s query timeout counts as that long "
+                                          "(a lower bound)." if timed_out else ".")), extra=extra)
 
-    def _observed(self, ctx, call) -> tuple[list[tuple], dict[str, Any]]:
-        """Runs ``call`` and measures the host around it: CPU % and read MB/s of the data's device."""
+    def _observed(self, ctx, call) -> tuple[list[tuple] | None, dict[str, Any]]:
+        """Runs ``call`` and measures the host around it: CPU % and read MB/s of the data's device. A query
+        cancelled at the time limit gives no rows, the limit as its time and ``timed_out``."""
         device = ctx.state["device"]
         cpu0, disks0 = read_cpu(PROC), read_disks(PROC)
-        rows, seconds = call()
+        try:
+            rows, seconds = call()
+            seen: dict[str, Any] = {"seconds": seconds}
+        except QueryTimeout as timeout:
+            rows, seconds = None, timeout.timeout_s
+            seen = {"seconds": seconds, "timed_out": True}
         cpu1, disks1 = read_cpu(PROC), read_disks(PROC)
-        seen: dict[str, Any] = {"seconds": seconds}
         if cpu0 and cpu1:
             rates = cpu_rates(cpu0, cpu1)
             seen["cpu_pct"] = round(max(0.0, 100 - rates["idle_pct"] - rates["iowait_pct"]), 1)
@@ -153,35 +174,49 @@ class DssSuite:
     def _power(self, ctx, engine, sf: float, extra: dict[str, Any]) -> Record:
         times: dict[str, float] = {}
         host: dict[str, float] = {}  # per query: CPU % and the data device's read MB/s
+        timed_out: list[str] = []
+        timeout_s = ctx.options["query_timeout_s"] or None
         before = engine.usage()
         with ctx.task(f"{engine.name}: RF1, 22 queries, RF2", total=24) as task:
             t0 = time.perf_counter()
             times["RF1"] = refresh.rf1(engine.run, sf, 0)
             task.advance()
             for q, text in stream_queries(0, sf):
-                _, seen = self._observed(ctx, lambda: engine.run(text))
+                _, seen = self._observed(ctx, lambda: engine.run(text, timeout_s))
                 times[f"Q{q}"] = seen.pop("seconds")
+                if seen.pop("timed_out", False):
+                    timed_out.append(f"Q{q}")
                 host |= {f"Q{q}_{k}": v for k, v in seen.items()}
                 task.advance()
             times["RF2"] = refresh.rf2(engine.run, sf, 0)
             elapsed = time.perf_counter() - t0
         metrics = {"elapsed_s": round(elapsed, 3), "power": round(power_at_size(sf, list(times.values())), 1),
                    **_space_used(before, engine.usage()), **{f"{k}_s": round(v, 4) for k, v in times.items()}, **host}
-        return Record(metrics, method=(f"One session on {engine.name}: RF1 (SF·1500 orders inserted), the 22 queries "
-                                       "in stream 0's order with the validation parameters, RF2 (those orders deleted). "
-                                       "power = 3600·SF / geometric mean of the 24 times (5.4.1)."), extra=extra)
+        method = (f"One session on {engine.name}: RF1 (SF·1500 orders inserted), the 22 queries in stream 0's order "
+                  "with the validation parameters, RF2 (those orders deleted). power = 3600·SF / geometric mean of the "
+                  "24 times (5.4.1).")
+        if timed_out:
+            metrics["timed_out"] = ", ".join(timed_out)
+            method += (f" Incomplete: {metrics['timed_out']} ran past the {timeout_s:g} s query timeout and count as "
+                       "that long, so power is an upper bound.")
+        return Record(metrics, method=method, extra=extra)
 
     def _throughput(self, ctx, engine, sf: float, streams: int, extra: dict[str, Any]) -> Record:
         results: dict[str, Any] = {}
         errors: list[str] = []
+        timed_out: list[str] = []
         seed = ctx.options["seed"]
+        timeout_s = ctx.options["query_timeout_s"] or None
 
         def query_stream(s: int) -> None:
             session = engine.session()
             try:
                 t0 = time.perf_counter()
                 for q, text in stream_queries(s, sf, seed):
-                    session.run(text)
+                    try:
+                        session.run(text, timeout_s)
+                    except QueryTimeout:  # the stream goes on with its next query, as a user's would
+                        timed_out.append(f"stream {s} Q{q}")
                 results[f"stream_{s}_s"] = time.perf_counter() - t0
             except Exception as exc:  # reported below, after every stream has stopped
                 errors.append(f"stream {s}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
@@ -217,10 +252,14 @@ class DssSuite:
         metrics = {"streams": streams, "elapsed_s": round(elapsed, 3),
                    "throughput": round(throughput_at_size(sf, streams, elapsed), 1), **_space_used(before, engine.usage()),
                    **{k: round(v, 3) for k, v in sorted(results.items())}}
-        return Record(metrics, method=(f"{streams} query streams at once on {engine.name}, stream s running the 22 "
-                                       "queries in Appendix A's row s with seeded random parameters, plus one refresh "
-                                       f"stream of {streams} RF1/RF2 pairs. throughput = S·22·3600 / Ts · SF (5.4.2)."),
-                      extra=extra)
+        method = (f"{streams} query streams at once on {engine.name}, stream s running the 22 queries in Appendix A's "
+                  f"row s with seeded random parameters, plus one refresh stream of {streams} RF1/RF2 pairs. "
+                  "throughput = S·22·3600 / Ts · SF (5.4.2).")
+        if timed_out:
+            metrics["timed_out"] = ", ".join(sorted(timed_out))
+            method += (f" Incomplete: {len(timed_out)} queries ran past the {timeout_s:g} s query timeout and were "
+                       "cancelled, so the streams did less than the specification's work and throughput is an upper bound.")
+        return Record(metrics, method=method, extra=extra)
 
     # ---- correctness ---------------------------------------------------------------------------------
 
@@ -259,26 +298,97 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
             require_server_binaries()
             check_server_settings(managed_settings(o), setting_origins(suite, o))
             pg_server_memory(o)  # a cache bound that cannot work is refused here
-    where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
-    managed_postgres = "postgres" in engines and not o["dsn"] and not o["pg_data_dir"]
-    needed = data_bytes(o["sf"], "duckdb" in engines, managed_postgres)
-    require_free_space(Path(where), needed, f"SF {o['sf']:g} (about {needed / 1e9:,.2f} GB of generated data and databases)")
+    require_space(suite, plan, engines)
     return engines
 
 
-PG_BYTES_PER_SF = 2.5 * 10**9  # PostgreSQL's tables and indexes
+# What SF 1 takes on disk, measured at SF 10 (bench/dss_bench.py --scaling 1,10: 11.32 GB of CSV, a 2.80 GB DuckDB
+# file, an 18.83 GB PostgreSQL data directory after the load; SF 1 is a tenth of each): tpchgen-cli's CSV, DuckDB's
+# database file, PostgreSQL's tables and indexes, and the temporary files of the PostgreSQL queries that spill
+# (work_mem 64MB). The WAL is kept near max_wal_size by checkpoints.
+BYTES_PER_SF = {"csv": 1.133e9, "duckdb": 0.28e9, "postgres": 1.89e9, "postgres_temp": 0.3e9}
+SCALE_FACTORS = (1, 10, 30, 100, 300, 1000)  # the specification's
 
 
-def data_bytes(sf: float, duckdb: bool, postgres: bool) -> int:
-    """What the data takes on disk at a scale factor: the generated files (1.1 GB at SF 1), DuckDB's database (0.4 GB),
-    PostgreSQL's tables and indexes (2.5 GB) and the WAL written while loading them (1.5 GB, kept to a few GB)."""
-    gb = 10**9
-    return int(sf * 1.1 * gb + (sf * 0.4 * gb if duckdb else 0) + (sf * PG_BYTES_PER_SF + min(sf * 1.5 * gb, 8 * gb) if postgres else 0))
+def space_needed(o: dict[str, Any], where: Path, engines: list[str]) -> dict[Path, dict[str, float]]:
+    """What a run of options ``o`` will write, by directory: the generated CSV and the DuckDB database in the data
+    directory, the managed PostgreSQL (tables, indexes, temporary files, WAL) in its own data directory. What an
+    earlier run left there for the same scale factor (the CSV, the DuckDB file, the PostgreSQL data directory)
+    is counted as already written."""
+    sf, data = o["sf"], where / f"tpch-sf{o['sf']:g}"
+    needs: dict[Path, dict[str, float]] = {}
+    if datagen.generated(data, sf) is None:
+        needs.setdefault(where, {})["generated CSV"] = sf * BYTES_PER_SF["csv"]
+    if "duckdb" in engines:
+        duck = where / f"tpch-sf{sf:g}.duckdb"
+        needs.setdefault(where, {})["DuckDB database"] = max(0.0, sf * BYTES_PER_SF["duckdb"] - _size_of(duck))
+    if "postgres" in engines and not o["dsn"]:
+        pgdata = Path(o["pg_data_dir"]) if o["pg_data_dir"] else where / "pgdata"
+        settings = managed_settings(o)
+        wal = _pg_size_bytes(settings.get("max_wal_size", "1GB"))
+        tables = sf * (BYTES_PER_SF["postgres"] + BYTES_PER_SF["postgres_temp"]) + wal
+        needs.setdefault(pgdata, {})["PostgreSQL tables, indexes, temporary files and WAL"] = max(0.0, tables - _size_of(pgdata))
+    return needs
+
+
+def require_space(suite: str, plan: Plan, engines: list[str]) -> None:
+    """Refuses a run whose data would not fit, file system by file system, before anything is written."""
+    o = plan.options[suite]
+    where = Path(o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir)
+    by_fs: dict[int, tuple[Path, dict[str, float]]] = {}
+    for directory, parts in space_needed(o, where, engines).items():
+        _, merged = by_fs.setdefault(_file_system(directory), (directory, {}))
+        merged.update(parts)
+    for directory, parts in by_fs.values():
+        needed = int(sum(parts.values()))
+        what = (f"SF {o['sf']:g} ({needed / 1e9:,.1f} GB: "
+                + ", ".join(f"{name} {size / 1e9:,.1f} GB" for name, size in parts.items() if size) + ")")
+        try:
+            require_free_space(directory, needed, what)
+        except UserError as exc:
+            free = _free_bytes(directory)
+            fits = [f for f in SCALE_FACTORS if f < o["sf"] and f * needed / o["sf"] < free]
+            raise UserError(str(exc).rstrip(".") + (f"; SF {fits[-1]:g} would fit (--sf {fits[-1]:g})." if fits else ".")) from None
+
+
+def _pg_size_bytes(value: str) -> float:
+    """A PostgreSQL size setting in bytes (max_wal_size's own unit, with none given, is MB)."""
+    number, unit = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value).groups()
+    return float(number) * 1024 ** {"B": 0, "kB": 1, "": 2, "MB": 2, "GB": 3, "TB": 4}[unit]
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _file_system(path: Path) -> int:
+    return os.stat(_nearest_existing(path)).st_dev
+
+
+def _free_bytes(path: Path) -> int:
+    st = os.statvfs(_nearest_existing(path))
+    return st.f_bavail * st.f_frsize
+
+
+def _size_of(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory; 0 when it is not there."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+# No replication from a benchmark's own server: with the minimal WAL level the load's COPY and index builds into
+# tables created or truncated in their transaction write no log at all (the load's cost stays linear in the data
+# instead of adding a checkpoint every max_wal_size). The refresh functions and queries log as on any server.
+LOAD_SETTINGS = {"wal_level": "minimal", "max_wal_senders": "0"}
 
 
 def pg_server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
     """The managed PostgreSQL's cache bound in a dss-style suite (dss, dw)."""
-    return storage.server_memory(o["cache_mb"], int(o["sf"] * PG_BYTES_PER_SF), managed_settings(o))
+    return storage.server_memory(o["cache_mb"], int(o["sf"] * BYTES_PER_SF["postgres"]), managed_settings(o))
 
 
 def engine_probe(ctx, engine) -> "storage.Probe":
@@ -295,8 +405,9 @@ def say_verdicts(ctx) -> None:
 
 
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:
-    """The managed PostgreSQL's settings of a dss-style suite: the buffer cache, then pg_settings."""
-    return {"shared_buffers": o["shared_buffers"], **pg_settings_dict(o["pg_settings"])}
+    """The managed PostgreSQL's settings of a dss-style suite: the buffer cache, the load's WAL level, then
+    pg_settings (which may override either)."""
+    return {"shared_buffers": o["shared_buffers"], **LOAD_SETTINGS, **pg_settings_dict(o["pg_settings"])}
 
 
 def engine_names(ctx) -> list[str]:
@@ -335,7 +446,7 @@ def prepare_data_and_engines(ctx) -> None:
             ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
                     f"password in {server.password_file})")
         storage.say_bound(ctx, ctx.state.setdefault("memory", None), ctx.state.get("server"),
-                          int(o["sf"] * PG_BYTES_PER_SF))
+                          int(o["sf"] * BYTES_PER_SF["postgres"]))
     ctx.state["engines"] = engines
     # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
     loads_file = base / f"tpch-sf{o['sf']:g}-loads.json"
@@ -352,28 +463,54 @@ def prepare_data_and_engines(ctx) -> None:
     ctx.state["loads"] = loads
 
 
+def answer_check(ctx) -> str:
+    """Which check the run's answers get, in words (the official answers exist at SF 1 only)."""
+    both = len(engine_names(ctx)) == 2
+    if ctx.options["sf"] == 1.0:
+        return "the TPC-H reference answers at SF 1" + (", and cross-engine agreement query by query" if both else "")
+    if both:
+        return (f"cross-engine agreement query by query (the TPC-H reference answers exist only at SF 1, this run is "
+                f"SF {ctx.options['sf']:g})")
+    return f"none: at SF {ctx.options['sf']:g} only a second engine could check the answers"
+
+
 def check_answers(ctx) -> list[Finding]:
-    """Stream 0's answers of every engine: against the reference set at SF 1, and between the two engines."""
+    """Stream 0's answers of every engine: against the reference set at SF 1, and at every scale the two engines
+    against each other query by query (cross-engine agreement). A query that ran past the time limit has no
+    answer: its checks fail as "not checked"."""
     sf = ctx.options["sf"]
-    got: dict[str, dict[int, list[tuple]]] = {}
+    timeout_s = ctx.options.get("query_timeout_s") or None
+    got: dict[str, dict[int, list[tuple] | None]] = {}
     for name, engine in ctx.state["engines"].items():
         got[name] = {}
         for q, text in stream_queries(0, sf):
             saved = _load_answer(ctx, name, q)
-            got[name][q] = saved if saved is not None else [tuple(r) for r in engine.run(text)[0]]
+            if saved is _MISSING:
+                try:
+                    saved = [tuple(r) for r in engine.run(text, timeout_s)[0]]
+                except QueryTimeout:
+                    saved = None
+            got[name][q] = saved
     findings = []
     if sf == 1.0:
         for name, by_query in got.items():
-            wrong = {q: d for q in range(1, 23) if (d := answers.compare(q, by_query[q], answers.reference_answer(q)))}
+            wrong = {q: "timed out, not checked" if rows is None else d for q, rows in by_query.items()
+                     if rows is None or (d := answers.compare(q, rows, answers.reference_answer(q)))}
             findings.append(Finding(f"{name}: stream 0 answers match the TPC-H reference answers at SF1", not wrong,
                                     _detail(wrong, "all 22 queries within the specification's tolerance (2.1.3.5)")))
     if len(got) == 2:
         (a, rows_a), (b, rows_b) = got.items()
-        wrong = {q: d for q in range(1, 23)
-                 if (d := answers.compare(q, rows_b[q], answers.as_expected(rows_a[q]), answers.engine_kinds(q)))}
-        findings.append(Finding(f"{a} and {b} give the same answers (stream 0)", not wrong,
-                                _detail(wrong, "all 22 queries agree: counts exactly, quantities to a part per million, "
-                                               "money within 100, averages and ratios within 1%")))
+        for q in range(1, 23):
+            check = f"cross-engine agreement Q{q} ({a} and {b}, stream 0, SF {sf:g})"
+            late = [name for name, rows in ((a, rows_a[q]), (b, rows_b[q])) if rows is None]
+            if late:
+                findings.append(Finding(check, False, f"not checked: Q{q} ran past the {timeout_s:g} s query timeout "
+                                                      f"on {' and '.join(late)}"))
+                continue
+            wrong = answers.compare(q, rows_b[q], answers.as_expected(rows_a[q]), answers.engine_kinds(q))
+            findings.append(Finding(check, wrong is None, wrong or (
+                f"the same {len(rows_a[q])} rows: counts exactly, quantities to a part per million, money within 100, "
+                "averages and ratios within 1%")))
     if not findings:
         findings.append(Finding("answers checked", False, f"at SF {sf:g} with one engine there is nothing to check "
                                 "answers against: run both engines, or SF 1 for the reference answers"))
@@ -420,17 +557,22 @@ def _answer_path(ctx, engine: str, query: int) -> Path:
     return ctx.work_dir / "answers" / f"{engine}-q{query:02d}.json"
 
 
-def _save_answer(ctx, engine: str, query: int, rows: list[tuple]) -> None:
+_MISSING: Any = object()  # no answer saved: the check runs the query itself
+
+
+def _save_answer(ctx, engine: str, query: int, rows: list[tuple] | None) -> None:
+    """Keeps a query's answer for the check; None (JSON null) says it ran past the time limit."""
     path = _answer_path(ctx, engine, query)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(answers.as_expected(rows)))
+    path.write_text(json.dumps(None if rows is None else answers.as_expected(rows)))
 
 
 def _load_answer(ctx, engine: str, query: int) -> list[tuple] | None:
     try:
-        return [tuple(r) for r in json.loads(_answer_path(ctx, engine, query).read_text())]
+        saved = json.loads(_answer_path(ctx, engine, query).read_text())
     except (OSError, ValueError):
-        return None
+        return _MISSING
+    return None if saved is None else [tuple(r) for r in saved]
 
 
 def _detail(wrong: dict[int, str], ok: str) -> str:
@@ -443,3 +585,43 @@ def _pg_data_dir(ctx, base: Path) -> Path:
     if chosen != preferred:
         ctx.log(f"the postgres user cannot reach {base}; the managed server's data goes to {chosen.parent} instead")
     return chosen
+
+
+def timed_generate_and_load(base: Path, sf: float, engines: tuple[str, ...] = ENGINES) -> dict[str, Any]:
+    """Generates scale factor ``sf`` afresh in ``base`` and loads it into each engine as the suite does — DuckDB,
+    and a managed PostgreSQL with the standard profile's settings — timing each step, then removes ``base`` (give it a
+    scratch directory of its own).
+    For benchmarks of the load's cost against the data size (bench/dss_bench.py --scaling, bench/scale_bench.py).
+
+    Returns {"sf", "csv_bytes", "generate_s", ENGINE: {"load_s", "database_bytes"[, "copy_s", "index_s"]}}; an
+    engine's generate + load time is generate_s + its load_s."""
+    import shutil
+
+    base.mkdir(parents=True, exist_ok=True)
+    base.chmod(0o755)  # the managed server's account reads the CSV (server-side COPY) and writes its data directory
+    out: dict[str, Any] = {"sf": sf}
+    try:
+        t0 = time.monotonic()
+        info = datagen.generate(base / "data", sf)
+        out |= {"generate_s": round(time.monotonic() - t0, 2), "csv_bytes": sum(info["bytes"].values())}
+        if "duckdb" in engines:
+            duck = DuckDbEngine(base / "tpch.duckdb")
+            t0 = time.monotonic()
+            duck.load(base / "data", sf)
+            out["duckdb"] = {"load_s": round(time.monotonic() - t0, 2), "database_bytes": _size_of(base / "tpch.duckdb")}
+        if "postgres" in engines:
+            defaults = {k: DssSuite.options[k].default_for("standard") for k in ("shared_buffers", "pg_settings")}
+            server = ManagedPostgres(base / "pgdata", managed_settings(defaults))
+            server.start()
+            try:
+                pg = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
+                t0 = time.monotonic()
+                load = pg.load(base / "data", sf)
+                out["postgres"] = {"load_s": round(time.monotonic() - t0, 2), "copy_s": load["load_s"],
+                                   "index_s": load["index_s"], "database_bytes": pg.sizes()["database_bytes"]}
+            finally:
+                server.stop()
+            out["postgres"]["data_dir_bytes"] = _size_of(base / "pgdata")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return out

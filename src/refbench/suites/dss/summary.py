@@ -22,31 +22,40 @@ def summarize(records: list[Record]) -> list[Table]:
         tables.append(Table("individual", "Individual queries, cold and warm", [{
             "engine": r.params["engine"], "query": f"Q{r.params['query']}", "cold s": r.metrics["cold_s"],
             "warm s": r.metrics["warm_s"], "cold/warm": round(r.metrics["cold_s"] / r.metrics["warm_s"], 2) if r.metrics["warm_s"] else None,
+            "timed out": r.metrics.get("timed_out"),
             "cold read MB/s": r.metrics.get("cold_read_mb_s"), "cold CPU %": r.metrics.get("cold_cpu_pct"),
             "warm CPU %": r.metrics.get("warm_cpu_pct"), "rows": r.metrics["rows"],
         } for r in individual], note="Validation parameters (stream 0). Read MB/s: the data's device during the query; "
                                      "CPU %: the whole host. A query that reads at high MB/s with CPU to spare is "
-                                     "storage-bound."))
+                                     "storage-bound. Timed out: cancelled at the query timeout, its time is the limit "
+                                     "(a lower bound), and a query timed out cold is not run warm." + _checked(records)))
     figures: dict[str, dict[str, Any]] = {}
     for r in by_mode.get("power", []):
         f = figures.setdefault(r.params["engine"], {})
-        f |= {"power": r.metrics["power"], "power stream s": r.metrics["elapsed_s"]}
+        f |= {"power": r.metrics["power"], "power stream s": r.metrics["elapsed_s"],
+              "power timed out": r.metrics.get("timed_out")}
         f |= {f"power {k.replace('_mb', ' MB')}": r.metrics[k] for k in ("temp_mb", "wal_mb") if k in r.metrics}
     for r in by_mode.get("throughput", []):
         f = figures.setdefault(r.params["engine"], {})
-        f |= {"throughput": r.metrics["throughput"], "streams": r.metrics["streams"], "parallel streams s": r.metrics["elapsed_s"]}
+        f |= {"throughput": r.metrics["throughput"], "streams": r.metrics["streams"], "parallel streams s": r.metrics["elapsed_s"],
+              "throughput timed out": r.metrics.get("timed_out")}
         f |= {f"throughput {k.replace('_mb', ' MB')}": r.metrics[k] for k in ("temp_mb", "wal_mb") if k in r.metrics}
     if figures:
         rows = []
         for engine, f in sorted(figures.items()):
             combined = math.sqrt(f["power"] * f["throughput"]) if "power" in f and "throughput" in f else None
-            rows.append({"engine": engine, **f, "power × throughput (geometric mean)": round(combined, 1) if combined else None})
+            incomplete = bool(f.get("power timed out") or f.get("throughput timed out"))
+            rows.append({"engine": engine, **f, "power × throughput (geometric mean)": round(combined, 1) if combined else None,
+                         "complete": "no: queries timed out" if incomplete else "yes"})
         tables.append(Table("figures", "Power, throughput and their combination", rows,
                             note="Derived from TPC-H 5.4 at the run's scale factor; not comparable with audited "
                                  "TPC-H results (never QphH). temp MB and wal MB: what PostgreSQL wrote to temporary "
-                                 "files and to its log during the test (the paper's tempdb and log sizing)."))
+                                 "files and to its log during the test (the paper's tempdb and log sizing). A figure "
+                                 "with queries that timed out is incomplete: those queries count as long as the "
+                                 "limit, so it is an upper bound." + _checked(records)))
     power = [{"engine": r.params["engine"], "step": k[:-2], "seconds": v, "read MB/s": r.metrics.get(f"{k[:-2]}_read_mb_s"),
-              "CPU %": r.metrics.get(f"{k[:-2]}_cpu_pct")}
+              "CPU %": r.metrics.get(f"{k[:-2]}_cpu_pct"),
+              "timed out": k[:-2] in r.metrics.get("timed_out", "").split(", ")}
              for r in by_mode.get("power", []) for k, v in r.metrics.items()
              if k.endswith("_s") and k != "elapsed_s" and not k.endswith("_mb_s")]
     if power:
@@ -82,6 +91,11 @@ def summarize(records: list[Record]) -> list[Table]:
     return tables
 
 
+def _checked(records: list[Record]) -> str:
+    checks = sorted({r.extra["answer_check"] for r in records if r.extra.get("answer_check")})
+    return f" Answers checked by: {'; '.join(checks)}." if checks else ""
+
+
 def charts(tables: list[Table]) -> list[Chart]:
     by = {t.name: t.rows for t in tables}
     out = []
@@ -96,7 +110,7 @@ def charts(tables: list[Table]) -> list[Chart]:
                 out.append(Chart(f"{engine}_{part}_queries", f"{engine}: {part}-running queries, cold and warm "
                                  f"({'above' if part == 'long' else 'at or below'} the median cold time, {threshold:.3g} s)",
                                  "query", "seconds", {"cold": [(r["query"], r["cold s"]) for r in chosen],
-                                                      "warm": [(r["query"], r["warm s"]) for r in chosen]}, kind="bar"))
+                                                      "warm": [(r["query"], r["warm s"] or 0) for r in chosen]}, kind="bar"))
     figures = by.get("figures", [])
     if any("power stream s" in f for f in figures):
         out.append(Chart("single_stream", "Single query stream (power test), elapsed", "engine", "seconds",
