@@ -51,7 +51,8 @@ def _copy_lines(conn, table: str, columns: str, lines: Iterator[str]) -> int:
 
 class _DistPool:
     """S_DIST_01 … S_DIST_10 of a stock row: ten random 24-character strings, cut as one slice out of a pool of
-    such strings already separated by tabs (one random choice per row instead of ten)."""
+    such strings already separated by tabs (one random choice per row instead of ten); and OL_DIST_INFO, one of
+    them."""
 
     STRINGS = 4096
 
@@ -61,6 +62,10 @@ class _DistPool:
     def pick(self, rnd) -> str:
         start = 25 * int(rnd() * (self.STRINGS - 10))
         return self.text[start:start + 249]
+
+    def pick_one(self, rnd) -> str:
+        start = 25 * int(rnd() * self.STRINGS)
+        return self.text[start:start + 24]
 
 
 def load_warehouse(dsn: str, w: int) -> int:
@@ -112,7 +117,7 @@ def load_warehouse(dsn: str, w: int) -> int:
                                 ("%d\t%d\t%d\t%d\t%d\t%d\t%s\t5\t%s\t%s\n"
                                  % (o, d, w, n, 1 + int(rnd() * ITEMS), w,
                                     *((now, "0") if o < NEW_ORDERS_FROM else ("\\N", "%.2f" % (0.01 + rnd() * 9999.98))),
-                                    astring(24, 24))
+                                    dists.pick_one(rnd))
                                  for o in range(1, ORDERS + 1) for n in range(1, line_counts[o - 1] + 1)))
             rows += _copy_lines(conn, "new_order", "no_o_id, no_d_id, no_w_id",
                                 ("%d\t%d\t%d\n" % (o, d, w) for o in range(NEW_ORDERS_FROM, ORDERS + 1)))
