@@ -7,21 +7,21 @@ user count in --users:
 - NOPM ratio (refbench / go-tpc), both counted the same way: Σ D_NEXT_O_ID delta over the same measured
   window after the same warm-up (go-tpc calls its own New-Orders per minute "tpmC"),
 - driver CPU per New-Order, and the driver's share of all CPU the benchmark used (driver + PostgreSQL),
-- the driver's resident memory: the peak over the run of the sum of RSS over its processes (the benchmark's
-  own process, where the driver's parent runs, and every process it forked, not the server) and of PSS (RSS
-  with shared pages split between their sharers, which the sum of RSS counts once per process),
+- the driver's resident memory: the peak over the run of the sum of RSS over its processes (the process that
+  runs the driver, started for each run, and every process it forked; not the server or the watchdog) and of
+  PSS (RSS with shared pages split between their sharers, which the sum of RSS counts once per process),
 - load time ratio (both up to frozen, analyzed tables: go-tpc's prepare, then the VACUUM refbench's build ends with).
 pgbench (TPC-B-like, built into PostgreSQL) gives the server's raw transaction rate on the same instance.
 --loads 10,100 loads those warehouse counts into fresh databases, interleaved over --load-rounds rounds, and
 prints the time per warehouse of each and its ratio to the first's.
 
-Before and after a change of the driver, the same command, with the older source first on the path:
+Before and after a change of the driver, in one command: --before runs an older refbench's driver (its src/
+directory, e.g. from `git archive`), up to a user count, in alternation with this checkout's:
 
-    PYTHONPATH=/path/to/old/src .venv/bin/python bench/oltp_bench.py --users 4,64 --no-go-tpc
-    .venv/bin/python bench/oltp_bench.py --users 4,64,384 --no-go-tpc
+    .venv/bin/python bench/oltp_bench.py --before /var/tmp/before/src:64 --users 4,64,384 --no-go-tpc --no-pgbench
 
 Usage: .venv/bin/python bench/oltp_bench.py [--warehouses 10] [--users 4,64] [--seconds 60] [--rounds 3]
-       [--no-go-tpc] [--no-pgbench] [--loads 10,100 [--load-rounds 2]]
+       [--before SRC[:MAX_USERS]] [--no-go-tpc] [--no-pgbench] [--loads 10,100 [--load-rounds 2]]
 Prints Markdown for docs/BENCHMARKS.md.
 """
 
