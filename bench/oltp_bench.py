@@ -1,26 +1,44 @@
-"""OLTP benchmark: refbench's driver against go-tpc (PingCAP) and pgbench on the same managed PostgreSQL.
+"""OLTP benchmark: refbench's driver against go-tpc (PingCAP) and pgbench on the same managed PostgreSQL, the
+driver's cost as the user count grows, and the load's time per warehouse as the warehouse count grows.
 
 One command, one server, the same settings, warehouses and connections for both TPC-C drivers, run in
-alternation (refbench, go-tpc, go-tpc, refbench, …) so that the shared machine's drift falls on both:
+alternation (refbench, go-tpc, go-tpc, refbench, …) so that the shared machine's drift falls on both. For each
+user count in --users:
 - NOPM ratio (refbench / go-tpc), both counted the same way: Σ D_NEXT_O_ID delta over the same measured
   window after the same warm-up (go-tpc calls its own New-Orders per minute "tpmC"),
 - driver CPU per New-Order, and the driver's share of all CPU the benchmark used (driver + PostgreSQL),
+- the driver's resident memory: the peak over the run of the sum of RSS over its processes (the process that
+  runs the driver, started for each run, and every process it forked; not the server or the watchdog) and of
+  PSS (RSS with shared pages split between their sharers, which the sum of RSS counts once per process),
 - load time ratio (both up to frozen, analyzed tables: go-tpc's prepare, then the VACUUM refbench's build ends with).
 pgbench (TPC-B-like, built into PostgreSQL) gives the server's raw transaction rate on the same instance.
+--loads 10,100 loads those warehouse counts into fresh databases, interleaved over --load-rounds rounds, and
+prints the time per warehouse of each and its ratio to the first's.
 
-Usage: .venv/bin/python bench/oltp_bench.py [--warehouses 4] [--users 4] [--seconds 60] [--rounds 3]
+Before and after a change of the driver, in one command: --before runs an older refbench's driver (its src/
+directory, e.g. from `git archive`), up to a user count, in alternation with this checkout's:
+
+    .venv/bin/python bench/oltp_bench.py --before /var/tmp/before/src:64 --users 4,64,384 --no-go-tpc --no-pgbench
+
+Usage: .venv/bin/python bench/oltp_bench.py [--warehouses 10] [--users 4,64] [--seconds 60] [--rounds 3]
+       [--before SRC[:MAX_USERS]] [--no-go-tpc] [--no-pgbench] [--loads 10,100 [--load-rounds 2]]
 Prints Markdown for docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from refbench.engines.postgres import ManagedPostgres, connect, postgres_binary
@@ -30,10 +48,73 @@ HERE = Path(__file__).parent
 
 
 def process_cpu_s(pid: int) -> float:
-    import os
-
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def driver_processes(root: int) -> list[int]:
+    """``root`` and its descendants, less the database server's processes and refbench's watchdog (neither is
+    the driver)."""
+    children, found, todo = _children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if comm == "postgres" or b"refbench.children" in cmdline or b"go-tpc" in cmdline:
+            continue
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def memory_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in kB."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    values = dict(re.findall(r"^(Rss|Pss):\s+(\d+) kB", text, re.M))
+    return int(values.get("Rss", 0)), int(values.get("Pss", 0))
+
+
+class MemorySampler:
+    """Peak of the summed RSS and PSS of a process tree, sampled every half second in a thread."""
+
+    def __init__(self, root: int):
+        self.root, self.rss_kb, self.pss_kb, self.processes = root, 0, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            pids = driver_processes(self.root)
+            totals = [memory_kb(p) for p in pids]
+            self.rss_kb = max(self.rss_kb, sum(r for r, _ in totals))
+            self.pss_kb = max(self.pss_kb, sum(p for _, p in totals))
+            self.processes = max(self.processes, len(pids))
+
+    def __enter__(self) -> "MemorySampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def new_orders(dsn: str, table: str) -> int:
@@ -41,11 +122,38 @@ def new_orders(dsn: str, table: str) -> int:
         return int(conn.execute(f"SELECT sum(d_next_o_id) FROM {table}").fetchone()[0])
 
 
-def run_refbench(dsn: str, warehouses: int, users: int, seconds: int, rampup: int, seed: int) -> dict:
+def run_refbench(source: "Source", dsn: str, warehouses: int, users: int, seconds: int, rampup: int, seed: int) -> dict:
+    """One run of the driver of ``source`` in a process of its own (the driver's parent), whose tree is sampled."""
+    env = {**os.environ, "PYTHONPATH": source.src} if source.src else dict(os.environ)
+    proc = subprocess.Popen([sys.executable, __file__, "--run-driver", json.dumps([dsn, warehouses, users, rampup, seconds, seed])],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    with MemorySampler(proc.pid) as memory:
+        out = proc.communicate()[0]
+    if proc.returncode != 0:
+        raise SystemExit(f"the {source.name} driver failed at {users} users")
+    return {**json.loads(out), "rss_kb": memory.rss_kb, "pss_kb": memory.pss_kb, "processes": memory.processes}
+
+
+def _run_driver(arguments: str) -> None:
+    dsn, warehouses, users, rampup, seconds, seed = json.loads(arguments)
     result = driver.run(dsn, warehouses, users, rampup, seconds, False, seed)
     m = figures(result)
-    return {"nopm": m["nopm"], "new_orders": m["new_orders_schema_delta"], "driver_cpu_s": result.driver_cpu_s,
-            "db_cpu_s": result.db_cpu_s}
+    print(json.dumps({"nopm": m["nopm"], "new_orders": m["new_orders_schema_delta"], "driver_cpu_s": result.driver_cpu_s,
+                      "db_cpu_s": result.db_cpu_s}))
+
+
+@dataclass
+class Source:
+    """A version of refbench's driver: its source directory (None: this checkout) and the most users it runs."""
+    name: str
+    src: str | None
+    max_users: int
+
+    @staticmethod
+    def parse(text: str) -> "Source":
+        name, _, rest = text.partition("=")
+        src, _, limit = rest.partition(":")
+        return Source(name, str(Path(src).absolute()), int(limit) if limit else 10**6)
 
 
 def run_go_tpc(go_tpc: str, common: list[str], dsn: str, warehouses: int, users: int, seconds: int, rampup: int) -> dict:
@@ -60,87 +168,158 @@ def run_go_tpc(go_tpc: str, common: list[str], dsn: str, warehouses: int, users:
     no0, cpu0, db0, t0 = new_orders(dsn, "district"), process_cpu_s(proc.pid), driver.postgres_cpu_s(server), time.time()
     time.sleep(seconds)
     no1, cpu1, db1, t1 = new_orders(dsn, "district"), process_cpu_s(proc.pid), driver.postgres_cpu_s(server), time.time()
+    rss_kb, pss_kb = memory_kb(proc.pid)
     out = proc.communicate()[0]
     if proc.returncode != 0:
         raise SystemExit(f"go-tpc failed: {out.strip().splitlines()[-1:]}")
     reported = re.findall(r"tpmC: ([0-9.]+)", out)
     return {"nopm": (no1 - no0) / ((t1 - t0) / 60), "tpmc_reported": float(reported[-1]) if reported else None,
-            "new_orders": no1 - no0, "driver_cpu_s": cpu1 - cpu0, "db_cpu_s": db1 - db0}
+            "new_orders": no1 - no0, "driver_cpu_s": cpu1 - cpu0, "db_cpu_s": db1 - db0, "rss_kb": rss_kb,
+            "pss_kb": pss_kb, "processes": 1}
 
 
-def run_pgbench(port: int, users: int, seconds: int) -> float:
+def run_pgbench(server: ManagedPostgres, users: int, seconds: int) -> float:
     pgbench = postgres_binary("pgbench")
-    base = ["-h", "127.0.0.1", "-p", str(port), "-U", "refbench"]
-    subprocess.run([pgbench, *base, "-i", "-q", "-s", "10", "postgres"], check=True, capture_output=True)
-    out = subprocess.run([pgbench, *base, "-c", str(users), "-j", str(users), "-T", str(seconds), "-M", "prepared",
-                          "postgres"], check=True, capture_output=True, text=True).stdout
+    base = ["-h", "127.0.0.1", "-p", str(server.port), "-U", "refbench"]
+    env = {**os.environ, "PGPASSWORD": server.password}
+    subprocess.run([pgbench, *base, "-i", "-q", "-s", "10", "postgres"], check=True, capture_output=True, env=env)
+    out = subprocess.run([pgbench, *base, "-c", str(users), "-j", str(min(users, os.cpu_count() or 1)), "-T", str(seconds),
+                          "-M", "prepared", "postgres"], check=True, capture_output=True, text=True, env=env).stdout
     return float(re.search(r"tps = ([0-9.]+)", out).group(1))
+
+
+def measure_loads(server: ManagedPostgres, loads: list[int], rounds: int) -> dict[int, list[float]]:
+    """Seconds of refbench's whole build (load, keys, vacuum, checkpoint) per warehouse count, interleaved."""
+    seconds: dict[int, list[float]] = {w: [] for w in loads}
+    for i in range(rounds):
+        for w in (loads if i % 2 == 0 else list(reversed(loads))):
+            dsn = server.database(f"load{w}")
+            t0 = time.monotonic()
+            database.build(dsn, w, os.cpu_count() or 1, True, lambda *_: None)
+            seconds[w].append(time.monotonic() - t0)
+            with connect(server.dsn, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE load{w}")
+    return seconds
+
+
+def median(runs: list[dict], f) -> float:
+    return statistics.median(f(r) for r in runs)
+
+
+def share(r: dict) -> float:
+    return 100 * r["driver_cpu_s"] / (r["driver_cpu_s"] + r["db_cpu_s"])
+
+
+def cpu_per_new_order_us(r: dict) -> float:
+    return 1e6 * r["driver_cpu_s"] / r["new_orders"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--warehouses", type=int, default=4)
-    parser.add_argument("--users", type=int, default=4)
+    parser.add_argument("--warehouses", type=int, default=10)
+    parser.add_argument("--users", default="4", help="user counts, comma-separated (4,64,384)")
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--rampup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", metavar="SRC[:MAX_USERS]", type=lambda text: Source.parse("before=" + text),
+                        help="also run the driver of this source directory (an older refbench's src/), up to "
+                             "MAX_USERS users, in alternation with this checkout's")
+    parser.add_argument("--no-go-tpc", action="store_true", help="refbench's driver alone (no load or run of go-tpc)")
+    parser.add_argument("--no-pgbench", action="store_true")
+    parser.add_argument("--loads", default="", help="warehouse counts whose load time to compare, comma-separated (10,100)")
+    parser.add_argument("--load-rounds", type=int, default=2)
+    parser.add_argument("--work-dir", default=tempfile.gettempdir(), help="where the managed server's data goes")
+    parser.add_argument("--run-driver", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    go_tpc = subprocess.run([str(HERE / "peers" / "build-go-tpc.sh")], check=True, capture_output=True, text=True).stdout.strip()
-    base = Path(tempfile.mkdtemp(prefix="refbench-oltp-bench-"))
+    if args.run_driver:
+        return _run_driver(args.run_driver)
+    user_counts = [int(u) for u in args.users.split(",") if u]
+    loads = [int(w) for w in args.loads.split(",") if w]
+    sources = ([args.before] if args.before else []) + [Source("after" if args.before else "refbench", None, 10**6)]
+    go_tpc = None if args.no_go_tpc or not user_counts else subprocess.run(
+        [str(HERE / "peers" / "build-go-tpc.sh")], check=True, capture_output=True, text=True).stdout.strip()
+    drivers = [s.name for s in sources] + (["go-tpc"] if go_tpc else [])
+    base = Path(tempfile.mkdtemp(prefix="refbench-oltp-bench-", dir=args.work_dir))
     base.chmod(0o755)
-    server = ManagedPostgres(base / "pgdata", {"shared_buffers": "128MB", "max_connections": "100", "max_wal_size": "1GB"})
+    server = ManagedPostgres(base / "pgdata", {"shared_buffers": "128MB", "max_connections": str(max(user_counts + [80]) + 20),
+                                               "max_wal_size": "1GB"})
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n", flush=True)
     server.start()
-    ours, theirs = [], []
+    runs: dict[tuple[str, int], list[dict]] = {}
+    tps = ours_load_s = theirs_load_s = None
     try:
-        ours_dsn, theirs_dsn = server.database("refbench"), server.database("gotpc")
-        t0 = time.monotonic()
-        database.build(ours_dsn, args.warehouses, 2, True, lambda *_: None)
-        ours_load_s = time.monotonic() - t0
-        common = ["-d", "postgres", "-H", "127.0.0.1", "-P", str(server.port), "-U", "refbench", "-D", "gotpc",
-                  "--conn-params", "sslmode=disable"]
-        t0 = time.monotonic()
-        subprocess.run([go_tpc, "tpcc", "prepare", *common, "--warehouses", str(args.warehouses),
-                        "-T", str(min(args.users, 4)), "--dropdata"], check=True, capture_output=True, text=True)
-        with connect(theirs_dsn, autocommit=True) as conn:
-            conn.execute("VACUUM (FREEZE, ANALYZE)")  # the state refbench's build leaves its own tables in
-        theirs_load_s = time.monotonic() - t0
-        for i in range(args.rounds):
-            for who in (("refbench", "go-tpc") if i % 2 == 0 else ("go-tpc", "refbench")):
-                with connect(server.dsn, autocommit=True) as conn:
-                    conn.execute("CHECKPOINT")  # each run starts from the same state of the buffers and the WAL
-                if who == "refbench":
-                    ours.append(run_refbench(ours_dsn, args.warehouses, args.users, args.seconds, args.rampup, i + 1))
-                else:
-                    theirs.append(run_go_tpc(go_tpc, common, theirs_dsn, args.warehouses, args.users, args.seconds, args.rampup))
-        tps = run_pgbench(server.port, args.users, args.seconds)
+        if loads:
+            load_s = measure_loads(server, loads, args.load_rounds)
+            load_average = os.getloadavg()
+        if user_counts:
+            ours_dsn, theirs_dsn = server.database("refbench"), server.database("gotpc")
+            t0 = time.monotonic()
+            database.build(ours_dsn, args.warehouses, os.cpu_count() or 1, True, lambda *_: None)
+            ours_load_s = time.monotonic() - t0
+            common = ["-d", "postgres", "-H", "127.0.0.1", "-P", str(server.port), "-U", "refbench", "-p", server.password,
+                      "-D", "gotpc", "--conn-params", "sslmode=disable"]
+            if go_tpc:
+                t0 = time.monotonic()
+                subprocess.run([go_tpc, "tpcc", "prepare", *common, "--warehouses", str(args.warehouses),
+                                "-T", str(min(user_counts[0], 4)), "--dropdata"], check=True, capture_output=True, text=True)
+                with connect(theirs_dsn, autocommit=True) as conn:
+                    conn.execute("VACUUM (FREEZE, ANALYZE)")  # the state refbench's build leaves its own tables in
+                theirs_load_s = time.monotonic() - t0
+        for users in user_counts:
+            for i in range(args.rounds):
+                for who in (drivers if i % 2 == 0 else list(reversed(drivers))):
+                    source = next((s for s in sources if s.name == who), None)
+                    if source is not None and users > source.max_users:
+                        continue
+                    with connect(server.dsn, autocommit=True) as conn:
+                        conn.execute("CHECKPOINT")  # each run starts from the same state of the buffers and the WAL
+                    if source is not None:
+                        result = run_refbench(source, ours_dsn, args.warehouses, users, args.seconds, args.rampup, i + 1)
+                    else:
+                        result = run_go_tpc(go_tpc, common, theirs_dsn, args.warehouses, users, args.seconds, args.rampup)
+                    runs.setdefault((who, users), []).append(result)
+                    print(f"{who}, {users} users, round {i + 1}: {result['nopm']:,.0f} NOPM, driver share "
+                          f"{share(result):.1f}%, RSS {result['rss_kb'] / 1e3:,.0f} MB", flush=True)
+        if user_counts and not args.no_pgbench:
+            tps = run_pgbench(server, user_counts[0], args.seconds)
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
 
-    def median(runs: list[dict], f) -> float:
-        return statistics.median(f(r) for r in runs)
-
-    def share(r: dict) -> float:
-        return 100 * r["driver_cpu_s"] / (r["driver_cpu_s"] + r["db_cpu_s"])
-
-    def cpu_per_new_order_us(r: dict) -> float:
-        return 1e6 * r["driver_cpu_s"] / r["new_orders"]
-
-    nopm_ours, nopm_theirs = median(ours, lambda r: r["nopm"]), median(theirs, lambda r: r["nopm"])
-    cpu_ours, cpu_theirs = median(ours, cpu_per_new_order_us), median(theirs, cpu_per_new_order_us)
-    print(f"{args.warehouses} warehouses, {args.users} connections, managed PostgreSQL 15 (shared_buffers 128MB), both "
-          f"drivers on the same instance; {args.rounds} alternating rounds, each {args.rampup} s warm-up then "
-          f"{args.seconds} s measured; medians.\n")
-    print("| figure | refbench | go-tpc | ratio | target |\n|---|---|---|---|---|")
-    print(f"| New-Orders per minute | {nopm_ours:,.0f} | {nopm_theirs:,.0f} (its own tpmC, whole run: "
-          f"{median(theirs, lambda r: r['tpmc_reported'] or 0):,.0f}) | **{nopm_ours / nopm_theirs:.2f}×** | ≥ 2.5× |")
-    print(f"| driver CPU per New-Order | {cpu_ours:,.0f} µs | {cpu_theirs:,.0f} µs | {cpu_ours / cpu_theirs:.2f}× | |")
-    print(f"| driver share of benchmark CPU | **{median(ours, share):.1f}%** | {median(theirs, share):.1f}% | | ≤ 15% |")
-    print(f"| load time | {ours_load_s:.1f} s | {theirs_load_s:.1f} s | {ours_load_s / theirs_load_s:.2f}× | |")
-    print("\nRounds (NOPM, refbench / go-tpc): " + "; ".join(
-        f"{a['nopm']:,.0f} / {b['nopm']:,.0f} = {a['nopm'] / b['nopm']:.2f}×" for a, b in zip(ours, theirs)))
-    print(f"\npgbench (TPC-B-like, -M prepared, scale 10, {args.users} clients, {args.seconds} s) on the same instance: "
-          f"{tps:,.0f} transactions/s.")
+    if user_counts:
+        print(f"\n{args.warehouses} warehouses, managed PostgreSQL 15 (shared_buffers 128MB); drivers "
+              f"{', '.join(drivers)} in alternation on the same instance, {args.rounds} rounds, each {args.rampup} s "
+              f"warm-up then {args.seconds} s measured; medians (memory: the largest peak). Load average at the end: "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.\n")
+        print("| users | driver | NOPM | driver CPU per New-Order | driver share of benchmark CPU | driver processes | "
+              "driver RSS (sum) | driver PSS (sum) |\n|---|---|---|---|---|---|---|---|")
+        for users in user_counts:
+            for name in drivers:
+                if rs := runs.get((name, users)):
+                    print(f"| {users} | {name} | {median(rs, lambda r: r['nopm']):,.0f} | "
+                          f"{median(rs, cpu_per_new_order_us):,.0f} µs | {median(rs, share):.1f}% | "
+                          f"{max(r['processes'] for r in rs)} | {max(r['rss_kb'] for r in rs) / 1e3:,.0f} MB | "
+                          f"{max(r['pss_kb'] for r in rs) / 1e3:,.0f} MB |")
+        for users in user_counts:
+            present = [name for name in drivers if runs.get((name, users))]
+            print(f"\nRounds at {users} users (NOPM, {' / '.join(present)}): " + "; ".join(
+                " / ".join(f"{r['nopm']:,.0f}" for r in rounds) for rounds in zip(*(runs[(n, users)] for n in present))))
+        if theirs_load_s:
+            print(f"\nload time of {args.warehouses} warehouses: refbench {ours_load_s:.1f} s, go-tpc {theirs_load_s:.1f} s "
+                  f"({ours_load_s / theirs_load_s:.2f}×)")
+        if tps is not None:
+            print(f"\npgbench (TPC-B-like, -M prepared, scale 10, {user_counts[0]} clients, {args.seconds} s) on the same "
+                  f"instance: {tps:,.0f} transactions/s.")
+    if loads:
+        first = statistics.median(load_s[loads[0]]) / loads[0]
+        print(f"\nLoad (schema, parallel COPY, keys, VACUUM FREEZE ANALYZE, checkpoint) into a fresh database, "
+              f"{args.load_rounds} interleaved rounds, medians; load average after the loads: "
+              f"{' '.join(f'{x:.2f}' for x in load_average)}.\n")
+        print("| warehouses | load time | per warehouse | per warehouse vs. " + f"{loads[0]} WH | rounds |\n|---|---|---|---|---|")
+        for w in loads:
+            sec = statistics.median(load_s[w])
+            print(f"| {w} | {sec:.1f} s | {sec / w:.2f} s | {sec / w / first:.2f}× | "
+                  + ", ".join(f"{x:.1f} s" for x in load_s[w]) + " |")
 
 
 if __name__ == "__main__":

@@ -162,25 +162,41 @@ def test_a_postgresql_panic_on_a_full_disk_is_caught_and_explained(tmp_path):
 
 
 @pytest.mark.slow
-def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_path, refbench, data_dir):
-    from refbench.engines.postgres import ManagedPostgres
+def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_path, data_dir, process_tree):
+    """The server had a connection for every user when the run was checked, and another client takes them once
+    the first virtual user runs: the users still logging in during the ramp-up find none left."""
+    import psycopg
 
-    server = ManagedPostgres(data_dir, {"max_connections": "8"})
+    from refbench.engines.postgres import ManagedPostgres, connect
+
+    server = ManagedPostgres(data_dir, {"max_connections": "30"})
     server.start()
+    hogs = []
     try:
         dsn = server.database("tpcc")
-        result = refbench("oltp", "--dsn", dsn, "--warehouses", "1", "--users", "12", "--rampup-s", "1", "--duration-s", "2",
-                          "--runs-dir", "runs")
-        assert result.code == 75, result.stderr
-        line, = [line for line in result.stderr.splitlines() if line.startswith("refbench:")]
+        tree = process_tree("oltp", "--dsn", dsn, "--warehouses", "1", "--users", "12", "--rampup-s", "20",
+                            "--duration-s", "2", "--runs-dir", "runs")
+
+        hogs.append(connect(dsn, autocommit=True))
+        wait_for(lambda: hogs[0].execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT tpcc.%'")
+                 .fetchone()[0], 300, "the first virtual user's transactions", 0.1)
+        with pytest.raises(psycopg.OperationalError, match="too many clients"):
+            while True:  # every connection left, while the other users are still logging in
+                hogs.append(psycopg.connect(dsn))
+        ended = tree.finish()
+        assert ended["code"] == 75, ended["stderr"]
+        line, = [line for line in ended["stderr"].splitlines() if line.startswith("refbench:")]
         assert "out of database connections" in line and "too many clients" in line and "max_connections" in line, line
         assert "refbench resume" in line
 
-        server.settings["max_connections"] = "40"  # what the sentence asks for
-        server.restart()  # same socket and port: the run's DSN still names it
+        for conn in hogs:  # the other client goes away
+            conn.close()
+        hogs = []
         run = next((tmp_path / "runs").iterdir())
-        resumed = refbench("resume", str(run))
-        assert resumed.code == 0, resumed.stderr
+        resumed = process_tree("resume", str(run)).finish()
+        assert resumed["code"] == 0, resumed["stderr"]
         assert [p.stem for p in (run / "records" / "oltp").glob("[!.]*.json")] == ["u12-r1"]
     finally:
+        for conn in hogs:
+            conn.close()
         server.stop()

@@ -303,3 +303,89 @@ def test_the_database_cpu_is_counted_for_the_server_under_test_only(data_dir):
     finally:
         neighbour.stop()
         ours.stop()
+
+
+@pytest.mark.slow
+def test_many_virtual_users_run_on_a_few_processes_and_the_figures_hold(data_dir):
+    """120 users at 2 warehouses: a handful of driver processes (one per CPU, not one per user), every user's
+    connection open on the server, and NOPM, the driver's own count and the consistency conditions still agree."""
+    from refbench.suites.oltp import driver, figures
+
+    users = 120
+    server = ManagedPostgres(data_dir, {"max_connections": str(users + 20)})
+    server.start()
+    try:
+        dsn = server.database("refbench")
+        database.build(dsn, 2, 2, False, lambda *_: None)
+        me = os.getpid()
+        command = Path(f"/proc/{me}/cmdline").read_bytes()
+        seen = {"workers": 0, "backends": 0}
+        with connect(dsn, autocommit=True) as watcher:
+            def tick(_elapsed_s: float) -> None:
+                # The driver's workers are forked: children of this process with its own command line (the server
+                # and the watchdog are children with other command lines).
+                workers = 0
+                for pid in filter(str.isdigit, os.listdir("/proc")):
+                    try:
+                        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                        same = Path(f"/proc/{pid}/cmdline").read_bytes() == command
+                    except OSError:
+                        continue
+                    workers += ppid == me and same
+                seen["workers"] = max(seen["workers"], workers)
+                seen["backends"] = max(seen["backends"], watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND backend_type = 'client backend'").fetchone()[0])
+
+            result = driver.run(dsn, 2, users, 3, 4, False, 1, on_tick=tick)
+            after = consistency.check(watcher)
+        m = figures(result)
+    finally:
+        server.stop()
+    assert 1 <= seen["workers"] <= (os.cpu_count() or 1) and m["driver_processes"] == seen["workers"] + 1
+    assert seen["backends"] == users + 1  # every user's connection, and the driver's own for the counters
+    assert m["nopm"] > 0 and m["errors"] == 0 and m["driver_rss_mb"] > 0
+    assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= max(users, 0.02 * m["new_orders_schema_delta"])
+    assert all(m[f"{tx}_count"] > 0 for tx in TX)
+    assert all(violations == 0 for _, violations in after.values()), after
+
+
+def test_a_dsn_server_without_a_connection_for_every_user_is_refused_before_the_run(tmp_path, refbench, data_dir):
+    server = ManagedPostgres(data_dir, {"max_connections": "10"})
+    server.start()
+    try:
+        result = refbench("oltp", "--dsn", server.database("tpcc"), *TINY, "--users", "1,12", "--runs-dir", "runs")
+    finally:
+        server.stop()
+    assert result.code == 2, result.stderr
+    line, = result.stderr.strip().splitlines()
+    assert "free connection(s) (max_connections 10" in line and "12 virtual user(s) need 14" in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_think_times_run_ten_users_per_warehouse():
+    from refbench.plan import PlanError, load_plan
+    from refbench.suites.oltp import user_counts
+
+    def users(*flags) -> list[int]:
+        return user_counts(load_plan(suites=["oltp"], suite_flags={"oltp": dict(flags)}).options["oltp"])
+
+    assert users(("think_times", True), ("warehouses", "3")) == [30]  # the profile's default users give way
+    assert users(("think_times", True), ("warehouses", "3"), ("users", "30")) == [30]
+    assert users(("warehouses", "3"), ("users", "5")) == [5]  # without think times, any count
+    with pytest.raises(PlanError, match=r"10 users per warehouse: 30 for 3 warehouse\(s\), not 5"):
+        users(("think_times", True), ("warehouses", "3"), ("users", "5"))
+    with pytest.raises(PlanError, match=r"200 warehouses would need 2,000"):
+        users(("think_times", True), ("warehouses", "200"))
+
+
+def test_the_full_profile_sizes_its_warehouses_to_the_free_space():
+    from refbench.suites.oltp import AUTO_WAREHOUSES_MAX, auto_warehouses, load_bytes
+
+    for free_gb in (1, 30, 300, 3000, 30000):
+        w = auto_warehouses(free_gb * 10**9)
+        assert 1 <= w <= AUTO_WAREHOUSES_MAX
+        assert w == 1 or 3 * load_bytes(w) <= free_gb * 10**9  # a third of the space holds the load
+        if w < AUTO_WAREHOUSES_MAX:
+            assert 3 * load_bytes(w + 1) > free_gb * 10**9 - 3 * 64 * 2**20  # and not one more
+    assert auto_warehouses(310 * 10**9) >= 1000  # the paper's size where it fits

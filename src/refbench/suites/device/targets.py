@@ -431,16 +431,21 @@ def _check_free_space(file: Path, needed: int) -> None:
     require_free_space(file.parent if not file.is_dir() else file, needed, f"a {needed / 2**30:.2f} GiB test file")
 
 
-def require_free_space(directory: Path, needed: int, what: str) -> None:
-    """Refuses, before anything is written, a run whose data would not fit where it goes; ``directory`` may not
-    exist yet (its nearest existing parent is on the same file system, or names the one it will be mounted on)."""
-    if needed <= 0:
-        return
+def free_bytes(directory: Path) -> int:
+    """The space free for an unprivileged writer in ``directory``'s file system, before ``directory`` exists (its
+    nearest existing parent is on the same file system, or names the one it will be mounted on)."""
     existing = Path(directory).absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     st = os.statvfs(existing)
-    free = st.f_bavail * st.f_frsize
+    return st.f_bavail * st.f_frsize
+
+
+def require_free_space(directory: Path, needed: int, what: str) -> None:
+    """Refuses, before anything is written, a run whose data would not fit where it goes (see free_bytes)."""
+    if needed <= 0:
+        return
+    free = free_bytes(directory)
     if free < needed + FREE_SPACE_MARGIN:
         raise UserError(f"not enough free space in {directory} for {what}: {free / 2**30:.2f} GiB free "
                         f"(refbench keeps {FREE_SPACE_MARGIN // 2**20} MiB spare).")

@@ -19,15 +19,21 @@ from refbench.engines.postgres import (
 from refbench.engines.settings import (
     check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
 )
-from refbench.plan import Option, Plan, PlanError
+from refbench.plan import PROFILES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table, storage
 from refbench.suites.device.targets import (
-    check_one_directory_target, device_of, note_directory_targets, require_free_space,
+    FREE_SPACE_MARGIN, check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space,
 )
 from refbench.suites.oltp import consistency, database, driver
 
+USERS_MAX = 1000
 MIX_MINIMUM_PCT = {"payment": 43.0, "order_status": 4.0, "delivery": 4.0, "stock_level": 4.0}
 P90_LIMIT_S = {"new_order": 5, "payment": 5, "order_status": 5, "delivery": 5, "stock_level": 20}
+# The full profile's warehouse count when the plan leaves it to the free space: the OLTP orders-per-minute paper ran
+# far more data than memory; 10,000 warehouses (about 1 TB) is where refbench stops growing it.
+AUTO_WAREHOUSES_MAX = 10_000
+# Connections refbench itself holds while virtual users run: the driver's counters, the runner's checks.
+OWN_CONNECTIONS = 2
 REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
                      "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"]
 
@@ -45,9 +51,38 @@ def server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
     return storage.server_memory(o["cache_mb"], o["warehouses"] * WAREHOUSE_BYTES, _server_settings(o))
 
 
+def auto_warehouses(free: int) -> int:
+    """As many warehouses as a third of ``free`` bytes holds (the load, then what the run adds to the tables, and
+    room for a resumed run's space check after the load), up to AUTO_WAREHOUSES_MAX; at least 1."""
+    budget = free // 3 - FREE_SPACE_MARGIN
+    fit = max(1, budget // (100 * 10**6))
+    while fit > 1 and load_bytes(fit) > budget:
+        fit -= 1
+    return min(fit, AUTO_WAREHOUSES_MAX)
+
+
+def user_counts(o: dict[str, Any]) -> list[int]:
+    """The user counts of the cases. With the specification's keying and think times, a warehouse has 10 users
+    (terminals), as 4.2.2 requires: a plan that leaves the users at their default gets 10 per warehouse, and one
+    that asks for other counts is refused."""
+    if not o["think_times"]:
+        return o["users"]
+    spec = 10 * o["warehouses"]
+    if o["users"] == [spec] or any(o["users"] == OltpSuite.options["users"].default_for(p) for p in PROFILES):
+        if spec > USERS_MAX:
+            raise PlanError(f"[oltp] think_times runs 10 users per warehouse, and {o['warehouses']:,} warehouses would "
+                            f"need {spec:,}, more than the {USERS_MAX:,} refbench drives; set warehouses to "
+                            f"{USERS_MAX // 10:,} or fewer.")
+        return [spec]
+    raise PlanError(f"[oltp] think_times runs the specification's 10 users per warehouse: {spec:,} for "
+                    f"{o['warehouses']:,} warehouse(s), not {', '.join(map(str, o['users']))}; leave users out, or set "
+                    "warehouses to a tenth of the users.")
+
+
 def _server_settings(o: dict[str, Any]) -> dict[str, str]:
-    """The managed server's settings: the buffer cache, a connection for every virtual user, then pg_settings."""
-    settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(o["users"]) + 20)}
+    """The managed server's settings: the buffer cache, a connection for every virtual user and some for refbench's
+    own (the loaders, the checks), then pg_settings."""
+    settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(user_counts(o)) + 20)}
     return settings | pg_settings_dict(o["pg_settings"])
 
 
@@ -68,13 +103,17 @@ class OltpSuite:
         "refbench oltp --dsn 'host=db1 user=bench dbname=tpcc' --warehouses 100 --rebuild",
     ]
     options = {
-        "warehouses": Option(int, {"quick": 1, "standard": 10, "full": 100}, "Warehouses (about 100 MB each).", minimum=1),
-        "users": Option(list, {"quick": [1, 2], "standard": [1, 2, 4, 8, 16], "full": [8, 16, 32, 64]},
-                        "Virtual users per case: a list makes a scaling series.", item=int, minimum=1, maximum=1000),
+        "warehouses": Option(int, {"quick": 1, "standard": 10, "full": 0},
+                             "Warehouses (about 100 MB each); 0: as many as a third of the free space holds, up to "
+                             f"{AUTO_WAREHOUSES_MAX:,}.", minimum=0),
+        "users": Option(list, {"quick": [1, 2], "standard": [1, 2, 4, 8, 16], "full": [48, 96, 192, 384]},
+                        "Virtual users per case: a list makes a scaling series (with think_times: 10 per warehouse).",
+                        item=int, minimum=1, maximum=USERS_MAX),
         "rampup_s": Option(int, {"quick": 3, "standard": 60, "full": 900}, "Ramp-up seconds before measuring.", minimum=0),
         "duration_s": Option(int, {"quick": 8, "standard": 300, "full": 900}, "Measured seconds.", minimum=1),
         "repeats": Option(int, 1, "Runs of each user count.", minimum=1, maximum=100),
-        "think_times": Option(bool, False, "Use the specification's keying and think times (off: drive load)."),
+        "think_times": Option(bool, False, "Use the specification's keying and think times, at 10 users per warehouse "
+                                           "(off: drive load)."),
         "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string).", check=dsn_problem),
         "data_dir": Option(str, "", "Data directory of the managed server (default: in the work directory); put it on the storage under test."),
         "shared_buffers": Option(str, "128MB", "Managed server's buffer cache: the memory cap that pushes I/O to storage.",
@@ -98,21 +137,26 @@ class OltpSuite:
             raise PlanError(f"[oltp] dsn and the target {plan.targets[0]} exclude each other: the target places the managed "
                             "server, dsn replaces it.")
         check_one_directory_target(plan, self.name, "data_dir")
+        where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
+        if o["warehouses"] == 0:
+            # Resolved once, here, before the plan is written into the run: a resumed run keeps this count.
+            o["warehouses"] = _auto_warehouses_of(o, where)
+        users = user_counts(o)
         # Problems a user can fix are found here, before the run directory exists.
         if o["dsn"]:
             with connect(o["dsn"], autocommit=True) as conn:
                 database.check_privileges(conn)
+                database.require_connections(conn, max(users), OWN_CONNECTIONS)
         else:
             require_server_binaries()
             check_server_settings(_server_settings(o), setting_origins(self.name, o))
             server_memory(o)  # a cache bound that cannot work is refused here
-            where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
             require_free_space(Path(where), load_bytes(o["warehouses"]),
                                f"{o['warehouses']} warehouse(s) (about {load_bytes(o['warehouses']) / 1e9:,.1f} GB of "
                                "tables, indexes and WAL)")
         return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
                      f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
-                for u in o["users"] for r in range(1, o["repeats"] + 1)]
+                for u in users for r in range(1, o["repeats"] + 1)]
 
     # ---- the database --------------------------------------------------------------------------------
 
@@ -202,7 +246,8 @@ class OltpSuite:
         metrics = figures(result)
         load = json.loads((ctx.work_dir / "load.json").read_text())
         return Record(metrics, method=(
-            f"{users} virtual user processes, each with its own connection and a home warehouse spread evenly over "
+            f"{users} virtual users on {result.processes - 1} worker process(es), each user with its own connection "
+            f"(opened one after another over the first half of the ramp-up) and a home warehouse spread evenly over "
             f"{o['warehouses']} warehouse(s); the TPC-C mix from a shuffled 23-card deck; transactions are PL/pgSQL "
             f"functions; keying/think times {'on' if o['think_times'] else 'off'}; {o['rampup_s']} s ramp-up, then "
             f"{o['duration_s']} s measured. NOPM = Σ D_NEXT_O_ID delta per minute; TPM = pg_stat_database commits + "
@@ -242,6 +287,13 @@ class OltpSuite:
         return charts(tables)
 
 
+def _auto_warehouses_of(o: dict[str, Any], where: str) -> int:
+    if o["dsn"]:
+        raise PlanError("[oltp] warehouses 0 sizes the load to the free space of the managed server's data directory; "
+                        "with a dsn refbench cannot see that space: set warehouses.")
+    return auto_warehouses(free_bytes(Path(where)))
+
+
 def figures(r: "driver.DriverResult") -> dict[str, Any]:
     minutes = r.measured_s / 60
     new_orders = r.counters_end["sum_d_next_o_id"] - r.counters_start["sum_d_next_o_id"]
@@ -269,6 +321,8 @@ def figures(r: "driver.DriverResult") -> dict[str, Any]:
     m["db_cpu_s"] = round(r.db_cpu_s, 2) if r.db_cpu_s is not None else None
     both = r.driver_cpu_s + r.db_cpu_s if r.db_cpu_s is not None else 0
     m["driver_cpu_share_pct"] = round(100 * r.driver_cpu_s / both, 1) if both else None
+    m["driver_processes"] = r.processes
+    m["driver_rss_mb"] = round(r.rss_peak_bytes / 1e6, 1)
     return m
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from importlib.resources import files
 from typing import Any, Callable
@@ -11,6 +12,7 @@ from refbench.errors import UserError
 from refbench.suites.oltp.load import load_all
 
 TABLES = ["warehouse", "district", "customer", "history", "oorder", "new_order", "order_line", "item", "stock"]
+LARGEST_FIRST = ["order_line", "stock", "customer", "oorder", "history", "new_order", "item", "district", "warehouse"]
 TRANSACTIONS = ["new_order", "payment", "order_status", "delivery", "stock_level"]
 
 
@@ -58,12 +60,9 @@ def _build(dsn: str, warehouses: int, workers: int, rebuild: bool, on_progress: 
 
     rows, load_s = load_all(dsn, warehouses, workers, step)
     t0 = time.monotonic()
+    on_progress("keys, indexes and vacuum of", 1.0)
+    _finish_tables(dsn, workers)
     with connect(dsn, autocommit=True) as conn:
-        on_progress("keys, indexes and vacuum of", 1.0)
-        conn.execute(sql("indexes"))
-        # Freshly copied rows have no hint bits and no visibility map yet; without this the first case would pay for
-        # setting them (and autovacuum would do it in the middle of a measurement), and the cases would disagree.
-        conn.execute("VACUUM (FREEZE, ANALYZE) " + ", ".join(f"tpcc.{t}" for t in TABLES))
         _install_functions(conn)
         conn.execute("CREATE TABLE tpcc.refbench_load (warehouses int, rows bigint, loaded_at timestamptz DEFAULT now())")
         conn.execute("INSERT INTO tpcc.refbench_load (warehouses, rows) VALUES (%s, %s)", (warehouses, rows))
@@ -71,6 +70,34 @@ def _build(dsn: str, warehouses: int, workers: int, rebuild: bool, on_progress: 
         index_s = time.monotonic() - t0
         return {"reused": False, "warehouses": warehouses, "rows": rows, "load_s": round(load_s, 2),
                 "index_s": round(index_s, 2), **sizes(conn)}
+
+
+def _finish_tables(dsn: str, workers: int) -> None:
+    """Keys, indexes, then VACUUM (FREEZE, ANALYZE) of each table, the tables shared out over ``workers``
+    connections, largest first: one table's index build and vacuum use one or two CPUs, and a 100-warehouse
+    load's order_line alone is several GB."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    statements: dict[str, list[str]] = {t: [] for t in TABLES}
+    for statement in sql("indexes").split(";"):
+        lines = [line for line in statement.splitlines() if line.strip() and not line.startswith("--")]
+        if lines:
+            statements[re.search(r"tpcc\.(\w+)", lines[0]).group(1)].append("\n".join(lines))
+
+    def finish(table: str) -> None:
+        with connect(dsn, autocommit=True) as conn:
+            # Sorting a large table's keys in memory rather than in temporary files; the server's default (64 MB)
+            # is made for many sessions, this is one of a few.
+            conn.execute("SET maintenance_work_mem = '256MB'")
+            for statement in statements[table]:
+                conn.execute(statement)
+            # Freshly copied rows have no hint bits and no visibility map yet; without this the first case would pay
+            # for setting them (and autovacuum would do it in the middle of a measurement), and the cases would
+            # disagree.
+            conn.execute(f"VACUUM (FREEZE, ANALYZE) tpcc.{table}")
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(finish, LARGEST_FIRST))  # list(): the first failure is raised here
 
 
 def _checkpoint(conn) -> None:
@@ -95,6 +122,23 @@ def check_privileges(conn) -> None:
         user, db = conn.execute("SELECT current_user, current_database()").fetchone()
         raise UserError(f"PostgreSQL user '{user}' may not create schemas in database '{db}'; "
                         f"grant it with: GRANT CREATE ON DATABASE {db} TO {user};")
+
+
+def require_connections(conn, users: int, own: int) -> None:
+    """Refuses, before the run, a server that cannot take a connection for each of ``users`` virtual users and
+    ``own`` of refbench's: the connections free now for this role (superusers may also take the reserved ones)."""
+    limit, reserved, used = conn.execute(
+        "SELECT current_setting('max_connections')::int, "
+        "CASE WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN 0 "
+        "ELSE current_setting('superuser_reserved_connections')::int "
+        "+ coalesce(current_setting('reserved_connections', true)::int, 0) END, "
+        "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')").fetchone()
+    free = limit - reserved - used + 1  # this check's own connection is free again when the run starts
+    if free < users + own:
+        reserve = f", {reserved} reserved for superusers" if reserved else ""
+        raise UserError(f"the PostgreSQL server has {free} free connection(s) (max_connections {limit}, {used} in use"
+                        f"{reserve}) and {users} virtual user(s) need {users + own} (one each and {own} of refbench's "
+                        "own); raise its max_connections or lower the user count.")
 
 
 def sizes(conn) -> dict[str, Any]:

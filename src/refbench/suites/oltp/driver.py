@@ -1,5 +1,10 @@
-"""The load generator: N virtual users, each its own process with its own connection, running the TPC-C mix
-against the server-side functions. Ramp-up, then a timed measurement; latencies go into HDR histograms.
+"""The load generator: N virtual users on a few worker processes (one per CPU), each worker driving its users'
+connections asynchronously. Ramp-up, then a timed measurement; latencies go into HDR histograms.
+
+A virtual user is a connection and its own random inputs, not a process: a worker sends a user's next call as
+soon as its previous one returned (libpq's non-blocking send of a prepared statement, then epoll over all the
+worker's sockets), so hundreds of users cost a few processes. The users' connections open one after another over
+the first half of the ramp-up, as a real client population logs in, not as one burst.
 
 A virtual user's home warehouse is spread evenly over all warehouses (user i → warehouse i mod W + 1), so no
 warehouse is a hot spot. Keying and think times are off unless asked for (5.2.5.7).
@@ -7,17 +12,19 @@ warehouse is a hot spot. Keying and think times are off unless asked for (5.2.5.
 
 from __future__ import annotations
 
+import heapq
 import math
 import multiprocessing
 import os
 import queue
+import select
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from hdrh.histogram import HdrHistogram
-from psycopg import pq
+from psycopg import OperationalError, pq
 
 from refbench.children import forked_worker
 from refbench.engines.postgres import connect
@@ -37,6 +44,7 @@ SQL = {
     "delivery": "SELECT tpcc.delivery($1, $2)",
     "stock_level": "SELECT tpcc.stock_level($1, $2, $3)",
 }
+NAMES = {tx: tx.encode() for tx in TX}
 ROLLBACK_SQLSTATE = "RB001"
 # Errors after which going on would only measure the failure: the virtual user stops and the case fails.
 FATAL_SQLSTATE_CLASSES = {
@@ -47,13 +55,20 @@ FATAL_SQLSTATE_CLASSES = {
     "42": "the TPC-C tables or functions are missing or were changed",
 }
 HIST_MAX_US = 120_000_000
-DECKS_PER_BATCH = 4
+SERIES_BUCKETS_PER_OCTAVE = 16
+SERIES_BUCKETS = int(math.log2(HIST_MAX_US) * SERIES_BUCKETS_PER_OCTAVE) + 1
+_log2 = math.log2
+POLL_S = 0.2  # the longest a worker waits before it looks at the stop flag again
 
 
 def series_bucket_s(run_s: float) -> int:
     """The width of the throughput-over-time buckets: 10 seconds, as the papers plot, or 1 second when a case
     is shorter than a minute (the quick profile), where 10-second buckets would leave a chart of two points."""
     return 10 if run_s >= 60 else 1
+
+
+def worker_count(users: int) -> int:
+    return max(1, min(users, os.cpu_count() or 1))
 
 
 def _histogram() -> HdrHistogram:
@@ -65,104 +80,204 @@ def _cpu_s() -> float:
     return t.user + t.system
 
 
-def _pause(seconds: float, stop: Any) -> None:
-    """Keying or think time, cut short when the run stops."""
-    until = time.monotonic() + seconds
-    while not stop.value and (left := until - time.monotonic()) > 0:
-        time.sleep(min(0.2, left))
+class _Failed(Exception):
+    """A virtual user's failure that ends the case: (user index, what happened)."""
 
 
-def _virtual_user(index: int, dsn: str, warehouses: int, think: bool, seed: int, bucket_s: float, window: Any, go: Any,
-                  stop: Any, out: Any, parent: int) -> None:
-    forked_worker()
-    try:
-        conn = connect(dsn, autocommit=True)
-    except UserError as exc:
-        out.put(("error", index, str(exc)))
-        return
-    # libpq's prepared-statement call, without psycopg's cursor machinery: it halves the driver's CPU per
-    # transaction, and the driver's CPU is CPU the database under test does not get.
-    pgconn = conn.pgconn
-    for tx, query in SQL.items():
-        prepared = pgconn.prepare(tx.encode(), query.encode())
-        if prepared.status != pq.ExecStatus.COMMAND_OK:
-            out.put(("error", index, prepared.error_message.decode(errors="replace").strip()))
-            return
-    names = {tx: tx.encode() for tx in TX}
-    out.put(("ready", index, None))
-    rng = TpccRandom(seed * 1000 + index)
-    w = index % warehouses + 1
-    others = [x for x in range(1, warehouses + 1) if x != w]
-    # One histogram and one count per (10-second slot, transaction, outcome); slots count from the start of the
-    # measurement (ramp-up slots are negative), so the measured figures are the sum of slots 0 and up.
-    hist: dict[tuple[int, str], HdrHistogram] = {}
-    counts: dict[tuple[int, str, str], int] = {}
-    errors: dict[str, int] = {}
-    go.wait()
-    start, end = window[0], window[1]
-    cpu_at_start = cpu_at_end = None
-    ok = pq.ExecStatus.TUPLES_OK
+class _User:
+    """One virtual user: its connection, its random inputs and the transactions it has dealt but not run."""
 
-    while not stop.value:
-        # Work in batches of a few decks: their inputs are made together and their results folded together.
-        # Between two transactions the database evicts the driver from the CPU caches, and Python run cold costs
-        # several times more: batching cut the driver's CPU per transaction by a third.
-        batch = []
-        for _ in range(DECKS_PER_BATCH):
+    __slots__ = ("index", "conn", "pgconn", "rng", "w", "others", "dealt", "tx", "sent", "result")
+
+    def __init__(self, index: int, dsn: str, warehouses: int, seed: int):
+        self.index = index
+        try:
+            self.conn = connect(dsn, autocommit=True)
+        except UserError as exc:
+            raise _Failed(index, f"could not start: {exc}") from None
+        # libpq's prepared-statement call, without psycopg's cursor machinery: it halves the driver's CPU per
+        # transaction, and the driver's CPU is CPU the database under test does not get.
+        self.pgconn = self.conn.pgconn
+        for tx, query in SQL.items():
+            prepared = self.pgconn.prepare(NAMES[tx], query.encode())
+            if prepared.status != pq.ExecStatus.COMMAND_OK:
+                raise _Failed(index, "could not start: " + prepared.error_message.decode(errors="replace").strip())
+        self.rng = TpccRandom(seed * 1000 + index)
+        self.w = index % warehouses + 1
+        self.others = [x for x in range(1, warehouses + 1) if x != self.w]
+        self.dealt: list[tuple[str, list]] = []
+        self.tx, self.sent, self.result = "", 0.0, None
+
+    def next_tx(self) -> str:
+        """The next card of the user's shuffled deck; its inputs were made with the deck's."""
+        if not self.dealt:
             deck = list(DECK)
-            rng.shuffle(deck)
-            batch += deck
-        inputs = [(tx, names[tx], INPUTS[tx](rng, w, others)) for tx in batch]
-        results = []
-        for tx, name, params in inputs:
-            if stop.value or os.getppid() != parent:  # a killed runner leaves no user behind
-                break
-            if think:
-                _pause(KEYING_S[tx], stop)
-            t = time.perf_counter()
-            result = pgconn.exec_prepared(name, params)
-            latency_us = int((time.perf_counter() - t) * 1e6)
-            now = time.time()
-            if result.status == ok:
-                outcome = "ok"
-            else:
-                sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
-                outcome = "rollback" if sqlstate == ROLLBACK_SQLSTATE else "error"
-                if outcome == "error":
-                    if pgconn.status != pq.ConnStatus.OK:
-                        first = pgconn.error_message.decode(errors="replace").strip().splitlines()[:1] or ["?"]
-                        out.put(("error", index, "lost its connection: " + " ".join(first[0].split())))
-                        return
-                    if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
-                        message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
-                        out.put(("error", index, f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})"))
-                        return
-                    errors[sqlstate] = errors.get(sqlstate, 0) + 1
-            if now <= end:
-                results.append((int((now - start) // bucket_s), tx, outcome, latency_us))
-                if cpu_at_start is None and now >= start:
-                    cpu_at_start = _cpu_s()
-            elif cpu_at_end is None:
-                cpu_at_end = _cpu_s()
-            if think:
-                _pause(min(-math.log(1 - rng.random()) * THINK_MEAN_S[tx], 10 * THINK_MEAN_S[tx]), stop)
-        for slot, tx, outcome, latency_us in results:
-            key = (slot, tx, outcome)
-            counts[key] = counts.get(key, 0) + 1
-            if outcome != "error":
-                h = hist.get((slot, tx))
-                if h is None:  # not setdefault: a histogram is costly to build, once per slot is enough
-                    h = hist[(slot, tx)] = _histogram()
-                h.record_value(min(max(latency_us, 1), HIST_MAX_US))
-        if os.getppid() != parent:
+            self.rng.shuffle(deck)
+            rng, w, others = self.rng, self.w, self.others
+            self.dealt = [(tx, INPUTS[tx](rng, w, others)) for tx in reversed(deck)]
+        return self.dealt[-1][0]
+
+    def send(self) -> None:
+        self.tx, params = self.dealt.pop()
+        self.sent = time.perf_counter()
+        try:
+            self.pgconn.send_query_prepared(NAMES[self.tx], params)
+        except OperationalError:
+            raise self.lost() from None
+
+    def lost(self) -> _Failed:
+        first = self.pgconn.error_message.decode(errors="replace").strip().splitlines()[:1] or ["?"]
+        return _Failed(self.index, "lost its connection: " + " ".join(first[0].split()))
+
+
+class _Tally:
+    """A worker's figures. The measured interval's latencies go into one full HDR histogram per transaction; each
+    time slot of the series keeps its counts, its latencies' sum and a log-scale histogram of them (16 buckets per
+    octave: 4.4% wide, a few kB), so memory grows by that per slot, not by a histogram per slot, transaction and
+    user; and recording into it is a fifth of an HDR histogram's cost."""
+
+    def __init__(self, window: Any, bucket_s: float):
+        self.start, self.end, self.bucket_s = window[0], window[1], bucket_s
+        self.hist = {tx: _histogram() for tx in TX}
+        self.counts: dict[tuple[str, str], int] = {}
+        self.slots: dict[int, list] = {}  # slot -> [transactions, New-Orders, histogram]
+        self.errors: dict[str, int] = {}
+        self.cpu_at_start = self.cpu_at_end = None
+
+    def add(self, tx: str, outcome: str, latency_us: int, now: float) -> None:
+        if now > self.end:
+            if self.cpu_at_end is None:
+                self.cpu_at_end = _cpu_s()
             return
-    if cpu_at_end is None:
-        cpu_at_end = _cpu_s()
-    conn.close()
-    out.put(("done", index, {
-        "hist": {key: h.encode() for key, h in hist.items()}, "counts": counts, "errors": errors,
-        "cpu_s": (cpu_at_end - cpu_at_start) if cpu_at_start is not None else 0.0,
-    }))
+        # Slots count from the start of the measurement: ramp-up slots are negative, and only the measured
+        # interval's transactions count in the totals.
+        slot = int((now - self.start) // self.bucket_s)
+        if slot >= 0:
+            if self.cpu_at_start is None:
+                self.cpu_at_start = _cpu_s()
+            self.counts[(tx, outcome)] = self.counts.get((tx, outcome), 0) + 1
+        if outcome == "error":
+            return
+        latency_us = min(max(latency_us, 1), HIST_MAX_US)
+        if slot >= 0:
+            self.hist[tx].record_value(latency_us)
+        s = self.slots.get(slot)
+        if s is None:
+            s = self.slots[slot] = [0, 0, 0, [0] * SERIES_BUCKETS]
+        s[0] += 1
+        s[1] += tx == "new_order" and outcome == "ok"
+        s[2] += latency_us
+        s[3][int(_log2(latency_us) * SERIES_BUCKETS_PER_OCTAVE)] += 1
+
+    def encode(self) -> dict[str, Any]:
+        cpu_at_end = self.cpu_at_end if self.cpu_at_end is not None else _cpu_s()
+        return {"hist": {tx: h.encode() for tx, h in self.hist.items() if h.get_total_count()},
+                "counts": self.counts, "errors": self.errors,
+                "slots": self.slots,
+                "cpu_s": cpu_at_end - self.cpu_at_start if self.cpu_at_start is not None else 0.0}
+
+
+def _worker(indices: list[int], users: int, dsn: str, warehouses: int, think: bool, seed: int, bucket_s: float,
+            window: Any, go: Any, stop: Any, out: Any, parent: int) -> None:
+    forked_worker()
+    out.put(("ready", indices[0], None))
+    go.wait()
+    if stop.value:
+        return
+    tally = _Tally(window, bucket_s)
+    open_over_s = (window[0] - window[2]) / 2
+    # (when, user index): logins spread evenly over the first half of the ramp-up, across all workers.
+    logins = [(window[2] + open_over_s * i / users, i) for i in indices]
+    logins.reverse()
+    waiting: list[tuple[float, int, _User]] = []  # (when to send, user index, user): keying and think times
+    by_fd: dict[int, _User] = {}
+    open_users: list[_User] = []
+    poller = select.epoll()
+    ok, rollback = pq.ExecStatus.TUPLES_OK, ROLLBACK_SQLSTATE
+    try:
+        rounds = 0
+        while not stop.value:
+            timeout = POLL_S
+            if logins or waiting:
+                now = time.time()
+                timeout = _start_due(logins, waiting, now, dsn, warehouses, seed, think, open_users, by_fd, poller)
+            events = poller.poll(timeout)
+            rounds += 1
+            # A killed runner leaves no user behind (the kernel's signal aside): looked at when idle, and every 256
+            # rounds when busy, not at the cost of a system call per transaction.
+            if (not events or not rounds & 255) and os.getppid() != parent:
+                return
+            for fd, _ in events:
+                user = by_fd[fd]
+                pgconn = user.pgconn
+                try:
+                    pgconn.consume_input()
+                except OperationalError:
+                    raise user.lost() from None
+                # A call's result, then libpq's end of it (when the server's ReadyForQuery has arrived too).
+                finished = False
+                while not pgconn.is_busy():
+                    result = pgconn.get_result()
+                    if result is None:
+                        finished = True
+                        break
+                    user.result = result
+                if not finished:
+                    continue
+                latency_us = int((time.perf_counter() - user.sent) * 1e6)
+                now = time.time()
+                result, user.result, tx = user.result, None, user.tx
+                if result.status == ok:
+                    outcome = "ok"
+                else:
+                    sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
+                    outcome = "rollback" if sqlstate == rollback else "error"
+                    if outcome == "error":
+                        if pgconn.status != pq.ConnStatus.OK:
+                            raise user.lost()
+                        if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
+                            message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
+                            raise _Failed(user.index, f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
+                        tally.errors[sqlstate] = tally.errors.get(sqlstate, 0) + 1
+                tally.add(tx, outcome, latency_us, now)
+                following = user.next_tx()
+                if think:
+                    think_s = min(-math.log(1 - user.rng.random()) * THINK_MEAN_S[tx], 10 * THINK_MEAN_S[tx])
+                    heapq.heappush(waiting, (now + think_s + KEYING_S[following], user.index, user))
+                else:
+                    user.send()
+    except _Failed as failed:
+        out.put(("error", *failed.args))
+        return
+    finally:
+        poller.close()
+        for user in open_users:
+            user.conn.close()
+    out.put(("done", indices[0], tally.encode()))
+
+
+def _start_due(logins: list, waiting: list, now: float, dsn: str, warehouses: int, seed: int, think: bool,
+               open_users: list, by_fd: dict, poller: Any) -> float:
+    """Logs in the users whose time has come and sends the calls whose keying or think time is over; returns how
+    long the worker may wait for results before the next of those is due."""
+    while logins and logins[-1][0] <= now:
+        user = _User(logins.pop()[1], dsn, warehouses, seed)
+        open_users.append(user)
+        by_fd[user.pgconn.socket] = user
+        poller.register(user.pgconn.socket, select.EPOLLIN)
+        tx = user.next_tx()
+        if think:
+            heapq.heappush(waiting, (now + KEYING_S[tx], user.index, user))
+        else:
+            user.send()
+    while waiting and waiting[0][0] <= now:
+        heapq.heappop(waiting)[2].send()
+    timeout = POLL_S
+    if logins:
+        timeout = min(timeout, logins[-1][0] - now)
+    if waiting:
+        timeout = min(timeout, waiting[0][0] - now)
+    return max(timeout, 0)
 
 
 def _stat(pid: int) -> tuple[str, int, int, int] | None:
@@ -201,6 +316,17 @@ def postgres_cpu_s(postmaster: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def rss_bytes(pids: list[int]) -> int:
+    """The resident memory of these processes, summed (pages shared after fork count once per process)."""
+    total = 0
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+        except (OSError, IndexError):
+            pass
+    return total * os.sysconf("SC_PAGE_SIZE")
+
+
 @dataclass
 class DriverResult:
     users: int
@@ -213,45 +339,54 @@ class DriverResult:
     counts: dict[str, dict[str, int]]
     errors: dict[str, int]
     series: list[dict[str, Any]] = field(default_factory=list)
+    processes: int = 0  # the driver's processes: its parent (the runner) and its workers
+    rss_peak_bytes: int = 0  # the largest sum of their resident memory, sampled every second
 
 
 def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: float, think: bool, seed: int,
         on_tick: Callable[[float], None] | None = None) -> DriverResult:
     mp = multiprocessing.get_context("fork")
     bucket_s = series_bucket_s(rampup_s + duration_s)
-    window = mp.Array("d", 2)
-    # stop is read before every transaction: a plain shared byte, not an Event, whose lock all users would share.
+    window = mp.Array("d", 3)  # measurement start, measurement end, run start
+    # stop is read in every round of a worker's loop: a plain shared byte, not an Event, whose lock they would share.
     go, stop, out = mp.Event(), mp.RawValue("b", 0), mp.Queue()
-    procs = [mp.Process(target=_virtual_user, daemon=True,
-                        args=(i, dsn, warehouses, think, seed, bucket_s, window, go, stop, out, os.getpid()))
-             for i in range(users)]
+    workers = worker_count(users)
+    procs = [mp.Process(target=_worker, daemon=True,
+                        args=(list(range(k, users, workers)), users, dsn, warehouses, think, seed, bucket_s, window, go,
+                              stop, out, os.getpid()))
+             for k in range(workers)]
     for p in procs:
         p.start()
+    pids = [os.getpid()] + [p.pid for p in procs]
+    rss_peak = [rss_bytes(pids)]
+
+    def tick(elapsed_s: float) -> None:
+        rss_peak[0] = max(rss_peak[0], rss_bytes(pids))
+        if on_tick:
+            on_tick(elapsed_s)
+
     try:
-        for _ in range(users):
+        for _ in range(workers):
             kind, index, detail = out.get(timeout=60)
-            if kind == "error":
-                raise UserError(f"virtual user {index} could not start: {detail}")
         with connect(dsn, autocommit=True) as conn:
             server = server_pid(conn)
             run_start = time.time()
-            window[0], window[1] = run_start + rampup_s, run_start + rampup_s + duration_s
+            window[0], window[1], window[2] = run_start + rampup_s, run_start + rampup_s + duration_s, run_start
             go.set()
-            _watch_until(window[0], run_start, out, on_tick)
+            _watch_until(window[0], run_start, out, tick)
             counters_start, cpu_start, t_start = database.counters(conn), _server_cpu_s(server), time.time()
-            _watch_until(window[1], run_start, out, on_tick)
+            _watch_until(window[1], run_start, out, tick)
             counters_end, cpu_end, t_end = database.counters(conn), _server_cpu_s(server), time.time()
         stop.value = 1
         done = []
-        while len(done) < users:
+        while len(done) < workers:
             try:
                 kind, index, detail = out.get(timeout=120)
             except queue.Empty:
                 raise UserError("virtual users did not finish within 120 s after the measurement ended") from None
             if kind == "error":
                 raise UserError(f"virtual user {index} {detail}")
-            if kind == "done":
-                done.append(detail)
+            done.append(detail)
     finally:
         stop.value = 1
         go.set()
@@ -260,14 +395,16 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
             if p.is_alive():
                 p.kill()
     db_cpu_s = cpu_end - cpu_start if server is not None else None
-    return _combine(users, t_end - t_start, counters_start, counters_end, db_cpu_s, done, rampup_s, duration_s, bucket_s)
+    result = _combine(users, t_end - t_start, counters_start, counters_end, db_cpu_s, done, rampup_s, duration_s, bucket_s)
+    result.processes, result.rss_peak_bytes = len(pids), rss_peak[0]
+    return result
 
 
 def _server_cpu_s(server: int | None) -> float | None:
     return postgres_cpu_s(server) if server is not None else None
 
 
-def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float], None] | None) -> None:
+def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float], None]) -> None:
     """Waits until ``t``; a virtual user that fails meanwhile ends the case at once."""
     while (left := t - time.time()) > 0:
         try:
@@ -276,37 +413,44 @@ def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float]
             pass
         else:
             raise UserError(f"virtual user {index} {detail}")
-        if on_tick:
-            on_tick(time.time() - run_start)
+        on_tick(time.time() - run_start)
+
+
+def _percentile_us(buckets: list[int], pct: float) -> float:
+    """The upper edge of the log-scale bucket that holds the ``pct`` percentile."""
+    rank, seen = pct / 100 * sum(buckets), 0
+    for i, n in enumerate(buckets):
+        seen += n
+        if seen >= rank:
+            return 2 ** ((i + 1) / SERIES_BUCKETS_PER_OCTAVE)
+    return HIST_MAX_US
 
 
 def _combine(users, measured_s, c0, c1, db_cpu_s, done, rampup_s, duration_s, bucket_s) -> DriverResult:
     hists = {tx: _histogram() for tx in TX}
     counts = {tx: {"ok": 0, "rollback": 0, "error": 0} for tx in TX}
     errors: dict[str, int] = {}
-    slots: dict[int, dict[str, Any]] = {}
+    slots: dict[int, list] = {}  # slot -> [transactions, New-Orders, latency sum, log-scale buckets]
     for part in done:
-        for (slot, tx), encoded in part["hist"].items():
-            h = HdrHistogram.decode(encoded)
-            slots.setdefault(slot, {"tx": 0, "new_order": 0, "hist": _histogram()})["hist"].add(h)
-            if slot >= 0:
-                hists[tx].add(h)
-        for (slot, tx, outcome), n in part["counts"].items():
-            if slot >= 0:
-                counts[tx][outcome] += n
-            if outcome != "error":
-                s = slots.setdefault(slot, {"tx": 0, "new_order": 0, "hist": _histogram()})
-                s["tx"] += n
-                s["new_order"] += n if tx == "new_order" and outcome == "ok" else 0
+        for tx, encoded in part["hist"].items():
+            hists[tx].add(HdrHistogram.decode(encoded))
+        for (tx, outcome), n in part["counts"].items():
+            counts[tx][outcome] += n
+        for slot, (n, new_orders, latency_us, buckets) in part["slots"].items():
+            s = slots.setdefault(slot, [0, 0, 0, [0] * SERIES_BUCKETS])
+            s[0] += n
+            s[1] += new_orders
+            s[2] += latency_us
+            s[3] = [a + b for a, b in zip(s[3], buckets)]
         for code, n in part["errors"].items():
             errors[code] = errors.get(code, 0) + n
     series = []
-    for slot, v in sorted(slots.items()):
+    for slot, (n, new_orders, latency_us, buckets) in sorted(slots.items()):
         begins, ends = max(slot * bucket_s, -rampup_s), min((slot + 1) * bucket_s, duration_s)
         if ends - begins < 1:
             continue
-        series.append({"t_s": begins, "seconds": round(ends - begins, 1), "tx_per_min": round(v["tx"] * 60 / (ends - begins), 1),
-                       "new_orders_per_min": round(v["new_order"] * 60 / (ends - begins), 1),
-                       "lat_avg_ms": round(v["hist"].get_mean_value() / 1000, 3) if v["tx"] else None,
-                       "lat_p99_ms": round(v["hist"].get_value_at_percentile(99) / 1000, 3) if v["tx"] else None})
+        series.append({"t_s": begins, "seconds": round(ends - begins, 1), "tx_per_min": round(n * 60 / (ends - begins), 1),
+                       "new_orders_per_min": round(new_orders * 60 / (ends - begins), 1),
+                       "lat_avg_ms": round(latency_us / n / 1000, 3) if n else None,
+                       "lat_p99_ms": round(_percentile_us(buckets, 99) / 1000, 3) if n else None})
     return DriverResult(users, measured_s, c0, c1, db_cpu_s, sum(p["cpu_s"] for p in done), hists, counts, errors, series)
