@@ -89,10 +89,14 @@ def part_b(directory: Path, runs: Path) -> str:
     return "\n".join(rows) + "\n"
 
 
-def plain_fio_timed(command_file: Path) -> tuple[float, float]:
-    """The exact fio command refbench ran, live status reports included: (wall seconds, IOPS)."""
+def plain_fio_timed(command_file: Path, test_file: Path) -> tuple[float, float]:
+    """The exact fio command refbench ran, live status reports included, on ``test_file`` (laid out already, as
+    refbench's own test file was when it ran the point): (wall seconds, IOPS)."""
+    argv = [f"--filename={test_file}" if a.startswith("--filename=") else a for a in command_file.read_text().split()]
+    if not test_file.exists():  # fio's layout of a new file is not part of a point's time
+        subprocess.run([*argv, "--create_only=1"], capture_output=True, check=True)
     t0 = time.monotonic()
-    out = subprocess.run(command_file.read_text().split(), capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     wall = time.monotonic() - t0
     start = out.rfind("\n{") + 1  # each status report is a whole JSON object; the last one is the final report
     job = json.loads(out[start if out[start:start + 1] == "{" else out.index("{"):])["jobs"][0]
@@ -110,7 +114,8 @@ def part_c(directory: Path, runs: Path, repeats: int, seconds: int) -> str:
             (record,) = result["records"]
             ours_s.append(record["elapsed_s"])
             ours_iops.append(record["metrics"]["iops"])
-            wall, iops = plain_fio_timed(Path(result["run"]) / "raw" / "device" / record["case_id"] / "fio-command.txt")
+            wall, iops = plain_fio_timed(Path(result["run"]) / "raw" / "device" / record["case_id"] / "fio-command.txt",
+                                         directory / "plain-fio.dat")
             fio_s.append(wall)
             fio_iops.append(iops)
         t_over = statistics.median(ours_s) / statistics.median(fio_s) - 1
