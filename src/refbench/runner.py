@@ -12,6 +12,7 @@ import socket
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -53,8 +54,9 @@ class SuiteContext:
         """Where the suite's bulky data goes when the server's account cannot reach the work directory."""
         return scratch_dir(self.run) / self.suite
 
-    @property
+    @cached_property
     def telemetry(self) -> Telemetry:
+        # One reader for the suite's cases: each record's window is looked for from where the previous one ended.
         return Telemetry(self.run.telemetry_path)
 
     def raw_dir(self, case: Case | str) -> Path:
