@@ -114,8 +114,8 @@ def cli(tmp_path, stop_before_writing):
 # ---- options and plan keys, each refused with one sentence before anything is written ---------------------
 
 BAD_OPTIONS = [
-    (["oltp", "--warehouses", "-1"], ["--warehouses must be at least 1, not -1."]),
-    (["oltp", "--warehouses", "0"], ["--warehouses must be at least 1, not 0."]),
+    (["oltp", "--warehouses", "-1"], ["--warehouses must be at least 0, not -1."]),
+    (["oltp", "--warehouses", "0", "--dsn", "host=db1"], ["warehouses 0 sizes the load to the free space", "set warehouses"]),
     (["device", "--size", "-4k"], ["--size must be at least 0, not -4096."]),
     (["oltp", "--users", "1,,2"], ["--users has an empty item", "'1,,2'"]),
     (["oltp", "--users", "1,"], ["--users has an empty item", "'1,'"]),

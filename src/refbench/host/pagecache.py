@@ -8,13 +8,16 @@ import os
 from pathlib import Path
 
 
-def evict(files: list[Path]) -> None:
+def evict(files: list[Path], write_back: bool = False) -> None:
+    """``write_back`` first writes the files' dirty pages, which DONTNEED would otherwise leave in memory."""
     for path in files:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
             continue  # a file its owner just removed
         try:
+            if write_back:
+                os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)

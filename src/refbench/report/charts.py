@@ -13,11 +13,19 @@ matplotlib.use("Agg")
 # SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
 matplotlib.rcParams["svg.fonttype"] = "none"
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
 
 from refbench.suites import Chart  # noqa: E402
 
 PARALLEL_FROM = 4  # charts; fewer are not worth starting worker processes for
+
+
+class PlainLogTicks(LogFormatter):
+    """Log-axis ticks as 100 and 1,000 rather than the default 10^2 and 10^3: easier to read, and the default's math
+    text is parsed again on every draw, which was a fifth of what a chart cost."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:,.0f}" if x >= 1 else f"{x:g}"
 
 
 def render_all(charts: list[Chart], directory: Path) -> list[Path]:
@@ -56,8 +64,12 @@ def render(chart: Chart, directory: Path) -> Path:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # user counts, queue depths: no 1.5 users
     if chart.logx and not categorical:
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(PlainLogTicks(base=2))
+        ax.xaxis.set_minor_formatter(PlainLogTicks(base=2, labelOnlyBase=False))
     if chart.logy:
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(PlainLogTicks())
+        ax.yaxis.set_minor_formatter(PlainLogTicks(labelOnlyBase=False))
     ax.set_title(chart.title)
     ax.set_xlabel(chart.xlabel)
     ax.set_ylabel(chart.ylabel)

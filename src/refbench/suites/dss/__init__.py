@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from refbench.engines.settings import (
     pg_size_problem, setting_origins,
 )
 from refbench.errors import UserError
+from refbench.host import pagecache
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table, storage
@@ -74,7 +74,8 @@ class DssSuite:
                               item=str, check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM).",
                                       check=optional(duckdb_size_problem)),
-        "drop_caches": Option(bool, True, "Drop the OS page cache before each cold query (needs root)."),
+        "drop_caches": Option(bool, True, "Evict the engine's data files from the OS page cache before each cold "
+                              "query (posix_fadvise, those files only)."),
         "cache_mb": storage.CACHE_MB,
         "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up."),
         # Far above the slowest query of a sound configuration at the profile's scale on a small host (at SF 10 on
@@ -131,8 +132,8 @@ class DssSuite:
 
     def _individual(self, ctx, engine, query: int, extra: dict[str, Any]) -> Record:
         text = dict(stream_queries(0, ctx.options["sf"]))[query]
-        caches = _drop_caches() if ctx.options["drop_caches"] else "the OS page cache was kept (drop_caches = false)"
         how = engine.cold()
+        caches = _evict_data_files(engine) if ctx.options["drop_caches"] else "the OS page cache was kept (drop_caches = false)"
         timeout_s = ctx.options["query_timeout_s"] or None
         cold_rows, cold = self._observed(ctx, lambda: engine.run(text, timeout_s))
         # A query that ran past the limit cold is not run again warm: it would only hold the run up once more.
@@ -545,13 +546,14 @@ def _space_used(before: dict[str, int], after: dict[str, int]) -> dict[str, floa
     return {f"{k.removesuffix('_bytes')}_mb": round((after[k] - before[k]) / 1e6, 1) for k in before}
 
 
-def _drop_caches() -> str:
-    try:
-        subprocess.run(["sync"], check=False)
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        return "OS page cache dropped"
-    except OSError:
-        return "the OS page cache could not be dropped (needs root), so cold reads may come from memory"
+def _evict_data_files(engine) -> str:
+    """Only the engine's own files: dropping the whole OS page cache would also empty a neighbour's (another run, a
+    database on the same host) and change what that one measures."""
+    files = engine.data_files()
+    if files is None:
+        return "the OS page cache of a server refbench does not manage was kept (it may be on another host)"
+    pagecache.evict(files, write_back=True)
+    return f"its {len(files)} data file(s) evicted from the OS page cache"
 
 
 def _answer_path(ctx, engine: str, query: int) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines.duckdb import DuckDb
+from refbench.host.pagecache import files_under
 from refbench.engines.postgres import ManagedPostgres, connect, server_settings
 from refbench.errors import UserError
 from refbench.suites.dss.datagen import TABLES
@@ -110,6 +111,9 @@ class DuckDbEngine:
     def cold(self) -> str:
         self.db.restart()
         return "DuckDB closed and opened again"
+
+    def data_files(self) -> list[Path] | None:
+        return [p for p in (self.db.path, Path(f"{self.db.path}.wal")) if p.exists()]
 
     def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
         return _duckdb_run(self.db.conn, query, timeout_s)
@@ -287,6 +291,10 @@ class PostgresEngine:
             how = "a new connection (a user's server keeps its shared buffers)"
         self.open()
         return how
+
+    def data_files(self) -> list[Path] | None:
+        """None for a user's server: its files are not refbench's to touch, and may be on another host."""
+        return None if self.server is None else files_under([self.server.data_dir / "base"])
 
     def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
         return self.main.run(query, timeout_s)
