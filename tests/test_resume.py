@@ -135,3 +135,17 @@ def test_resume_sets_a_corrupt_record_aside_and_measures_that_case_again(tmp_pat
     assert journal.count("start case-002") == 2 and journal.count("start case-001") == 1
     listing = refbench("runs", "--runs-dir", str(runs), "--json")
     assert [r["status"] for r in listing.json()] == ["complete"] and not listing.stderr
+
+def test_a_run_started_by_an_older_refbench_without_a_newer_option_is_refused_with_one_sentence(tmp_path, refbench):
+    result = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.cases=1", "--set", "sleepy.sleep_s=0")
+    assert result.code == 0, result.stderr
+    meta_path = tmp_path / result.last_line / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["status"] = "running"  # as a kill leaves it
+    del meta["plan"]["options"]["sleepy"]["sleep_s"]  # an option this refbench has and the older one had not
+    meta_path.write_text(json.dumps(meta))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    resumed = refbench("resume", result.last_line, "--runs-dir", "runs")
+    assert resumed.code == 2
+    assert "was started by an older refbench whose sleepy options lack sleep_s" in resumed.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

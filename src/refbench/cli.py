@@ -173,8 +173,19 @@ def resume(
         err.print(f"{found.path} is already complete; nothing to resume.")
         print(found.path)
         return
+    _require_current_options(found)
     err.print(f"resuming {found.path}: {len(found.records())} case(s) already recorded")
     _execute(found)
+
+
+def _require_current_options(found: Run) -> None:
+    """A run started by an older refbench lacks the options added since, and guessing them would change what the
+    run measures halfway through."""
+    for name, saved in found.plan.options.items():
+        if name in suite_names():
+            if missing := sorted(set(get_suite(name).options) - set(saved)):
+                raise UserError(f"run {found.path} was started by an older refbench whose {name} options lack "
+                                f"{', '.join(missing)}: resume it with that version, or start a new run.")
 
 
 @app.command("runs", epilog="Example:  refbench runs --runs-dir /data/refbench-runs")
