@@ -34,7 +34,7 @@ def test_nineteen_tests_ten_two_seven_and_replicas_cycle_through_them():
     tests = all_tests()
     assert Counter(t.kind for t in tests.values()) == {"computation": 10, "memory": 2, "io": 7}
     assert {t.engine for t in tests.values()} >= {"duckdb", "polars", "numpy"}
-    jobs = schedule(list(tests.values()), 77)  # paper 004's 77 launches
+    jobs = schedule(list(tests.values()), 77)  # the mixed-analytics paper's 77 launches
     launches = Counter(j.test.name for j in jobs)
     assert set(launches) == set(tests) and set(launches.values()) == {4, 5}
     assert len({j.id for j in jobs}) == 77

@@ -48,7 +48,7 @@ def test_a_dw_run_rates_both_stores_and_agrees_with_an_independent_reading(tmp_p
         assert m["queries_completed"] > 0 and m["queries_per_hour_per_tb"] > 0
         assert m["physical_scan_mb_s"] > 0 and m["logical_scan_mb_s"] > 0  # memory capped, data kept out of the cache
         assert m["io_throughput_mb_s"] == pytest.approx((m["physical_scan_mb_s"] + m["logical_scan_mb_s"]) / 2, abs=0.01)
-        assert records["duckdb"]["metrics"]["logical_scan_mb_s"] is None  # N/A, as paper 000's column store
+        assert records["duckdb"]["metrics"]["logical_scan_mb_s"] is None  # N/A, as the DWFT rating paper's column store
         # The physical scan rate against the run's own once-a-second /proc/diskstats samples over the interval.
         t0, t1 = row["extra"]["interval_epoch_s"]
         sampled = Telemetry(run / "telemetry" / "samples.jsonl").device(row["extra"]["device"], t0, t1)["read_mb_s"]

@@ -283,7 +283,7 @@ def compare(
              "  refbench host --tuned-profile /etc/tuned/refbench-performance/tuned.conf")
 def host(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    tuned_profile: Optional[Path] = typer.Option(None, "--tuned-profile", help="Write a tuned profile (like paper 004's) to PATH."),
+    tuned_profile: Optional[Path] = typer.Option(None, "--tuned-profile", help="Write a tuned profile (like the mixed-analytics paper's) to PATH."),
     sysroot: Path = typer.Option(Path("/"), "--sysroot", hidden=True, help="Read /proc and /sys under this root (tests)."),
 ) -> None:
     """Inventory the host and audit its tuning against what the reference papers set."""

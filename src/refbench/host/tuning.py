@@ -35,11 +35,11 @@ def audit(root: SysRoot | None = None, inventory: dict[str, Any] | None = None) 
         _energy_bias(root),
         _thp(root),
         _sysctl(root, "vm.dirty_ratio", 40, "==",
-                "paper 004 raises it to 40 so bursts of writes are absorbed in memory instead of stalling writers"),
+                "the mixed-analytics paper raises it to 40 so bursts of writes are absorbed in memory instead of stalling writers"),
         _sysctl(root, "vm.dirty_background_ratio", 10, "==",
-                "paper 004 sets 10: background write-back starts early enough to keep dirty data flowing to storage"),
+                "the mixed-analytics paper sets 10: background write-back starts early enough to keep dirty data flowing to storage"),
         _sysctl(root, "vm.swappiness", 10, "<=",
-                "paper 004 sets 10: keep database and analytics memory resident rather than swap it out"),
+                "the mixed-analytics paper sets 10: keep database and analytics memory resident rather than swap it out"),
         _sched_granularity(root, "min_granularity_ns", 10_000_000),
         _sched_granularity(root, "wakeup_granularity_ns", 15_000_000),
         _swap(root),
@@ -64,7 +64,7 @@ def _cpu_governor(root: SysRoot) -> Check:
     return Check(
         "CPU frequency governor", current, "performance",
         _status(governors and set(governors) == {"performance"}, governors),
-        "paper 004's profile pins the governor to performance so clock ramp-up does not add latency or cut throughput",
+        "the mixed-analytics paper's profile pins the governor to performance so clock ramp-up does not add latency or cut throughput",
         "cpupower frequency-set -g performance",
     )
 
@@ -82,7 +82,7 @@ def _energy_bias(root: SysRoot) -> Check:
         recommended = "performance"
     return Check(
         "CPU energy/performance bias", current, recommended, _status(good, bias),
-        "paper 004 sets energy_perf_bias=performance: power saving trades away throughput under load",
+        "the mixed-analytics paper sets energy_perf_bias=performance: power saving trades away throughput under load",
         "x86_energy_perf_policy performance",
     )
 
@@ -92,7 +92,7 @@ def _thp(root: SysRoot) -> Check:
     return Check(
         "Transparent huge pages", value or UNKNOWN, "never",
         _status(value == "never", value),
-        "paper 004 sets transparent_huge_pages=never; databases (PostgreSQL, Oracle, MongoDB) advise the same because "
+        "the mixed-analytics paper sets transparent_huge_pages=never; databases (PostgreSQL, Oracle, MongoDB) advise the same because "
         "compaction and khugepaged stalls show up as latency spikes",
         "echo never > /sys/kernel/mm/transparent_hugepage/enabled",
     )
@@ -115,7 +115,7 @@ def _sched_granularity(root: SysRoot, leaf: str, target: int) -> Check:
     return Check(
         f"kernel.sched_{leaf}", UNKNOWN if value is None else str(value), str(target),
         _status(value == target, value),
-        "paper 004 lengthens scheduler time slices so busy workers are preempted less often (fewer context switches)",
+        "the mixed-analytics paper lengthens scheduler time slices so busy workers are preempted less often (fewer context switches)",
         f"sysctl -w kernel.sched_{leaf}={target}  (on kernels ≥ 5.13: /sys/kernel/debug/sched/{leaf})",
     )
 
@@ -130,7 +130,7 @@ def _swap(root: SysRoot) -> Check:
     current = f"{total_kib / 2**20:.1f} GiB in {len(areas)} area(s)" if areas else "none"
     return Check(
         "Swap", current, "a small swap area with vm.swappiness ≤ 10", OK if areas else CHANGE,
-        "paper 004's swappiness=10 assumes swap exists: a little swap lets the kernel page out idle memory instead of "
+        "the mixed-analytics paper's swappiness=10 assumes swap exists: a little swap lets the kernel page out idle memory instead of "
         "invoking the OOM killer mid-run, while low swappiness keeps the working set resident",
         "fallocate -l 4G /swapfile && chmod 600 /swapfile && mkswap /swapfile && swapon /swapfile",
     )
@@ -198,13 +198,13 @@ def _status(good: Any, current: Any) -> str:
 
 
 def tuned_profile() -> str:
-    """A tuned profile in the shape of paper 004's sas-performance profile, plus the disk settings above."""
+    """A tuned profile in the shape of the mixed-analytics paper's sas-performance profile, plus the disk settings above."""
     return f"""# refbench database/analytics tuned profile, after the sas-performance profile of the SAS mixed
 # analytics reference paper (004). Install:
 #   mkdir -p /etc/tuned/refbench-performance && cp THIS_FILE /etc/tuned/refbench-performance/tuned.conf
 #   tuned-adm profile refbench-performance
 [main]
-summary=refbench: database and analytics throughput (after paper 004's sas-performance)
+summary=refbench: database and analytics throughput (after the mixed-analytics paper's sas-performance)
 
 [cpu]
 force_latency=1

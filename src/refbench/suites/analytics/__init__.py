@@ -1,4 +1,4 @@
-"""The mixed analytics workload of paper 004 (SAS on an all-flash array), as an open method: nineteen tests —
+"""The mixed analytics workload of the mixed-analytics paper (SAS on an all-flash array), as an open method: nineteen tests —
 ten computation, two memory, seven I/O — run as separate processes, replicated and launched back to back to hold
 a target concurrency, on three file-system locations (DATA, WORK, UTIL). Judged by each job's CPU/real-time
 ratio from the kernel's accounting, the node's summed CPU and elapsed minutes, and the storage's throughput and
@@ -23,7 +23,7 @@ from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, all_tests
 from refbench.suites.analytics.summary import mean_of, minutes_of
 from refbench.suites.device.targets import device_of, directory_target, note_directory_targets
 
-# The audit's checks that paper 004's tuned profile sets, and the data devices' queue settings.
+# The audit's checks that the mixed-analytics paper's tuned profile sets, and the data devices' queue settings.
 TUNING_SETTINGS = ("CPU frequency governor", "CPU energy/performance bias", "Transparent huge pages", "vm.dirty_ratio",
                    "vm.dirty_background_ratio", "vm.swappiness", "kernel.sched_min_granularity_ns",
                    "kernel.sched_wakeup_granularity_ns")
@@ -31,11 +31,11 @@ TUNING_SETTINGS = ("CPU frequency governor", "CPU energy/performance bias", "Tra
 
 class AnalyticsSuite:
     name = "analytics"
-    # Paper 004's Table 2 per node and its four-node totals; the first is charted by node count.
+    # The mixed-analytics paper's Table 2 per node and its four-node totals; the first is charted by node count.
     node_figures = {"mean_cpu_real_ratio": "mean", "elapsed_min_sum": "sum", "user_cpu_min_sum": "sum",
                     "system_cpu_min_sum": "sum", "peak_mb_s": "mean", "write_mb_s_per_core": "mean",
                     "read_mb_s_per_core": "mean"}
-    summary = ("Mixed analytics like paper 004: 19 tests (10 computation, 2 memory, 7 I/O) on DuckDB, Polars and NumPy, "
+    summary = ("Mixed analytics like the mixed-analytics paper: 19 tests (10 computation, 2 memory, 7 I/O) on DuckDB, Polars and NumPy, "
                "run as separate processes at a target concurrency over DATA, WORK and UTIL; per-job real time, user and "
                "system CPU and bytes read/written from the kernel, the node's CPU/real-time ratio, throughput and IOPS "
                "over time, and SAS's storage throughput test in MB/s per core.")
@@ -43,22 +43,22 @@ class AnalyticsSuite:
                     "test); or three: DATA, WORK and UTIL in that order, like --data-dir, --work-dir and --util-dir. Each "
                     "is an existing directory, or a new one in a directory that exists.")
     examples = [
-        "refbench analytics /mnt/data /mnt/work /mnt/util     # paper 004's three file systems",
+        "refbench analytics /mnt/data /mnt/work /mnt/util     # the mixed-analytics paper's three file systems",
         "refbench analytics                                   # quick: 19 jobs, 2 at a time, 2 M rows",
         "refbench analytics --data-dir /mnt/data --work-dir /mnt/work --util-dir /mnt/util --profile standard",
         "refbench analytics --profile full                    # the paper's size: 77 jobs, 20 at a time",
         "refbench analytics --tests correlation_matrix --jobs 1 --concurrency 1 --no-iotest",
     ]
     options = {
-        "data_dir": Option(str, "", "DATA: the permanent inputs (SASDATA in paper 004); default: the work directory."),
+        "data_dir": Option(str, "", "DATA: the permanent inputs (SASDATA in the mixed-analytics paper); default: the work directory."),
         "work_dir": Option(str, "", "WORK: each job's working data (SASWORK); default: the work directory."),
         "util_dir": Option(str, "", "UTIL: sort and utility spill (UTILLOC); default: the work directory."),
         "rows": Option(int, {"quick": 2_000_000, "standard": 20_000_000, "full": 100_000_000},
                        "Rows of the generated sales table (about 200 bytes each as CSV + Parquet).", minimum=10_000),
         "tests": Option(list, list(TEST_NAMES), "Which tests to launch.", item=str, choices=TEST_NAMES),
         "jobs": Option(int, {"quick": 19, "standard": 38, "full": 77}, "Jobs launched in all, cycling through the tests "
-                       "(paper 004: 77).", minimum=1),
-        "concurrency": Option(int, {"quick": 2, "standard": 10, "full": 20}, "Jobs running at once (paper 004: 20).",
+                       "(the mixed-analytics paper: 77).", minimum=1),
+        "concurrency": Option(int, {"quick": 2, "standard": 10, "full": 20}, "Jobs running at once (the mixed-analytics paper: 20).",
                               minimum=1, maximum=512),
         "threads": Option(int, {"quick": 2, "standard": 4, "full": 4}, "Threads of each threaded test (SAS's CPUCOUNT).",
                           minimum=1, maximum=256),
@@ -158,7 +158,7 @@ class AnalyticsSuite:
             f"{'; outputs flushed to storage as each job ends' if o['fsync'] else ''}. Real time from launch to exit; user and "
             "system CPU from wait4's rusage; bytes read and written from /proc/PID/io (read_bytes; write_bytes − "
             "cancelled_write_bytes), read after exit and before reaping. CPU/real-time ratio = (user + system) / real, "
-            "averaged over jobs as paper 004's 'frequency mean'. Throughput and IOPS: /proc/diskstats, once a second, "
+            "averaged over jobs as the mixed-analytics paper's 'frequency mean'. Throughput and IOPS: /proc/diskstats, once a second, "
             "summed over the locations' devices."), extra=extra)
 
     def _storage_series(self, ctx, devices: dict[str, str | None], t0: float, t1: float) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """The nineteen tests of the mixed analytics workload and what each needs: its kind (computation, memory or
-I/O, as paper 004 counts them: 10, 2 and 7), the engine that does the work and why, the SAS step it stands
+I/O, as the mixed-analytics paper counts them: 10, 2 and 7), the engine that does the work and why, the SAS step it stands
 for, which of the three locations it reads and writes, and whether it runs threaded.
 
 Tests live in computation_tests.py, memory_tests.py and io_tests.py; each is one function that takes a
@@ -37,7 +37,7 @@ class JobContext:
 
     def written(self, *paths: Path) -> None:
         """Outputs are flushed to storage when the job ends, so a run smaller than memory still writes to the
-        devices under test (paper 004's outputs outgrow its hosts' memory and reach storage anyway)."""
+        devices under test (the mixed-analytics paper's outputs outgrow its hosts' memory and reach storage anyway)."""
         if not self.fsync:
             return
         for path in paths:

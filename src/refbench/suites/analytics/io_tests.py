@@ -1,6 +1,6 @@
 """The seven I/O tests: passes over large files, copies, appends, imports, exports, subsets and indexed reads —
 the storage side of the workload, moving data between DATA and WORK in 64 KiB buffers as SAS's BUFSIZE=64K
-does in paper 004."""
+does in the mixed-analytics paper."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The launcher: starts the workload's jobs as separate processes, back to back, holding a target number
-running at once (paper 004 launches 77 jobs to average 20 concurrent), and measures each from outside with
+running at once (the mixed-analytics paper launches 77 jobs to average 20 concurrent), and measures each from outside with
 the kernel's own accounting — wait4's rusage for CPU time, /proc/PID/io for bytes read and written.
 
 A job's /proc/PID/io is read after it has exited but before it is reaped (waitid with WNOWAIT), so even a job

@@ -1,4 +1,4 @@
-"""The device suite: what paper 003 did to an SSD, on fio — compatibility checks, preconditioning, and the
+"""The device suite: what the SSD paper did to an SSD, on fio — compatibility checks, preconditioning, and the
 access-mode × queue-depth × block-size sweep — plus a steady-state test per point.
 
 Cases, in order, per target: the checks (probe, verify, dd, fs-stress for directories, accounting), the two
@@ -40,7 +40,7 @@ class DeviceSuite:
     name = "device"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"iops": "sum", "mb_s": "sum", "read_lat_p99_us": "mean", "write_lat_p99_us": "mean"}
-    summary = ("Characterize storage with fio like paper 003: compatibility checks, preconditioning, and the "
+    summary = ("Characterize storage with fio like the SSD paper: compatibility checks, preconditioning, and the "
                "random/sequential × 0/30/100% write × queue depth × block size sweep, with steady state per point. "
                "TARGETs are files, directories or block devices (block devices need --destroy-data); "
                "with none, a test file in the run's work directory.")
@@ -53,7 +53,7 @@ class DeviceSuite:
     examples = [
         "refbench device /mnt/nvme0                       # quick sweep of a test file in that directory",
         "refbench device /mnt/sas /mnt/nvme --profile standard   # two targets, side by side",
-        "refbench device /dev/nvme1n1 --destroy-data --profile full   # paper 003's 576 points on a raw device",
+        "refbench device /dev/nvme1n1 --destroy-data --profile full   # the SSD paper's 576 points on a raw device",
         "refbench device /data --block-sizes 4k,64k --iodepths 1,32 --write-shares 0,30",
     ]
     options = {

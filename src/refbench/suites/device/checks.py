@@ -1,4 +1,4 @@
-"""Compatibility checks, after the HCTS sequence of paper 003: probe, raw read/write with verification, a
+"""Compatibility checks, after the HCTS sequence of the SSD paper: probe, raw read/write with verification, a
 dd-style full write and read-back, a file-system stress test, and an I/O accounting check.
 
 Each returns a CheckResult; the suite records it as a case and reports it as a pass/fail finding.

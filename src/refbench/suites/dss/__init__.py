@@ -1,4 +1,4 @@
-"""The DSS suite: paper 002's decision-support workload, derived from TPC-H, on a column store (DuckDB) and a
+"""The DSS suite: the DSS paper's decision-support workload, derived from TPC-H, on a column store (DuckDB) and a
 row store (PostgreSQL). The 22 queries run one by one cold and warm, as one stream with the refresh functions
 (power), and as parallel streams in the specification's orders (throughput).
 
@@ -41,7 +41,7 @@ class DssSuite:
     name = "dss"
     # What a cluster run averages across nodes; each node answers for its own database.
     node_figures = {"power": "mean", "throughput": "mean", "warm_s": "mean"}
-    summary = ("Decision support like paper 002 (derived from TPC-H): the 22 queries on DuckDB (column store) and "
+    summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store) and "
                "PostgreSQL (row store) — each query cold and warm, one stream with the refresh functions (power), "
                "parallel streams in the specification's orders (throughput) — with every answer checked.")
     targets_help = ("One directory for the data (existing, or new in a directory that exists): the generated data, "

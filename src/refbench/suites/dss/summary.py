@@ -1,4 +1,4 @@
-"""The DSS suite's tables and charts, shaped like paper 002's: per-query cold and warm times (long- and short-
+"""The DSS suite's tables and charts, shaped like the DSS paper's: per-query cold and warm times (long- and short-
 running queries apart), the single stream's and the parallel streams' elapsed times, and the sizing figures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The data-warehouse rating: what paper 000 publishes for a server + storage configuration (a Fast Track
+"""The data-warehouse rating: what the DWFT rating paper publishes for a server + storage configuration (a Fast Track
 rating), as an open method. Concurrent sessions run a scan-heavy query mix for a fixed interval on the row
 store and the column store, with the engines' memory capped and the data kept out of the page cache; from that
 come the measured throughput (queries/hour/TB), the physical and logical scan rates, the I/O throughput and the
@@ -35,7 +35,7 @@ class DwSuite:
     name = "dw"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"queries_per_hour": "sum", "physical_scan_mb_s": "sum", "cpu_avg_pct": "mean"}
-    summary = ("Data-warehouse rating like paper 000 (a Fast Track rating, as an open method): concurrent sessions "
+    summary = ("Data-warehouse rating like the DWFT rating paper (a Fast Track rating, as an open method): concurrent sessions "
                "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
                "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "
                "rated and maximum user data capacity; throughput relative to a reference run; the rating sheet.")
@@ -60,7 +60,7 @@ class DwSuite:
                                "host's page cache, and its physical scan rate is not measured).", check=dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, {"quick": "16MB", "standard": "1GB", "full": "64GB"},
-                                 "The row store's memory cap, about a tenth of its data or less (paper 000 caps SQL Server "
+                                 "The row store's memory cap, about a tenth of its data or less (the DWFT rating paper caps SQL Server "
                                  "at 118 GB for 1 TB).", check=pg_size_problem),
         "pg_settings": Option(list, ["work_mem=32MB", "max_wal_size=4GB"], "More managed-server settings, name=value.", item=str,
                               check=pg_setting_problem),
@@ -72,16 +72,16 @@ class DwSuite:
         "data_volume_gb": Option(float, 0.0, "Capacity of the data volume in GB (0 = the file system holding the data).",
                                  minimum=0),
         "memory_gb": Option(float, 0.0, "Server memory for the memory limit, GB (0 = this host's).", minimum=0),
-        "free_space_pct": Option(float, capacity.FREE_SPACE_PCT, "Free-space reserve of the data volume, % (paper 000: 10).",
+        "free_space_pct": Option(float, capacity.FREE_SPACE_PCT, "Free-space reserve of the data volume, % (the DWFT rating paper: 10).",
                                  minimum=0, maximum=99),
-        "temp_reserve_pct": Option(float, capacity.TEMP_RESERVE_PCT, "Temp-space reserve, % (paper 000: 25).",
+        "temp_reserve_pct": Option(float, capacity.TEMP_RESERVE_PCT, "Temp-space reserve, % (the DWFT rating paper: 25).",
                                    minimum=0, maximum=99),
-        "compression": Option(float, capacity.COMPRESSION, "Assumed compression ratio (paper 000: 5:1).", minimum=1),
+        "compression": Option(float, capacity.COMPRESSION, "Assumed compression ratio (the DWFT rating paper: 5:1).", minimum=1),
         "scan_hours": Option(float, capacity.SCAN_HOURS, "Throughput limit: a full scan must fit in this many hours.",
                              minimum=0.01),
         "memory_gb_per_tb": Option(float, capacity.MEMORY_GB_PER_TB, "Memory limit: GB of server memory per TB of user "
-                                   "data (14.2: paper 000's 512 GB for 36 TB).", minimum=0.01),
-        "reference": Option(str, "", "An earlier dw run to report relative throughput against (as paper 000 against "
+                                   "data (14.2: the DWFT rating paper's 512 GB for 36 TB).", minimum=0.01),
+        "reference": Option(str, "", "An earlier dw run to report relative throughput against (as the DWFT rating paper against "
                                      "its reference configuration)."),
         "seed": Option(int, 1, "Seed of the random query parameters."),
     }
@@ -144,8 +144,8 @@ class DwSuite:
             f"{kept_out}. Queries/hour/TB: queries completed "
             f"inside the interval per hour × raw data in TB (SF {o['sf']:g} = {raw_tb:g} TB). Physical scan: MB/s read "
             "from the data's device (/proc/diskstats). Logical scan: table and index MB/s the engine consumed "
-            "(PostgreSQL: blocks read + hit × block size; DuckDB exposes no such counter: N/A, as paper 000 reports for "
-            "its column store). I/O throughput: the average of the two, as paper 000 defines it."), extra=extra)
+            "(PostgreSQL: blocks read + hit × block size; DuckDB exposes no such counter: N/A, as the DWFT rating paper reports for "
+            "its column store). I/O throughput: the average of the two, as the DWFT rating paper defines it."), extra=extra)
 
     def _data_files(self, ctx, engine) -> tuple[list[Path], Path | None]:
         """The engine's data files (kept out of the page cache) and where they are."""
@@ -188,7 +188,7 @@ class DwSuite:
 
 
 def _system(inventory: dict[str, Any], device: str | None, settings: dict[str, str]) -> dict[str, Any]:
-    """The rating sheet's system block: what paper 000's certification table lists."""
+    """The rating sheet's system block: what the DWFT rating paper's certification table lists."""
     cpu, memory, system = inventory.get("cpu", {}), inventory.get("memory", {}), inventory.get("system", {})
     disk = next((d for d in inventory.get("block_devices", [])
                  if device and (d["name"] == device or device in d.get("partitions", []))), None)

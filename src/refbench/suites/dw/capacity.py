@@ -1,7 +1,7 @@
-"""Capacity rules of the data-warehouse rating (paper 000's "maximum" and "rated" user data capacity), stated
+"""Capacity rules of the data-warehouse rating (the DWFT rating paper's "maximum" and "rated" user data capacity), stated
 openly. TB here is 10^12 bytes and GB 10^9, as the paper counts.
 
-Maximum user data capacity (paper 000: 41 TB from a 12,000 GB data volume):
+Maximum user data capacity (the DWFT rating paper: 41 TB from a 12,000 GB data volume):
     data volume × (1 − free-space reserve) × (1 − temp reserve) × compression ratio
 with the paper's defaults: 10% free space "recommended", 25% "reserved for TempDB", 5:1 compression.
 12,000 GB × 0.90 × 0.75 × 5 = 40.5 TB, which the paper prints as 41.
@@ -10,7 +10,7 @@ Rated user data capacity = the smallest of three limits, and the report names th
 - the maximum user data capacity above;
 - a throughput limit: the compressed user data the row store scans end to end in ``scan_hours`` at its
   measured physical scan rate (default 1 hour, refbench's rule: a full scan must fit in an hour);
-- a memory limit: server memory / ``memory_gb_per_tb`` (default 14.2 GB per TB, the ratio of paper 000's
+- a memory limit: server memory / ``memory_gb_per_tb`` (default 14.2 GB per TB, the ratio of the DWFT rating paper's
   rated configuration: 512 GB for 36 TB; refbench's rule, calibrated on that paper).
 """
 

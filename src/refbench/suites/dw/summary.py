@@ -1,4 +1,4 @@
-"""The DW rating's tables and its one-page rating sheet, laid out like paper 000's certification table."""
+"""The DW rating's tables and its one-page rating sheet, laid out like the DWFT rating paper's certification table."""
 
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def summarize(records: list[Record]) -> list[Table]:
                    "Relative throughput: N/A — name a reference run with --reference."),
         Table("stores", "Row store and column store", stores,
               note="Queries/hr/TB: queries completed in the interval per hour × raw data in TB. I/O throughput: the "
-                   "average of the physical and logical scan rates, as paper 000 defines it; N/A where the engine has "
-                   "no logical-read counter (DuckDB, as paper 000's column store)."),
+                   "average of the physical and logical scan rates, as the DWFT rating paper defines it; N/A where the engine has "
+                   "no logical-read counter (DuckDB, as the DWFT rating paper's column store)."),
         Table("capacity", "Capacity rules and limits", limits,
               note=f"Data volume {inputs['data_volume_gb']:,} GB ({inputs['volume_from']}); memory {inputs['memory_gb']} GB "
                    f"({inputs['memory_from']}). Rated capacity = the smallest limit."),
@@ -72,11 +72,11 @@ def summarize(records: list[Record]) -> list[Table]:
 def _rule(name: str, rules: CapacityRules, inputs: dict[str, Any], scan: float | None) -> str:
     if name == "maximum user data capacity":
         return (f"{inputs['data_volume_gb']:,} GB × (1 − {rules.free_space_pct:g}% free space) × (1 − "
-                f"{rules.temp_reserve_pct:g}% temp reserve) × {rules.compression:g}:1 compression (paper 000's defaults)")
+                f"{rules.temp_reserve_pct:g}% temp reserve) × {rules.compression:g}:1 compression (the DWFT rating paper's defaults)")
     if name == "throughput limit":
         return (f"a full scan within {rules.scan_hours:g} h at the row store's {scan:,.0f} MB/s physical scan rate, "
                 f"× {rules.compression:g}:1 compression (refbench's rule)")
-    return f"{inputs['memory_gb']} GB memory / {rules.memory_gb_per_tb:g} GB per TB (refbench's rule, from paper 000's 512 GB for 36 TB)"
+    return f"{inputs['memory_gb']} GB memory / {rules.memory_gb_per_tb:g} GB per TB (refbench's rule, from the DWFT rating paper's 512 GB for 36 TB)"
 
 
 def charts(tables: list[Table]) -> list[Chart]:

@@ -1,6 +1,6 @@
 """The rating workload: concurrent sessions run a scan-heavy mix of the decision-support queries for a fixed
 interval, while the engine's memory is capped and the data files are kept out of the OS page cache, so that the
-storage is what gets measured (paper 000 caps SQL Server's memory, which reads with direct I/O).
+storage is what gets measured (the DWFT rating paper caps SQL Server's memory, which reads with direct I/O).
 
 PostgreSQL and DuckDB read through the OS page cache, so capping their own buffers is not enough: every
 ``evict_s`` seconds the data files' cached pages are dropped with posix_fadvise(DONTNEED), for those files only.

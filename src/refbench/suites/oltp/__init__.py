@@ -1,4 +1,4 @@
-"""The OLTP suite: paper 001's order-processing workload, derived from TPC-C, on PostgreSQL.
+"""The OLTP suite: the OLTP paper's order-processing workload, derived from TPC-C, on PostgreSQL.
 
 Where things are: the transactions are server-side functions, one file each, in sql/ (new_order.sql is
 New-Order); driver.py is the load generator; load.py fills the tables; consistency.py holds the checks.
@@ -89,9 +89,9 @@ def _server_settings(o: dict[str, Any]) -> dict[str, str]:
 class OltpSuite:
     name = "oltp"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count,
-    # as paper 001 charts orders per minute by node count.
+    # as the OLTP paper charts orders per minute by node count.
     node_figures = {"nopm": "sum", "tpm": "sum", "new_order_lat_avg_ms": "mean", "new_order_lat_p999_ms": "mean"}
-    summary = ("Order processing like paper 001 (derived from TPC-C) on PostgreSQL: virtual users against W "
+    summary = ("Order processing like the OLTP paper (derived from TPC-C) on PostgreSQL: virtual users against W "
                "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
                "a user-count scaling series, and the consistency conditions checked before and after.")
     targets_help = ("One directory for the database (existing, or new in a directory that exists): the managed "
@@ -122,7 +122,7 @@ class OltpSuite:
                               check=pg_setting_problem),
         "cache_mb": storage.CACHE_MB,
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
-        "reload_each_case": Option(bool, False, "Paper 001's cycle: drop, load and run for every case."),
+        "reload_each_case": Option(bool, False, "The OLTP paper's cycle: drop, load and run for every case."),
         "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0, maximum=1024),
         "seed": Option(int, 1, "Seed of the virtual users' random inputs."),
     }
