@@ -1,6 +1,6 @@
 """A cluster run's own tables, charts and report: each node's figures, their total, their uniformity (min, max
-and spread across nodes, as the mixed-analytics paper's Table 2 shows per node) and the scaling series over the steps (paper
-001's orders per minute by node count). Which figures, and whether they add up, each suite says in its
+and spread across nodes, as the mixed-analytics paper's Table 2 shows per node) and the scaling series over the steps (the OLTP
+paper's orders per minute by node count). Which figures, and whether they add up, each suite says in its
 ``node_figures`` (metric -> "sum" or "mean"); a suite that says nothing is listed per node only in its own
 node reports."""
 

@@ -200,9 +200,9 @@ class Telemetry:
         # (epoch, offset, inode): no sample whose interval's midpoint is later than epoch begins before offset.
         self._resume: tuple[float, int, int] | None = None
 
-    def samples(self, after_epoch_s: float | None = None) -> Iterator[dict[str, Any]]:
-        """Every sample in time order; with ``after_epoch_s``, from the first whose interval's midpoint is later."""
-        for _, sample in self._lines(after_epoch_s):
+    def samples(self) -> Iterator[dict[str, Any]]:
+        """Every sample in time order."""
+        for _, sample in self._lines(None):
             yield sample
 
     def _lines(self, after_epoch_s: float | None) -> Iterator[tuple[int, dict[str, Any]]]:

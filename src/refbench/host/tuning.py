@@ -1,6 +1,6 @@
 """The tuning audit: the settings the reference papers tune, their current value, what we recommend and why.
 
-Recommendations follow the tuned profile of the SAS mixed-analytics paper (reference 004) and common
+Recommendations follow the tuned profile of the SAS mixed-analytics paper and common
 database-vendor guidance. Each check says "unknown" when the host does not expose the setting (VMs,
 containers) instead of failing.
 """
@@ -199,8 +199,8 @@ def _status(good: Any, current: Any) -> str:
 
 def tuned_profile() -> str:
     """A tuned profile in the shape of the mixed-analytics paper's sas-performance profile, plus the disk settings above."""
-    return f"""# refbench database/analytics tuned profile, after the sas-performance profile of the SAS mixed
-# analytics reference paper (004). Install:
+    return f"""# refbench database/analytics tuned profile, after the sas-performance profile of the SAS
+# mixed-analytics paper. Install:
 #   mkdir -p /etc/tuned/refbench-performance && cp THIS_FILE /etc/tuned/refbench-performance/tuned.conf
 #   tuned-adm profile refbench-performance
 [main]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from refbench.engines.settings import pg_size_bytes
-from refbench.host.cachebound import process_tree_io
+from refbench.host.cachebound import last_oom, process_tree_io
 from refbench.host.telemetry import disk_rates, read_disks, read_process_io
 from refbench.plan import Option, PlanError
 
@@ -71,7 +71,7 @@ def server_memory(cache_mb: int, data_bytes: int, settings: dict[str, str]) -> S
     shared_mb = pg_size_bytes(settings.get("shared_buffers", "128MB"), 8192) / 1e6
     host_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
     if cache_mb == AUTO:
-        # Data beyond 4x the host's memory needs no more than half of it as a bound to be 4x the bound.
+        # The bound is a quarter of the data, and at most half the host's memory (the rest is the host's own).
         cache_mb = max(MIN_CACHE_MB, int(min(data_bytes / 1e6 / DATA_PER_BOUND, host_mb / 2) - shared_mb))
         return ServerMemory(cache_mb, round(shared_mb, 1))
     if cache_mb < MIN_CACHE_MB:
@@ -144,15 +144,13 @@ class Probe:
         a, b = self._start, self._snapshot()
         cgroup = self._cgroup()
         if cgroup is not None and cgroup.read_oom_kills() > self._oom_kills:
-            from refbench.host.cachebound import last_oom
-
             raise MemoryError(last_oom())
         seconds = max(b["t"] - a["t"], 1e-9)
         # A server restarted inside the interval (a cold query) is a new process: all of its reads are new.
         io0 = a["io"] if a["pid"] == b["pid"] else {}
         out: dict[str, Any] = {"engine": self.engine, "interval_s": round(seconds, 3), "device": self.device,
                                "server_read_mb": None, "server_read_mb_s": None, "server_write_mb_s": None}
-        if b["io"]:  # None for a server refbench does not manage: its processes are not ours to read
+        if b["io"]:  # empty for a server refbench does not manage: its processes are not ours to read
             read = b["io"]["read_bytes"] - io0.get("read_bytes", 0)
             written = b["io"]["write_bytes"] - io0.get("write_bytes", 0)
             out |= {"server_read_mb": round(read / 1e6, 3), "server_read_mb_s": round(read / 1e6 / seconds, 3),
@@ -224,6 +222,11 @@ def verdicts(records: list) -> list[str]:
             lines.append(f"{prefix}measured from memory: this figure does not rate the storage (the server read "
                          f"{rate:,.2f} MB/s of its own from {device}, {hit_ratio}{bound})")
     return lines
+
+
+def say_verdicts(ctx) -> None:
+    for line in verdicts(ctx.run.records(ctx.suite)):
+        ctx.log(line)
 
 
 def _mean(parts: list[dict[str, Any]], key: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -21,14 +20,16 @@ from typing import Any
 from refbench.engines.postgres import ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries
 from refbench.engines.settings import (
     check_server_settings, dsn_problem, duckdb_size_problem, optional, pg_setting_problem, pg_settings_dict,
-    pg_size_problem, setting_origins,
+    pg_size_bytes, pg_size_problem, setting_origins,
 )
 from refbench.errors import UserError
 from refbench.host import pagecache
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table, storage
-from refbench.suites.device.targets import check_one_directory_target, device_of, note_directory_targets, require_free_space
+from refbench.suites.device.targets import (
+    check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space,
+)
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine, QueryTimeout
 from refbench.suites.dss.queries import min_streams, stream_queries
@@ -138,7 +139,7 @@ class DssSuite:
         cold_rows, cold = self._observed(ctx, lambda: engine.run(text, timeout_s))
         # A query that ran past the limit cold is not run again warm: it would only hold the run up once more.
         warm_rows, warm = (None, {}) if cold_rows is None else self._observed(ctx, lambda: engine.run(text, timeout_s))
-        _save_answer(ctx, engine.name, query, warm_rows)
+        _save_answer(ctx, engine.name, query, cold_rows if warm_rows is None else warm_rows)
         timed_out = [when for when, seen in (("cold", cold), ("warm", warm)) if seen.get("timed_out")]
         metrics = {"query": query, "cold_s": round(cold["seconds"], 4),
                    "warm_s": round(warm["seconds"], 4) if "seconds" in warm else None,
@@ -265,7 +266,7 @@ class DssSuite:
     # ---- correctness ---------------------------------------------------------------------------------
 
     def check(self, ctx) -> list[Finding]:
-        say_verdicts(ctx)
+        storage.say_verdicts(ctx)
         return check_answers(ctx)
 
     def summarize(self, records: list[Record]) -> list[Table]:
@@ -327,7 +328,7 @@ def space_needed(o: dict[str, Any], where: Path, engines: list[str]) -> dict[Pat
     if "postgres" in engines and not o["dsn"]:
         pgdata = Path(o["pg_data_dir"]) if o["pg_data_dir"] else where / "pgdata"
         settings = managed_settings(o)
-        wal = _pg_size_bytes(settings.get("max_wal_size", "1GB"))
+        wal = pg_size_bytes(settings.get("max_wal_size", "1GB"), 2**20)  # max_wal_size's own unit is MB
         tables = sf * (BYTES_PER_SF["postgres"] + BYTES_PER_SF["postgres_temp"]) + wal
         needs.setdefault(pgdata, {})["PostgreSQL tables, indexes, temporary files and WAL"] = max(0.0, tables - _size_of(pgdata))
     return needs
@@ -348,15 +349,9 @@ def require_space(suite: str, plan: Plan, engines: list[str]) -> None:
         try:
             require_free_space(directory, needed, what)
         except UserError as exc:
-            free = _free_bytes(directory)
+            free = free_bytes(directory)
             fits = [f for f in SCALE_FACTORS if f < o["sf"] and f * needed / o["sf"] < free]
             raise UserError(str(exc).rstrip(".") + (f"; SF {fits[-1]:g} would fit (--sf {fits[-1]:g})." if fits else ".")) from None
-
-
-def _pg_size_bytes(value: str) -> float:
-    """A PostgreSQL size setting in bytes (max_wal_size's own unit, with none given, is MB)."""
-    number, unit = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value).groups()
-    return float(number) * 1024 ** {"B": 0, "kB": 1, "": 2, "MB": 2, "GB": 3, "TB": 4}[unit]
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -368,11 +363,6 @@ def _nearest_existing(path: Path) -> Path:
 
 def _file_system(path: Path) -> int:
     return os.stat(_nearest_existing(path)).st_dev
-
-
-def _free_bytes(path: Path) -> int:
-    st = os.statvfs(_nearest_existing(path))
-    return st.f_bavail * st.f_frsize
 
 
 def _size_of(path: Path) -> int:
@@ -401,11 +391,6 @@ def engine_probe(ctx, engine) -> "storage.Probe":
     return storage.postgres_probe(server, engine.dsn, device_of(server.data_dir) if server else None, ctx.state["memory"])
 
 
-def say_verdicts(ctx) -> None:
-    for line in storage.verdicts(ctx.run.records(ctx.suite)):
-        ctx.log(line)
-
-
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:
     """The managed PostgreSQL's settings of a dss-style suite: the buffer cache, the load's WAL level, then
     pg_settings (which may override either)."""
@@ -418,8 +403,8 @@ def engine_names(ctx) -> list[str]:
 
 def prepare_data_and_engines(ctx) -> None:
     """Generates (or reuses) the data, starts the engines and loads them (or reuses a load): what the DSS and DW
-    suites share. Needs the options sf, engines, data_dir, dsn, pg_data_dir, shared_buffers, pg_settings and
-    duckdb_memory_limit; fills ctx.state with data, data_dir, device, engines, server and loads."""
+    suites share. Needs the options sf, engines, data_dir, dsn, pg_data_dir, shared_buffers, pg_settings,
+    duckdb_memory_limit and cache_mb; fills ctx.state with data, data_dir, device, engines, server, memory and loads."""
     o = ctx.options
     base = Path(o["data_dir"]) if o["data_dir"] else Path(ctx.plan.targets[0]) if ctx.plan.targets else ctx.work_dir
     note_directory_targets(ctx)
@@ -596,8 +581,8 @@ def timed_generate_and_load(base: Path, sf: float, engines: tuple[str, ...] = EN
     scratch directory of its own).
     For benchmarks of the load's cost against the data size (bench/dss_bench.py --scaling, bench/scale_bench.py).
 
-    Returns {"sf", "csv_bytes", "generate_s", ENGINE: {"load_s", "database_bytes"[, "copy_s", "index_s"]}}; an
-    engine's generate + load time is generate_s + its load_s."""
+    Returns {"sf", "csv_bytes", "generate_s", ENGINE: {"load_s", "database_bytes"[, "copy_s", "index_s",
+    "data_dir_bytes"]}}; an engine's generate + load time is generate_s + its load_s."""
     import shutil
 
     base.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from refbench.runstore import Run
 from refbench.suites import Case, Chart, Finding, Record, Table, storage
 from refbench.suites.device.targets import device_of
 from refbench.suites.dss import (
-    check_answers, checked_engines, close_engines, engine_probe, prepare_data_and_engines, say_verdicts,
+    check_answers, checked_engines, close_engines, engine_probe, prepare_data_and_engines,
 )
 from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dw import capacity, workload
@@ -168,7 +168,7 @@ class DwSuite:
                 "memory_from": "--memory-gb" if o["memory_gb"] else "this host's memory"}
 
     def check(self, ctx) -> list[Finding]:
-        say_verdicts(ctx)
+        storage.say_verdicts(ctx)
         findings = check_answers(ctx)
         for r in ctx.run.records(self.name):
             findings.append(Finding(f"{r.extra['store']}: queries completed during the interval",

@@ -3,7 +3,8 @@ interval, while the engine's memory is capped and the data files are kept out of
 storage is what gets measured (the DWFT rating paper caps SQL Server's memory, which reads with direct I/O).
 
 PostgreSQL and DuckDB read through the OS page cache, so capping their own buffers is not enough: every
-``evict_s`` seconds the data files' cached pages are dropped with posix_fadvise(DONTNEED), for those files only.
+``evict_s`` seconds the data files' cached pages are dropped with posix_fadvise(DONTNEED), for those files only (the
+row store's only when it has no cache bound, which keeps its page cache small itself).
 """
 
 from __future__ import annotations

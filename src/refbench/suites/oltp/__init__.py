@@ -55,7 +55,7 @@ def auto_warehouses(free: int) -> int:
     """As many warehouses as a third of ``free`` bytes holds (the load, then what the run adds to the tables, and
     room for a resumed run's space check after the load), up to AUTO_WAREHOUSES_MAX; at least 1."""
     budget = free // 3 - FREE_SPACE_MARGIN
-    fit = max(1, budget // (100 * 10**6))
+    fit = max(1, budget // WAREHOUSE_BYTES)
     while fit > 1 and load_bytes(fit) > budget:
         fit -= 1
     return min(fit, AUTO_WAREHOUSES_MAX)
@@ -272,8 +272,7 @@ class OltpSuite:
                                     f"{unit} violating it before the run: {was}, after: {violations}"))
         records = ctx.run.records(self.name)
         findings += mix_findings(records)
-        for line in storage.verdicts(records):
-            ctx.log(line)
+        storage.say_verdicts(ctx)
         return findings
 
     def summarize(self, records: list[Record]) -> list[Table]:

@@ -140,7 +140,7 @@ class _Tally:
         self.start, self.end, self.bucket_s = window[0], window[1], bucket_s
         self.hist = {tx: _histogram() for tx in TX}
         self.counts: dict[tuple[str, str], int] = {}
-        self.slots: dict[int, list] = {}  # slot -> [transactions, New-Orders, histogram]
+        self.slots: dict[int, list] = {}  # slot -> [transactions, New-Orders, latency sum, log-scale buckets]
         self.errors: dict[str, int] = {}
         self.cpu_at_start = self.cpu_at_end = None
 
