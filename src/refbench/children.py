@@ -22,6 +22,7 @@ When refbench exits, normally or not, the watchdog acts on what is still registe
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import select
@@ -52,6 +53,9 @@ def forked_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent()
+    # The runner's objects, inherited through fork, are left out of the garbage collector's passes: a worker makes
+    # garbage at every transaction, and each full pass would walk the whole inherited heap (and copy its pages).
+    gc.freeze()
 
 
 # ---- the watchdog, as refbench sees it -------------------------------------------------------------------------
