@@ -241,3 +241,22 @@ def test_a_scale_factor_that_does_not_fit_is_refused_before_anything_is_written(
     assert "not enough free space in" in result.stderr and "SF 100000 (" in result.stderr
     assert "generated CSV 113,300.0 GB" in result.stderr and "GiB free" in result.stderr
     assert not (tmp_path / "tpch").exists()
+
+
+def test_the_managed_server_loads_from_a_data_directory_given_relative_to_refbench(reachable_dir, monkeypatch):
+    """`make demo`'s data directory is relative to where refbench runs; the managed server reads the CSV files itself
+    (server-side COPY), from its own working directory, so it must be given their absolute paths."""
+    from refbench.suites.dss.engines import PostgresEngine
+
+    datagen.generate(reachable_dir / "tpch", 0.01)
+    monkeypatch.chdir(reachable_dir)
+    server = ManagedPostgres(reachable_dir / "pgdata", {})
+    server.start()
+    try:
+        assert server.can_read(Path("tpch") / "lineitem.csv")  # so the server reads the files, not the client
+        engine = PostgresEngine(server.database("tpch"), server, 1)
+        loaded = engine.load(Path("tpch"), 0.01)
+        assert loaded["rows"]["lineitem"] > 50_000 and engine.loaded(0.01)
+        engine.close()
+    finally:
+        server.stop()

@@ -242,6 +242,7 @@ class PostgresEngine:
         import psycopg
 
         self.close()
+        data_dir = data_dir.absolute()  # the server reads the files itself, from its own working directory
         t0 = time.monotonic()
         size = {t: (data_dir / f"{t}.csv").stat().st_size for t in TABLES}
         largest_first = sorted(TABLES, key=lambda t: -size[t])
