@@ -363,6 +363,29 @@ def connect(dsn: str, **kwargs: Any):
         raise UserError(f"cannot connect to PostgreSQL at '{redact(dsn)}': {_last_error(str(exc))}.") from None
 
 
+def sql_statements(text: str) -> list[str]:
+    """The statements of an SQL script, its comment lines left out."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def run_in_parallel(dsn: str, groups: list[list[str]], workers: int, settings: dict[str, str]) -> None:
+    """Each group of statements in order on a connection of its own (``settings`` SET on it first), ``workers``
+    groups at once, started in the order given (the longest first); the first failure is raised. A load's index
+    builds and vacuums each use one or two CPUs, and the largest table's alone takes minutes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(group: list[str]) -> None:
+        with connect(dsn, autocommit=True) as conn:
+            for name, value in settings.items():
+                conn.execute(f"SET {name} = '{value}'")
+            for statement in group:
+                conn.execute(statement)
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(run, groups))
+
+
 def block_counts(dsn: str) -> dict[str, int]:
     """The database's cumulative buffer cache counters: blocks found in shared_buffers (hit) and blocks asked of the
     OS (read, from its page cache or from storage), with the block size and the database's size."""

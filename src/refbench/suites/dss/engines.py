@@ -15,18 +15,13 @@ from typing import Any
 
 from refbench.engines.duckdb import DuckDb
 from refbench.host.pagecache import files_under
-from refbench.engines.postgres import ManagedPostgres, connect, server_settings
+from refbench.engines.postgres import ManagedPostgres, connect, run_in_parallel, server_settings, sql_statements
 from refbench.errors import UserError
 from refbench.suites.dss.datagen import TABLES
 
 
 def sql(name: str) -> str:
     return files("refbench.suites.dss").joinpath("sql", f"{name}.sql").read_text()
-
-
-def _statements(text: str) -> list[str]:
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
 class QueryTimeout(Exception):
@@ -90,7 +85,7 @@ class DuckDbEngine:
         loader = DuckDb(self.db.path).open()  # without the memory cap, which is for measuring, not loading
         t0 = time.monotonic()
         try:
-            for statement in _statements(sql("schema")):
+            for statement in sql_statements(sql("schema")):
                 loader.execute(statement)
             rows = {t: loader.load_csv(t, data_dir / f"{t}.csv") for t in TABLES}
             loader.execute(f"CREATE TABLE refbench_load AS SELECT {scale_factor}::DOUBLE AS scale_factor")
@@ -205,19 +200,6 @@ def _copy_table(dsn: str, table: str, csv: Path, server_file: bool) -> int:
         return cur.rowcount
 
 
-def _run_statements(dsn: str, statements: list[str], workers: int, settings: dict[str, str]) -> None:
-    """``statements`` on ``workers`` connections at once, in the order given (longest first)."""
-
-    def run(statement: str) -> None:
-        with connect(dsn, autocommit=True) as conn:
-            for name, value in settings.items():
-                conn.execute(f"SET {name} = '{value}'")
-            conn.execute(statement)
-
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(run, statements))
-
-
 class PostgresEngine:
     name = "postgres"
     kind = "row store"
@@ -250,18 +232,18 @@ class PostgresEngine:
         try:
             with connect(self.dsn, autocommit=True) as conn:
                 conn.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(TABLES) + " CASCADE")
-                for statement in _statements(sql("schema")):
+                for statement in sql_statements(sql("schema")):
                     conn.execute(statement)
             with ThreadPoolExecutor(self.workers) as pool:
                 counts = pool.map(lambda t: _copy_table(self.dsn, t, data_dir / f"{t}.csv", server_file), largest_first)
                 rows = dict(zip(largest_first, counts))
             load_s = time.monotonic() - t0
-            indexes = sorted(_statements(sql("indexes")), key=lambda s: -size[re.search(r" ON (\w+)", s)[1]])
-            _run_statements(self.dsn, indexes, self.workers, self.INDEX_SETTINGS)
+            indexes = sorted(sql_statements(sql("indexes")), key=lambda s: -size[re.search(r" ON (\w+)", s)[1]])
+            run_in_parallel(self.dsn, [[s] for s in indexes], self.workers, self.INDEX_SETTINGS)
             with connect(self.dsn, autocommit=True) as conn:
-                for statement in _statements(sql("keys")):
+                for statement in sql_statements(sql("keys")):
                     conn.execute(statement)
-            _run_statements(self.dsn, [f"VACUUM (FREEZE, ANALYZE) {t}" for t in largest_first], self.workers, {})
+            run_in_parallel(self.dsn, [[f"VACUUM (FREEZE, ANALYZE) {t}"] for t in largest_first], self.workers, {})
             with connect(self.dsn, autocommit=True) as conn:
                 conn.execute("CREATE TABLE refbench_load (scale_factor double precision)")
                 conn.execute("INSERT INTO refbench_load VALUES (%s)", (scale_factor,))

@@ -7,7 +7,7 @@ import time
 from importlib.resources import files
 from typing import Any, Callable
 
-from refbench.engines.postgres import connect
+from refbench.engines.postgres import connect, run_in_parallel, sql_statements
 from refbench.errors import UserError
 from refbench.suites.oltp.load import load_all
 
@@ -74,30 +74,16 @@ def _build(dsn: str, warehouses: int, workers: int, rebuild: bool, on_progress: 
 
 def _finish_tables(dsn: str, workers: int) -> None:
     """Keys, indexes, then VACUUM (FREEZE, ANALYZE) of each table, the tables shared out over ``workers``
-    connections, largest first: one table's index build and vacuum use one or two CPUs, and a 100-warehouse
-    load's order_line alone is several GB."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    connections, largest first: a 100-warehouse load's order_line alone is several GB."""
     statements: dict[str, list[str]] = {t: [] for t in TABLES}
-    for statement in sql("indexes").split(";"):
-        lines = [line for line in statement.splitlines() if line.strip() and not line.startswith("--")]
-        if lines:
-            statements[re.search(r"tpcc\.(\w+)", lines[0]).group(1)].append("\n".join(lines))
-
-    def finish(table: str) -> None:
-        with connect(dsn, autocommit=True) as conn:
-            # Sorting a large table's keys in memory rather than in temporary files; the server's default (64 MB)
-            # is made for many sessions, this is one of a few.
-            conn.execute("SET maintenance_work_mem = '256MB'")
-            for statement in statements[table]:
-                conn.execute(statement)
-            # Freshly copied rows have no hint bits and no visibility map yet; without this the first case would pay
-            # for setting them (and autovacuum would do it in the middle of a measurement), and the cases would
-            # disagree.
-            conn.execute(f"VACUUM (FREEZE, ANALYZE) tpcc.{table}")
-
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        list(pool.map(finish, LARGEST_FIRST))  # list(): the first failure is raised here
+    for statement in sql_statements(sql("indexes")):
+        statements[re.search(r"tpcc\.(\w+)", statement).group(1)].append(statement)
+    # Freshly copied rows have no hint bits and no visibility map yet; without the VACUUM the first case would pay
+    # for setting them (and autovacuum would do it in the middle of a measurement), and the cases would disagree.
+    # maintenance_work_mem: a large table's keys sorted in memory rather than in temporary files; the server's
+    # default (64 MB) is made for many sessions, this is one of a few.
+    run_in_parallel(dsn, [statements[t] + [f"VACUUM (FREEZE, ANALYZE) tpcc.{t}"] for t in LARGEST_FIRST], workers,
+                    {"maintenance_work_mem": "256MB"})
 
 
 def _checkpoint(conn) -> None:
