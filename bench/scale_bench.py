@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from rich.console import Console  # noqa: E402
 
+from refbench.host.cachebound import children  # noqa: E402
 from refbench.host.telemetry import Telemetry, sample_line  # noqa: E402
 from refbench.plan import load_plan  # noqa: E402
 from refbench.report import build_report  # noqa: E402
@@ -260,11 +261,10 @@ def _tree_rss_kb(pid: int) -> int:
         try:
             if Path(f"/proc/{p}/comm").read_text().strip() == "postgres":
                 continue
-            total += _status_kb(p, "VmRSS")
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):
+        except OSError:
             continue
+        total += _status_kb(p, "VmRSS")
+        todo += children(p)
     return total
 
 

@@ -350,13 +350,14 @@ def process_tree_io(pid: int) -> dict[str, int]:
     if not total:
         return {}
     out = {"read_bytes": total.get("read_bytes", 0), "write_bytes": total.get("write_bytes", 0)}
-    for child in _children(pid):
+    for child in children(pid):
         for key, value in process_tree_io(child).items():
             out[key] += value
     return out
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
+    """The live children of a process, from each of its threads' /proc children list."""
     pids: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:

@@ -59,6 +59,11 @@ class ServerMemory:
     def bound_mb(self) -> float:
         return self.cache_mb + self.shared_buffers_mb
 
+    @staticmethod
+    def cache_bytes(memory: "ServerMemory | None") -> int:
+        """The page cache ManagedPostgres is bounded to (0: unbounded)."""
+        return memory.cache_mb * 10**6 if memory else 0
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "bound_mb": round(self.bound_mb)}
 
@@ -178,10 +183,13 @@ class Probe:
         return out
 
 
-def postgres_probe(server, dsn: str, device: str | None, memory: ServerMemory | None) -> Probe:
-    """A probe of a PostgreSQL: the managed ``server``'s own processes, or (a user's server, ``server`` None) nothing
-    of its processes, only its buffer counters and the device."""
+def postgres_probe(server, dsn: str, memory: ServerMemory | None) -> Probe:
+    """A probe of a PostgreSQL: the managed ``server``'s own processes and the device under its data directory, or
+    (a user's server, ``server`` None) only its buffer counters."""
     from refbench.engines.postgres import block_counts
+    from refbench.suites.device.targets import device_of
+
+    device = device_of(server.data_dir) if server is not None else None
 
     pid = (lambda: server.process.pid if server.process is not None else None) if server is not None else (lambda: None)
     return Probe("postgres", pid, device, lambda: block_counts(dsn), memory if server is not None else None, server)

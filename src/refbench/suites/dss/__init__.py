@@ -387,8 +387,7 @@ def engine_probe(ctx, engine) -> "storage.Probe":
     """The storage probe of one engine's measured interval."""
     if isinstance(engine, DuckDbEngine):
         return storage.duckdb_probe(engine.db.path, ctx.state["device"])
-    server = engine.server
-    return storage.postgres_probe(server, engine.dsn, device_of(server.data_dir) if server else None, ctx.state["memory"])
+    return storage.postgres_probe(engine.server, engine.dsn, ctx.state["memory"])
 
 
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:
@@ -425,7 +424,7 @@ def prepare_data_and_engines(ctx) -> None:
             memory = ctx.state["memory"] = pg_server_memory(o)
             server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base),
                                      managed_settings(o), ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
-                                     cache_bytes=memory.cache_mb * 10**6 if memory else 0)
+                                     cache_bytes=storage.ServerMemory.cache_bytes(memory))
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()

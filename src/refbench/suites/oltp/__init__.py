@@ -22,7 +22,7 @@ from refbench.engines.settings import (
 from refbench.plan import PROFILES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Finding, Record, Table, storage
 from refbench.suites.device.targets import (
-    FREE_SPACE_MARGIN, check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space,
+    FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
 )
 from refbench.suites.oltp import consistency, database, driver
 
@@ -169,7 +169,7 @@ class OltpSuite:
         else:
             server = ManagedPostgres(self._data_dir(ctx), _server_settings(o),
                                      ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
-                                     cache_bytes=memory.cache_mb * 10**6 if memory else 0)
+                                     cache_bytes=storage.ServerMemory.cache_bytes(memory))
             ctx.state["server"] = server
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
@@ -223,8 +223,7 @@ class OltpSuite:
             self._build(ctx, rebuild=True)
         users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
         server = ctx.state.get("server")
-        probe = storage.postgres_probe(server, ctx.state["dsn"], device_of(server.data_dir) if server else None,
-                                       ctx.state["memory"])
+        probe = storage.postgres_probe(server, ctx.state["dsn"], ctx.state["memory"])
         seen: dict[str, Any] = {}
 
         def tick(s: float) -> None:
