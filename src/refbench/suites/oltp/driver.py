@@ -399,10 +399,14 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
             run_start = time.time()
             window[0], window[1], window[2] = run_start + rampup_s, run_start + rampup_s + duration_s, run_start
             go.set()
+            # At each edge of the window the counters are read first and the tick (the caller's storage probe, which
+            # reads /proc and queries the server) comes after: the other way round, it delayed the reading.
             _watch_until(window[0], run_start, out, tick)
             counters_start, cpu_start, t_start = database.counters(conn), _server_cpu_s(server), time.time()
+            tick(t_start - run_start)
             _watch_until(window[1], run_start, out, tick)
             counters_end, cpu_end, t_end = database.counters(conn), _server_cpu_s(server), time.time()
+            tick(t_end - run_start)
         stop.value = 1
         done = []
         while len(done) < workers:
@@ -431,7 +435,8 @@ def _server_cpu_s(server: int | None) -> float | None:
 
 
 def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float], None]) -> None:
-    """Waits until ``t``; a virtual user that fails meanwhile ends the case at once."""
+    """Waits until ``t``, ticking about once a second before it (the tick at ``t`` is the caller's); a virtual user
+    that fails meanwhile ends the case at once."""
     while (left := t - time.time()) > 0:
         try:
             kind, index, detail = out.get(timeout=min(1.0, left))
@@ -439,7 +444,8 @@ def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float]
             pass
         else:
             raise UserError(f"virtual user {index} {detail}")
-        on_tick(time.time() - run_start)
+        if (now := time.time()) < t:
+            on_tick(now - run_start)
 
 
 def _percentile_us(buckets: list[int], pct: float) -> float:
