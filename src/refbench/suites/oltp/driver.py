@@ -1,5 +1,6 @@
 """The load generator: N virtual users on a few worker processes (one per CPU), each worker driving its users'
-connections asynchronously. Ramp-up, then a timed measurement; latencies go into HDR histograms.
+connections asynchronously; a few users (up to two per CPU) each get a process of their own. Ramp-up, then a timed
+measurement; latencies go into HDR histograms.
 
 A virtual user is a connection and its own random inputs, not a process: a worker sends a user's next call as
 soon as its previous one returned (libpq's non-blocking send of a prepared statement, then epoll over all the
@@ -73,7 +74,11 @@ def series_bucket_s(run_s: float) -> int:
 
 
 def worker_count(users: int) -> int:
-    return max(1, min(users, os.cpu_count() or 1))
+    """A process per user, on libpq's blocking call, up to two users per CPU; beyond, one worker per CPU, each
+    driving its share of the users asynchronously. On the 2-core VM, 4 users cost the driver 7% less CPU per
+    New-Order in 4 processes than in 2 asynchronous workers, and 8 users 4% more (docs/BENCHMARKS.md)."""
+    cpus = os.cpu_count() or 1
+    return users if users <= 2 * cpus else cpus
 
 
 def _histogram() -> HdrHistogram:
@@ -113,16 +118,23 @@ class _User:
         self.dealt: list[tuple[str, list]] = []
         self.tx, self.sent, self.result = "", 0.0, None
 
+    def deal(self) -> list[tuple[str, list]]:
+        """The next few shuffled decks, each card with its inputs, in the order they run: made together, because
+        between two database calls the database evicts the driver from the CPU caches and Python run cold costs
+        several times more."""
+        rng, w, others = self.rng, self.w, self.others
+        cards = []
+        for _ in range(DECKS_PER_DEAL):
+            deck = list(DECK)
+            rng.shuffle(deck)
+            cards += deck
+        return [(tx, INPUTS[tx](rng, w, others)) for tx in cards]
+
     def next_tx(self) -> str:
-        """The next card of the user's shuffled decks; its inputs were made with those of the next few decks."""
+        """The next card of the user's dealt decks (dealt holds them last first)."""
         if not self.dealt:
-            rng, w, others = self.rng, self.w, self.others
-            cards = []
-            for _ in range(DECKS_PER_DEAL):
-                deck = list(DECK)
-                rng.shuffle(deck)
-                cards += deck
-            self.dealt = [(tx, INPUTS[tx](rng, w, others)) for tx in reversed(cards)]
+            self.dealt = self.deal()
+            self.dealt.reverse()
         return self.dealt[-1][0]
 
     def send(self) -> None:
@@ -207,11 +219,82 @@ def _worker(indices: list[int], users: int, dsn: str, warehouses: int, think: bo
     # (when, user index): logins spread evenly over the first half of the ramp-up, across all workers.
     logins = [(window[2] + open_over_s * i / users, i) for i in indices]
     logins.reverse()
+    open_users: list[_User] = []
+    try:
+        if len(logins) == 1 and not think:
+            finished = _drive_one(logins[0], dsn, warehouses, seed, tally, stop, parent, open_users)
+        else:
+            finished = _drive_many(logins, dsn, warehouses, seed, think, tally, stop, parent, open_users)
+    except _Failed as failed:
+        out.put(("error", *failed.args))
+        return
+    finally:
+        for user in open_users:
+            user.conn.close()
+    if finished:
+        out.put(("done", indices[0], tally.encode()))
+
+
+def _outcome(user: _User, result: Any, tally: _Tally) -> str:
+    """ok, rollback (New-Order's 1% by design) or error; an error after which going on would only measure the
+    failure ends the case."""
+    if result.status == pq.ExecStatus.TUPLES_OK:
+        return "ok"
+    sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
+    if sqlstate == ROLLBACK_SQLSTATE:
+        return "rollback"
+    if user.pgconn.status != pq.ConnStatus.OK:
+        raise user.lost()
+    if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
+        message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
+        raise _Failed(user.index, f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
+    tally.errors[sqlstate] = tally.errors.get(sqlstate, 0) + 1
+    return "error"
+
+
+def _drive_one(login: tuple[float, int], dsn: str, warehouses: int, seed: int, tally: _Tally, stop: Any,
+               parent: int, open_users: list) -> bool:
+    """A worker with a single user and no think times: libpq's blocking call, one C call per transaction, costs
+    the driver less CPU than the asynchronous loop, which pays for its epoll round and result polling in Python.
+    Returns False when the runner is gone."""
+    while (left := login[0] - time.time()) > 0:
+        if stop.value:
+            return True
+        time.sleep(min(left, POLL_S))
+    user = _User(login[1], dsn, warehouses, seed)
+    open_users.append(user)
+    exec_prepared, perf_counter, wall, ok = user.pgconn.exec_prepared, time.perf_counter, time.time, pq.ExecStatus.TUPLES_OK
+    noted: list[tuple[str, str, int, float]] = []
+    edge = tally.next_edge()
+    while not stop.value:
+        for tx, params in user.deal():
+            sent = perf_counter()
+            try:
+                result = exec_prepared(NAMES[tx], params)
+            except OperationalError:
+                raise user.lost() from None
+            latency_us = int((perf_counter() - sent) * 1e6)
+            now = wall()
+            noted.append((tx, "ok" if result.status == ok else _outcome(user, result, tally), latency_us, now))
+            if now >= edge:
+                tally.record(noted)
+                edge = tally.next_edge()
+            if stop.value:
+                break
+        tally.record(noted)
+        # A killed runner leaves no user behind: looked at once per deal, not a system call per transaction.
+        if os.getppid() != parent:
+            return False
+    return True
+
+
+def _drive_many(logins: list, dsn: str, warehouses: int, seed: int, think: bool, tally: _Tally, stop: Any,
+                parent: int, open_users: list) -> bool:
+    """Sends each user's next call as soon as its previous one returned, waiting on all the worker's sockets at
+    once. Returns False when the runner is gone."""
     waiting: list[tuple[float, int, _User]] = []  # (when to send, user index, user): keying and think times
     by_fd: dict[int, _User] = {}
-    open_users: list[_User] = []
     poller = select.epoll()
-    ok, rollback = pq.ExecStatus.TUPLES_OK, ROLLBACK_SQLSTATE
     noted: list[tuple[str, str, int, float]] = []
     edge = tally.next_edge()
     try:
@@ -223,10 +306,9 @@ def _worker(indices: list[int], users: int, dsn: str, warehouses: int, think: bo
                 timeout = _start_due(logins, waiting, now, dsn, warehouses, seed, think, open_users, by_fd, poller)
             events = poller.poll(timeout)
             rounds += 1
-            # A killed runner leaves no user behind (the kernel's signal aside): looked at when idle, and every 256
-            # rounds when busy, not at the cost of a system call per transaction.
+            # Looked at when idle, and every 256 rounds when busy, not at the cost of a system call per transaction.
             if (not events or not rounds & 255) and os.getppid() != parent:
-                return
+                return False
             if not events and noted:
                 tally.record(noted)
             for fd, _ in events:
@@ -249,19 +331,7 @@ def _worker(indices: list[int], users: int, dsn: str, warehouses: int, think: bo
                 latency_us = int((time.perf_counter() - user.sent) * 1e6)
                 now = time.time()
                 result, user.result, tx = user.result, None, user.tx
-                if result.status == ok:
-                    outcome = "ok"
-                else:
-                    sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
-                    outcome = "rollback" if sqlstate == rollback else "error"
-                    if outcome == "error":
-                        if pgconn.status != pq.ConnStatus.OK:
-                            raise user.lost()
-                        if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
-                            message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
-                            raise _Failed(user.index, f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
-                        tally.errors[sqlstate] = tally.errors.get(sqlstate, 0) + 1
-                noted.append((tx, outcome, latency_us, now))
+                noted.append((tx, _outcome(user, result, tally), latency_us, now))
                 if len(noted) >= RECORD_EVERY or now >= edge:
                     tally.record(noted)
                     edge = tally.next_edge()
@@ -271,15 +341,10 @@ def _worker(indices: list[int], users: int, dsn: str, warehouses: int, think: bo
                     heapq.heappush(waiting, (now + think_s + KEYING_S[following], user.index, user))
                 else:
                     user.send()
-    except _Failed as failed:
-        out.put(("error", *failed.args))
-        return
     finally:
         poller.close()
-        for user in open_users:
-            user.conn.close()
     tally.record(noted)
-    out.put(("done", indices[0], tally.encode()))
+    return True
 
 
 def _start_due(logins: list, waiting: list, now: float, dsn: str, warehouses: int, seed: int, think: bool,
