@@ -198,6 +198,11 @@ class Run:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    @property
+    def held_here(self) -> bool:
+        """This process holds the run's lock: it is measuring the run, or writing its final report."""
+        return self._lock_fd is not None
+
     def _locked_by_other(self) -> bool:
         if self._lock_fd is not None:
             return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ from rich.console import Console
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
 from refbench.report import html as h
-from refbench.report.charts import render_all
+from refbench.report.charts import Rendered, render_all
 from refbench.report.telemetry import telemetry_charts
-from refbench.runstore import Run
+from refbench.report.verdict import SuiteVerdict, run_verdict
+from refbench.runstore import Run, iso, utc_now
 from refbench.suites import Chart, Record, Table, get_suite, storage
 
 UNITS_NOTE = (
@@ -40,7 +42,7 @@ def write_table(directory: Path, table: Table) -> None:
     atomic_write_text(directory / f"{table.name}.csv", text.getvalue())
 
 
-def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> tuple[list[Table], list[tuple[Chart, Path]], list[Record]]:
+def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> tuple[list[Table], list[tuple[Chart, Rendered]], list[Record]]:
     records = run.records(suite_name)
     try:
         suite = get_suite(suite_name)
@@ -56,8 +58,18 @@ def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> 
     return tables, charts, records
 
 
-def telemetry_outputs(run: Run) -> list[tuple[Chart, Path]]:
-    charts = telemetry_charts(run.telemetry_path, run.tables_dir)
+def phases(run: Run, suites: list[str]) -> list[tuple[float, float, str]]:
+    """When each suite ran, from its records' start and end times: suites run one after the other."""
+    out = []
+    for name in suites:
+        records = [r for r in run.records(name) if r.started_epoch_s and r.ended_epoch_s]
+        if records:
+            out.append((min(r.started_epoch_s for r in records), max(r.ended_epoch_s for r in records), name))
+    return out
+
+
+def telemetry_outputs(run: Run, suites: list[str] = ()) -> list[tuple[Chart, Rendered]]:
+    charts = telemetry_charts(run.telemetry_path, run.tables_dir, phases(run, list(suites)))
     return list(zip(charts, render_all(charts, run.charts_dir)))
 
 
@@ -68,37 +80,106 @@ def build_report(run: Run, console: Console | None = None) -> Path:
     findings = run.findings()
     passed = sum(f.passed for fs in findings.values() for f in fs)
     failed = sum(not f.passed for fs in findings.values() for f in fs)
+    outputs = {name: suite_outputs(run, name, console) for name in suites}
+    verdicts = {v.suite: v for v in run_verdict(run, {name: o[0] for name, o in outputs.items()})}
 
-    body = [
+    # The run's own last step writes the report while its status still says running: it has measured everything.
+    status, ended = (("complete", iso(utc_now())) if run.status() == "running" and run.held_here
+                     else (run.status(), meta.get("ended_utc") or "not finished"))
+    summary = [
         f"<h1>refbench report — {h.esc(meta['name'])}</h1>",
-        f'<p class="sub">{h.esc(run.path.name)} · status <b>{h.esc(run.status())}</b> · profile {h.esc(plan.get("profile"))} · '
-        f"host {h.esc(meta.get('host'))} · {h.esc(meta.get('started_utc'))} → {h.esc(meta.get('ended_utc') or 'not finished')}</p>",
-        h.banner(passed, failed),
-        f'<p class="note">{UNITS_NOTE}</p>',
+        f'<p class="sub">{h.esc(run.path.name)} · status <b>{h.esc(status)}</b> · profile {h.esc(plan.get("profile"))} · '
+        f"{h.esc(meta.get('started_utc'))} → {h.esc(ended)}</p>",
+        f'<p class="hostline"><b>Host</b> {h.esc(host_line(meta))}</p>',
     ]
-    if run.status() != "complete":
-        body.append(f'<div class="banner failed">This run is {h.esc(run.status())}: the report shows the cases recorded so far. '
-                    f"Continue it with <code>refbench resume {h.esc(run.path)}</code>.</div>")
-    body.append(_host_section(meta))
-    for name in suites:
-        body.append(_suite_section(run, name, findings.get(name, []), console))
-    tel_charts = telemetry_outputs(run)
-    body.append("<h2>Host activity during the run</h2>")
+    if status != "complete":
+        summary.append(f'<div class="banner failed">This run is {h.esc(status)}: the report shows the cases recorded so far. '
+                       f"Continue it with <code>refbench resume {h.esc(run.path)}</code>.</div>")
+    summary.append(h.banner(passed, failed))
+    if verdicts:
+        summary.append(_verdict_table(list(verdicts.values())))
+    summary.append(_acceptance(run.path / "accept.json"))
+    body = [f'<section class="summary" id="summary">{"".join(summary)}</section>']
+
+    sections = [(f"suite-{name}", f"{name}: {_suite_summary(name)}", name) for name in suites]
+    sections += [("host-activity", "Host activity during the run", None), ("host", "Host, devices and tuning audit", None),
+                 ("plan", "Plan", None)]
+    body.append('<nav class="toc"><b>Contents</b><ol>'
+                + "".join(f'<li><a href="#{h.esc(anchor)}">{h.esc(title)}</a></li>' for anchor, title, _ in sections)
+                + "</ol></nav>")
+    for anchor, title, name in sections[:len(suites)]:
+        body.append(_suite_section(name, anchor, title, outputs[name], findings.get(name, []), verdicts.get(name)))
+    tel_charts = telemetry_outputs(run, suites)
+    body.append('<section id="host-activity"><h2>Host activity during the run</h2>')
     if tel_charts:
-        body.append('<p class="note">Sampled once a second from /proc/stat and /proc/diskstats for the whole run.</p>')
-        body.append('<div class="grid">' + "".join(h.image(p, c.title) for c, p in tel_charts) + "</div>")
+        body.append('<p class="note">Sampled once a second from /proc/stat and /proc/diskstats for the whole run; the shaded '
+                    "spans are the suites, from their first case's start to their last case's end.</p>")
+        body.append('<div class="grid">' + "".join(h.chart(r, c.title) for c, r in tel_charts) + "</div>")
     else:
         body.append('<p class="note">No telemetry samples (the run was shorter than a second).</p>')
-    body.append("<h2>Plan</h2><details><summary>The resolved plan this run used</summary>"
-                f"<pre>{h.esc(json.dumps(plan, indent=2))}</pre></details>")
+    body.append("</section>")
+    body.append(_host_section(meta))
+    body.append(f'<p class="note">{UNITS_NOTE}</p>')
+    body.append('<section id="plan"><h2>Plan</h2><details><summary>The resolved plan this run used</summary>'
+                f"<pre>{h.esc(json.dumps(plan, indent=2))}</pre></details></section>")
     atomic_write_text(run.report_path, h.page(f"refbench — {meta['name']}", "".join(body)))
     return run.report_path
+
+
+def host_line(meta: dict[str, Any]) -> str:
+    """The host in one line: name, machine, CPU, memory, system."""
+    inv = meta.get("inventory", {})
+    system, cpu, mem = (inv.get(k, {}) for k in ("system", "cpu", "memory"))
+    machine = " ".join(filter(None, [system.get("vendor"), system.get("product")]))
+    threads = f"{h.fmt(cpu.get('cores'))} cores / {h.fmt(cpu.get('threads'))} threads" if cpu.get("threads") else None
+    memory = f"{h.fmt(mem.get('total_gib'))} GiB memory" if mem.get("total_gib") is not None else None
+    virt = system.get("virtualization")
+    parts = [inv.get("hostname") or meta.get("host"), machine or None, f"({virt})" if virt and virt != "none" else None,
+             cpu.get("model"), threads, memory, system.get("distribution"), f"kernel {system['kernel']}" if system.get("kernel") else None]
+    return " · ".join(str(p) for p in parts if p)
+
+
+def _suite_summary(name: str) -> str:
+    try:
+        return get_suite(name).summary.split(":")[0].split(" (")[0].rstrip(".")
+    except UserError:
+        return "suite not installed"
+
+
+def _headlines(v: SuiteVerdict) -> str:
+    return "<br>".join(f"{h.esc(x.label)}: <b>{h.esc(h.fmt(x.value))} {h.esc(x.unit)}</b>"
+                       + (f' <span class="note">{h.esc(x.note)}</span>' if x.note else "") for x in v.headlines) or "—"
+
+
+def _checks(v: SuiteVerdict) -> str:
+    if v.checks_failed:
+        return f'<span class="FAIL">{v.checks_failed} FAILED</span>, {v.checks_passed} passed'
+    return f'<span class="pass">{v.checks_passed} passed</span>' if v.checks_passed else "none"
+
+
+def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
+    rows = "".join(f'<tr><td><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a></td><td>{_headlines(v)}</td>'
+                   f"<td>{_checks(v)}</td><td>{h.esc(v.bottleneck)}</td></tr>" for v in verdicts)
+    return h.scroll('<table class="verdict"><thead><tr><th>Suite</th><th>Headline figures</th><th>Correctness checks</th>'
+                    f"<th>Bottleneck</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _acceptance(path: Path) -> str:
+    """The plan's acceptance thresholds as the run evaluated them (accept.json), when it had any."""
+    if not path.is_file():
+        return ""
+    results = json.loads(path.read_text())
+    failed = sum(not r["passed"] for r in results)
+    rows = [{"threshold": r["threshold"], "measured": r.get("value"), "result": "pass" if r["passed"] else "FAIL"} for r in results]
+    head = (f'<span class="FAIL">{failed} of {len(results)} FAILED</span>' if failed
+            else f'<span class="pass">all {len(results)} met</span>')
+    return f"<p><b>Acceptance thresholds</b>: {head}</p>" + h.table(rows, classes={"result": "{value}"})
 
 
 def _host_section(meta: dict[str, Any]) -> str:
     inv = meta.get("inventory", {})
     system, cpu, mem, numa = (inv.get(k, {}) for k in ("system", "cpu", "memory", "numa"))
-    out = ["<h2>Host</h2>", h.key_values([
+    out = ['<section id="host"><h2>Host, devices and tuning audit</h2>', h.key_values([
         ("Host name", inv.get("hostname")),
         ("System", " ".join(filter(None, [system.get("vendor"), system.get("product")])) or None),
         ("Virtualization", system.get("virtualization")),
@@ -112,27 +193,72 @@ def _host_section(meta: dict[str, Any]) -> str:
         *((f"{tool} version", v or "not found") for tool, v in (meta.get("tools") or {}).items()),
     ])]
     devices = [
-        {"device": d["name"], "model": d.get("model"), "size_GB": round(d["size_bytes"] / 1e9, 1) if d.get("size_bytes") else None,
-         "rotational": d.get("rotational"), "logical/physical sector B": f"{h.fmt(d.get('logical_sector_bytes'))}/{h.fmt(d.get('physical_sector_bytes'))}",
-         "scheduler": d.get("scheduler"), "nr_requests": d.get("nr_requests"), "read_ahead_KiB": d.get("read_ahead_kb")}
+        {"device": d["name"], "model": d.get("model"), "size (GB)": round(d["size_bytes"] / 1e9, 1) if d.get("size_bytes") else None,
+         "rotational": d.get("rotational"), "logical/physical sector (bytes)": f"{h.fmt(d.get('logical_sector_bytes'))}/{h.fmt(d.get('physical_sector_bytes'))}",
+         "scheduler": d.get("scheduler"), "nr_requests": d.get("nr_requests"), "read-ahead (KiB)": d.get("read_ahead_kb")}
         for d in inv.get("block_devices", [])
     ]
     out += ["<h3>Block devices</h3>", h.table(devices)]
     out += ["<h3>File systems</h3>", h.table(inv.get("mounts", []), ["device", "mountpoint", "fstype", "size_gib", "free_gib", "options"])]
     audit = meta.get("audit", [])
     changes = sum(c["status"] == "change" for c in audit)
-    out += [f"<h3>Tuning audit</h3><p class='note'>{changes} setting(s) differ from the recommendation; "
+    out += [f"<h3 id='tuning-audit'>Tuning audit</h3><p class='note'>{changes} setting(s) differ from the recommendation; "
             "'unknown' means this host (often a VM or container) does not expose the setting. "
             "<code>refbench host --tuned-profile FILE</code> writes a tuned profile with these values.</p>",
-            h.table(audit, ["setting", "current", "recommended", "status", "why", "fix"], classes={"status": "{value}"})]
+            h.table(audit, ["setting", "current", "recommended", "status", "why", "fix"], classes={"status": "{value}"}), "</section>"]
     return "".join(out)
 
 
-def _suite_section(run: Run, name: str, findings: list, console: Console | None) -> str:
-    tables, charts, records = suite_outputs(run, name, console)
-    out = [f"<h2>Suite: {h.esc(name)}</h2>"]
+_NUMBERS = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _methods(records: list[Record]) -> str:
+    """How the suite measured, once: cases whose method sentences differ only in their numbers (the query, the block
+    size, the user count) share one paragraph, with how many cases it stands for."""
+    groups: dict[str, list[Record]] = {}
+    for r in records:
+        if r.method:
+            groups.setdefault(_NUMBERS.sub("#", r.method), []).append(r)
+    out = []
+    for same in groups.values():
+        first = same[0]
+        more = (f' <span class="note">({len(same)} cases measured this way, each with its own parameters; '
+                f"this is {h.esc(first.case_id)}.)</span>") if len(same) > 1 else ""
+        out.append(f"<p>{h.esc(first.method)}{more}</p>")
+    return "".join(out)
+
+
+def _detail(records: list[Record]) -> str:
+    """Every case's parameters and figures, folded away: the tables above are what people read first."""
+    rows = [{"case": r.case_id, "parameters": ", ".join(f"{k}={h.fmt(v)}" for k, v in r.params.items()),
+             "figures": ", ".join(f"{k} {h.fmt(v)}" for k, v in r.metrics.items() if not isinstance(v, (dict, list))),
+             "elapsed (s)": round(r.elapsed_s, 1), "started (UTC)": r.started_utc} for r in records]
+    return (f"<details><summary>Per-case detail ({len(records)} case{'s' if len(records) != 1 else ''})</summary>"
+            f"{h.table(rows)}</details>")
+
+
+def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table], list[tuple[Chart, Rendered]], list[Record]],
+                   findings: list, verdict: SuiteVerdict | None) -> str:
+    tables, charts, records = outputs
+    out = [f'<section id="{h.esc(anchor)}"><h2>{h.esc(title)}</h2>']
+    if verdict:
+        out.append(f"<p>{_headlines(verdict)}</p><p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
     if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
         out.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
+    if charts:
+        out.append('<div class="grid">' + "".join(h.chart(r, c.title) for c, r in charts) + "</div>")
+    shown = [t for t in tables if t.report_columns != []]  # [] : in the files only, shown as charts or in another table
+    for t in shown:
+        out.append(f"<h3>{h.esc(t.title)}</h3>")
+        if t.note:
+            out.append(f'<p class="note">{h.esc(t.note)}</p>')
+        out.append(h.table(t.rows, t.report_columns, classes={"result": "{value}", "status": "{value}"}))
+        if t.report_columns:
+            out.append(f'<p class="note">All columns are in tables/{h.esc(name)}/{h.esc(t.name)}.csv and .parquet.</p>')
+    if files_only := [t for t in tables if t.report_columns == []]:
+        out.append('<p class="note">In the files only (shown above as charts or in another table): '
+                   + "; ".join(f"{h.esc(t.title)}, tables/{h.esc(name)}/{h.esc(t.name)}.csv ({len(t.rows):,} rows)" for t in files_only)
+                   + ".</p>")
     if verdicts := storage.verdicts(records):
         out.append("<h3>Storage</h3>" + "".join(f"<p><b>{h.esc(v)}</b></p>" for v in verdicts))
         out.append(f'<p class="note">{h.esc(storage.RULE)} Device figures are the whole device\'s, neighbours '
@@ -145,21 +271,11 @@ def _suite_section(run: Run, name: str, findings: list, console: Console | None)
                            classes={"result": "{value}"}))
     else:
         out.append('<p class="note">This suite reported no correctness checks.</p>')
-    for t in tables:
-        out.append(f"<h3>{h.esc(t.title)}</h3>")
-        if t.note:
-            out.append(f'<p class="note">{h.esc(t.note)}</p>')
-        if t.report_columns == []:
-            out.append(f'<p class="note">{len(t.rows)} rows in tables/{h.esc(name)}/{h.esc(t.name)}.csv and .parquet (charted below).</p>')
-            continue
-        out.append(h.table(t.rows, t.report_columns))
-        if t.report_columns:
-            out.append(f'<p class="note">All columns are in tables/{h.esc(name)}/{h.esc(t.name)}.csv and .parquet.</p>')
-    if charts:
-        out.append('<div class="grid">' + "".join(h.image(p, c.title) for c, p in charts) + "</div>")
-    methods = list(dict.fromkeys(r.method for r in records if r.method))
     out.append("<h3>How it was measured</h3>")
     out.append(f"<p class='note'>{len(records)} case(s) recorded; each record keeps its start and end time, its parameters, "
                "and the host telemetry of its own interval (CPU %, device MB/s, busy %).</p>")
-    out.extend(f"<p>{h.esc(m)}</p>" for m in methods)
+    out.append(_methods(records))
+    if records:
+        out.append(_detail(records))
+    out.append("</section>")
     return "".join(out)

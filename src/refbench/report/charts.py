@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import textwrap
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 import matplotlib
@@ -13,11 +16,22 @@ matplotlib.use("Agg")
 # SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
 matplotlib.rcParams["svg.fonttype"] = "none"
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator  # noqa: E402
 
 from refbench.suites import Chart  # noqa: E402
 
 PARALLEL_FROM = 4  # charts; fewer are not worth starting worker processes for
+HOVER_POINTS = 120  # per series: every point of a sweep, every n-th of a long telemetry series (the file stays small)
+SVG_PT_PER_INCH = 72  # matplotlib's SVG user units are points, whatever the figure's dpi
+
+
+@dataclass
+class Rendered:
+    """A chart's files and its hover layer: SVG elements, one per data point, placed in the SVG file's coordinates."""
+
+    png: Path
+    svg: Path
+    hover: str
 
 
 class PlainLogTicks(LogFormatter):
@@ -28,22 +42,30 @@ class PlainLogTicks(LogFormatter):
         return f"{x:,.0f}" if x >= 1 else f"{x:g}"
 
 
-def render_all(charts: list[Chart], directory: Path) -> list[Path]:
-    """Renders charts on every CPU: matplotlib takes a few tenths of a second per figure, and the paper's full
+# Linear axes in the report's number format: 40,000 rather than 40000.
+THOUSANDS = FuncFormatter(lambda x, _: f"{x:,.0f}" if abs(x) >= 1000 else f"{x:g}")
+
+
+def render_all(charts: list[Chart], directory: Path) -> list[Rendered]:
+    """Renders charts on every CPU: matplotlib takes a few tenths of a second per figure, and the SSD characterization paper's full
     device sweep alone has 24 of them. The workers are forked, so they start with matplotlib already imported."""
     workers = min(len(charts), os.cpu_count() or 1)
     if len(charts) < PARALLEL_FROM or workers < 2:
-        return [render(c, directory) for c in charts]
+        return [render_figure(c, directory) for c in charts]
     directory.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(render, charts, [directory] * len(charts)))
+        return list(pool.map(render_figure, charts, [directory] * len(charts)))
 
 
 def render(chart: Chart, directory: Path) -> Path:
     """Writes <name>.png and <name>.svg into ``directory``; returns the PNG path."""
+    return render_figure(chart, directory).png
+
+
+def render_figure(chart: Chart, directory: Path) -> Rendered:
+    """Writes <name>.png and <name>.svg into ``directory`` (plain files, for slides) and returns them with the hover
+    layer the report lays over the inline SVG."""
     directory.mkdir(parents=True, exist_ok=True)
-    if chart.kind == "sheet":
-        return _sheet(chart, directory)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     categorical = any(isinstance(x, str) for points in chart.series.values() for x, _ in points)
     categories: list = []
@@ -52,14 +74,22 @@ def render(chart: Chart, directory: Path) -> Path:
             for x, _ in points:
                 if x not in categories:
                     categories.append(x)
+    hover: list[tuple[float, float, str]] = []  # (x, y) in data coordinates, and what hovering shows
     if chart.kind == "bar":
-        _bars(ax, chart, categories if categorical else sorted({x for p in chart.series.values() for x, _ in p}))
+        hover = _bars(ax, chart, categories if categorical else sorted({x for p in chart.series.values() for x, _ in p}))
     else:
         for label, points in chart.series.items():
             xs = [categories.index(x) if categorical else x for x, _ in points]
-            ax.plot(xs, [y for _, y in points], marker="o", markersize=3, linewidth=1.5, label=str(label))
+            ax.plot(xs, [y for _, y in points], marker="o" if len(points) <= HOVER_POINTS else None, markersize=3,
+                    linewidth=1.5, label=str(label))
+            step = -(-len(points) // HOVER_POINTS)
+            hover += [(px, y, _tip(chart, label, x, y)) for px, (x, y) in list(zip(xs, points))[::step] if y is not None]
         if categorical:
-            ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45 if len(categories) > 6 else 0)
+            _category_ticks(ax, categories)
+    for start, end, name in chart.spans:
+        ax.axvspan(start, end, color="#2c5d8f", alpha=0.07, linewidth=0)
+        ax.text((start + end) / 2, 0.98, name, transform=ax.get_xaxis_transform(), ha="center", va="top",
+                fontsize="small", color="#1b3b5c", clip_on=True)
     if not categorical and chart.kind != "bar" and all(isinstance(x, int) for p in chart.series.values() for x, _ in p):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # user counts, queue depths: no 1.5 users
     if chart.logx and not categorical:
@@ -70,49 +100,69 @@ def render(chart: Chart, directory: Path) -> Path:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(PlainLogTicks())
         ax.yaxis.set_minor_formatter(PlainLogTicks(labelOnlyBase=False))
-    ax.set_title(chart.title)
+    if not chart.logy:
+        ax.yaxis.set_major_formatter(THOUSANDS)
+    if not categorical and not chart.logx and chart.kind != "bar":
+        ax.xaxis.set_major_formatter(THOUSANDS)
+    # Long labels wrap instead of running off the figure: the y-label's room is the plot's height.
+    ax.set_title(textwrap.fill(chart.title, 80))
     ax.set_xlabel(chart.xlabel)
-    ax.set_ylabel(chart.ylabel)
+    ax.set_ylabel(textwrap.fill(chart.ylabel, 45))
     ax.grid(True, alpha=0.3)
     if len(chart.series) > 1:
         ax.legend(fontsize="small", ncol=2 if len(chart.series) > 6 else 1)
     fig.tight_layout()
-    png = directory / f"{chart.name}.png"
+    png, svg = directory / f"{chart.name}.png", directory / f"{chart.name}.svg"
     fig.savefig(png)
-    fig.savefig(directory / f"{chart.name}.svg")
+    fig.savefig(svg)
+    layer = _hover_layer(fig, ax, hover)
     plt.close(fig)
-    return png
+    return Rendered(png, svg, layer)
 
 
-def _bars(ax, chart: Chart, categories: list) -> None:
+def _category_ticks(ax, categories: list) -> None:
+    """Many or long category names are turned and right-aligned to their tick, so that neighbours do not overlap."""
+    labels = [str(c) for c in categories]
+    turn = len(labels) > 6 or sum(map(len, labels)) > 60
+    ax.set_xticks(range(len(labels)), labels, rotation=45 if turn else 0, ha="right" if turn else "center",
+                  rotation_mode="anchor" if turn else "default")
+
+
+def _tip(chart: Chart, label, x, y) -> str:
+    from refbench.report.html import fmt  # html imports this module for the inline charts
+
+    where = f"{chart.xlabel} {fmt(x)}" if chart.xlabel else fmt(x)
+    return f"{label}: {fmt(y)} {chart.ylabel} at {where}" if len(chart.series) > 1 else f"{fmt(y)} {chart.ylabel} at {where}"
+
+
+def _hover_layer(fig, ax, points: list[tuple[float, float, str]]) -> str:
+    """One invisible target per data point with its value as a tooltip that CSS shows on hover (no script).
+    Display coordinates are pixels at the figure's dpi with the origin at the bottom; the SVG's are points from the top."""
+    scale = SVG_PT_PER_INCH / fig.dpi
+    width, height = fig.get_size_inches() * SVG_PT_PER_INCH
+    out = []
+    for x, y, text in points:
+        dx, dy = ax.transData.transform((x, y))
+        if not (0 <= dx * scale <= width and 0 <= dy * scale <= height):
+            continue  # off the axes (a zero on a log axis)
+        cx, cy = dx * scale, height - dy * scale
+        tip_w = 5.6 * len(text)  # about the width of the 10 px tooltip font
+        tx = min(max(cx, tip_w / 2 + 2), width - tip_w / 2 - 2)
+        ty = cy - 9 if cy > 24 else cy + 18
+        out.append(f'<g class="pt"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="6"/>'
+                   f'<text x="{tx:.1f}" y="{ty:.1f}">{escape(text)}</text></g>')
+    return "".join(out)
+
+
+def _bars(ax, chart: Chart, categories: list) -> list[tuple[float, float, str]]:
     n = max(1, len(chart.series))
     width = 0.8 / n
+    hover = []
     for i, (label, points) in enumerate(chart.series.items()):
         values = dict(points)
         xs = [j + (i - (n - 1) / 2) * width for j in range(len(categories))]
         ax.bar(xs, [values.get(c, 0) for c in categories], width=width, label=str(label))
-    ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45 if len(categories) > 6 else 0)
+        hover += [(x, values[c], _tip(chart, label, c, values[c])) for x, c in zip(xs, categories) if values.get(c) is not None]
+    _category_ticks(ax, categories)
+    return hover
 
-
-def _sheet(chart: Chart, directory: Path) -> Path:
-    """A one-page sheet: each series is a titled section of (label, value) lines, like a certification table."""
-    lines = sum(len(points) + 2 for points in chart.series.values()) + 2
-    fig = plt.figure(figsize=(10, 0.26 * lines + 0.4), dpi=110)
-    y = 1.0
-    step = 1.0 / lines
-    fig.text(0.03, y - step, chart.title, fontsize=13, weight="bold", va="top")
-    y -= 2 * step
-    for section, points in chart.series.items():
-        fig.text(0.03, y - step * 0.2, section, fontsize=10.5, weight="bold", va="top", color="#1f4e79")
-        y -= step
-        for label, value in points:
-            fig.text(0.05, y - step * 0.2, str(label), fontsize=9, va="top")
-            fig.text(0.42, y - step * 0.2, f"{value:,}" if isinstance(value, (int, float)) else str(value), fontsize=9,
-                     va="top", weight="bold")
-            y -= step
-        y -= step
-    png = directory / f"{chart.name}.png"
-    fig.savefig(png)
-    fig.savefig(directory / f"{chart.name}.svg")
-    plt.close(fig)
-    return png

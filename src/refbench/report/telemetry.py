@@ -102,8 +102,9 @@ class Downsampler:
         return [(round(sx / n, 1), round(sy / n, 3)) for sx, sy, n in self.buckets]
 
 
-def telemetry_charts(path: Path, tables_dir: Path) -> list[Chart]:
-    """Writes the telemetry_cpu and telemetry_disk tables and returns the charts, from one pass over the file."""
+def telemetry_charts(path: Path, tables_dir: Path, phases: list[tuple[float, float, str]] = ()) -> list[Chart]:
+    """Writes the telemetry_cpu and telemetry_disk tables and returns the charts, from one pass over the file.
+    ``phases`` (start and end epoch seconds, name) are shaded on every chart: which suite ran when."""
     cpu_schema = pa.schema([("epoch_s", pa.float64()), *((k, pa.float64()) for k in CPU_METRICS)])
     disk_schema = pa.schema([("epoch_s", pa.float64()), ("device", pa.string()), *((k, pa.float64()) for k in DISK_METRICS)])
     cpu_series = {label: Downsampler() for label, _ in CPU_SERIES}
@@ -129,13 +130,15 @@ def telemetry_charts(path: Path, tables_dir: Path) -> list[Chart]:
         return []
     width = max([d.width for d in cpu_series.values()] + [r.width for r, _ in disk_series.values()])
     note = f" (means over {width} s)" if width > 1 else ""
+    spans = [(start - t0, end - t0, name) for start, end, name in phases]
     charts = [Chart("telemetry_cpu", f"CPU during the run{note}", "seconds since start", "% of all CPUs",
-                    {label: d.points() for label, d in cpu_series.items()})]
+                    {label: d.points() for label, d in cpu_series.items()}, spans=spans)]
     active = [d for d, total in sorted(disk_mb.items(), key=lambda kv: -kv[1])[:CHARTED_DEVICES] if total > 0]
     if active:
         series = {}
         for d in active:
             series[f"{d} read"] = disk_series[d][0].points()
             series[f"{d} write"] = disk_series[d][1].points()
-        charts.append(Chart("telemetry_disk", f"Device throughput during the run{note}", "seconds since start", "MB/s", series))
+        charts.append(Chart("telemetry_disk", f"Device throughput during the run{note}", "seconds since start", "MB/s", series,
+                            spans=spans))
     return charts

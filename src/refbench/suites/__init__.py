@@ -83,10 +83,11 @@ class Chart:
     xlabel: str
     ylabel: str
     series: dict[str, list[tuple[Any, float]]]
-    kind: str = "line"  # line | bar | sheet (series: section -> (label, value) lines)
+    kind: str = "line"  # line | bar
     logx: bool = False
     logy: bool = False
     note: str = ""
+    spans: list[tuple[float, float, str]] = field(default_factory=list)  # shaded x ranges with a name: phases of a run
 
 
 class Suite(Protocol):

@@ -1,4 +1,4 @@
-"""The mixed analytics workload's tables and charts: the mixed-analytics paper's per-node table (Tables 1 and 2), per-job
+"""The mixed analytics workload's tables and charts: the mixed analytics paper's per-node table (Tables 1 and 2), per-job
 figures, throughput and IOPS over time with the peak (its Graph 1), the storage throughput test and the host
 tuning that matters for this workload."""
 
@@ -10,8 +10,8 @@ from refbench.suites import Chart, Record, Table
 
 RATIO_NOTE = ("Over the jobs that completed (a failed job's times are in the per-job table only). "
               "CPU/real-time ratio: (user + system CPU) / real time. Below 1 the CPU is waiting on resources, "
-              "usually I/O; above 1, threaded procedures use more CPU than wall-clock time (the mixed-analytics paper: 1.04–1.05). "
-              "The node's value is the mean over its jobs, as the mixed-analytics paper's 'frequency mean'.")
+              "usually I/O; above 1, threaded procedures use more CPU than wall-clock time (the mixed analytics paper: 1.04–1.05). "
+              "The node's value is the mean over its jobs, as the mixed analytics paper's 'frequency mean'.")
 
 
 def mean_of(jobs: list[dict[str, Any]], key: str) -> float | None:
@@ -41,11 +41,12 @@ def summarize(records: list[Record]) -> list[Table]:
                                   "concurrent read-back. SAS's guidance: 100–150 MB/s of sustained throughput per core."))
     if workloads:
         tuning = workloads[0].extra.get("tuning", [])
-        tables.append(Table("tuning", "Host tuning for this workload (the mixed-analytics paper's tuned profile)", [{
+        tables.append(Table("tuning", "Host tuning for this workload (the mixed analytics paper's tuned profile)", [{
             "setting": c["setting"], "current": c["current"], "recommended": c["recommended"], "status": c["status"],
             "why": c["why"], "fix": c["fix"]} for c in tuning],
-            note="From the host audit (refbench host): the settings the mixed-analytics paper's sas-performance profile changes, and the "
-                 "queue settings of the devices under DATA, WORK and UTIL."))
+            note="From the host audit (refbench host): the settings the mixed analytics paper's sas-performance profile changes, and the "
+                 "queue settings of the devices under DATA, WORK and UTIL.",
+            report_columns=[]))  # the report has the whole audit once, in its host section
     return tables
 
 
@@ -84,7 +85,7 @@ def _workload_tables(workloads: list[Record]) -> list[Table]:
     concurrency = [{"node": r.host, "t_s": t, "jobs running": n} for r in workloads for t, n in r.extra["timeline"]]
     inputs = workloads[0].extra["inputs"]
     return [
-        Table("nodes", "Per node: CPU/real-time ratio and workload aggregates (the mixed-analytics paper, Tables 1 and 2)", nodes,
+        Table("nodes", "Per node: CPU/real-time ratio and workload aggregates (the mixed analytics paper, Tables 1 and 2)", nodes,
               note=RATIO_NOTE + " Elapsed, user and system minutes are summed over the node's jobs. Peaks are per second "
                                 "over the devices under DATA, WORK and UTIL."),
         Table("kinds", "By kind of test", kinds),
@@ -117,7 +118,7 @@ def charts(tables: list[Table]) -> list[Chart]:
             iops.setdefault(f"{prefix}IOPS", []).append((p["t_s"], p["iops"]))
         peak = max(p["mb_s"] for p in storage)
         out.append(Chart("throughput", f"Throughput over time (peak {peak:,.0f} MB/s)", "seconds from the first job's launch",
-                         "MB/s", series, note="DATA, WORK and UTIL devices, once a second (the mixed-analytics paper's Graph 1)."))
+                         "MB/s", series, note="DATA, WORK and UTIL devices, once a second (the mixed analytics paper's Graph 1)."))
         out.append(Chart("iops", f"IOPS over time (peak {max(p['iops'] for p in storage):,.0f})",
                          "seconds from the first job's launch", "IOPS", iops))
     if by.get("concurrency"):

@@ -1,4 +1,5 @@
-"""The DW rating's tables and its one-page rating sheet, laid out like the DWFT rating paper's certification table."""
+"""The DW rating's tables and its rating sheet (an HTML table in the report), laid out like the DWFT rating paper's
+certification table."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from refbench.suites import Chart, Record, Table
 from refbench.suites.dw.capacity import CapacityRules, shown_tb
 
 NA = "N/A"  # on the sheet; the tables keep None, which their Parquet and CSV files need
+STORES_NOTE = ("Queries/hr/TB: queries completed in the interval per hour × raw data in TB. I/O throughput: the average "
+               "of the physical and logical scan rates, as the DWFT rating paper defines it; N/A where the engine has no "
+               "logical-read counter (DuckDB, as the DWFT rating paper's column store).")
 
 
 def _fmt(value: Any, digits: int = 0) -> Any:
@@ -54,20 +58,35 @@ def summarize(records: list[Record]) -> list[Table]:
     facts["database"] = "; ".join(f"{r.extra['store']}: {r.params['engine']} {r.extra['system']['database']}"
                                   for r in records if r.extra.get("system"))
     system = [{"item": k, "value": v} for k, v in facts.items()]
-    return [
+    tables = [
         Table("primary", "Primary metrics", primary,
               note=f"Relative throughput against {reference}." if reference else
-                   "Relative throughput: N/A — name a reference run with --reference."),
-        Table("stores", "Row store and column store", stores,
-              note="Queries/hr/TB: queries completed in the interval per hour × raw data in TB. I/O throughput: the "
-                   "average of the physical and logical scan rates, as the DWFT rating paper defines it; N/A where the engine has "
-                   "no logical-read counter (DuckDB, as the DWFT rating paper's column store)."),
+                   "Relative throughput: N/A — name a reference run with --reference.", report_columns=[]),
+        Table("stores", "Row store and column store", stores, note=STORES_NOTE, report_columns=[]),
         Table("capacity", "Capacity rules and limits", limits,
               note=f"Data volume {inputs['data_volume_gb']:,} GB ({inputs['volume_from']}); memory {inputs['memory_gb']} GB "
                    f"({inputs['memory_from']}). Rated capacity = the smallest limit."),
-        Table("system", "System", system),
+        Table("system", "System", system, report_columns=[]),
     ]
+    return [_rating_sheet(tables)] + tables
 
+
+def _rating_sheet(tables: list[Table]) -> Table:
+    """The system, the primary metrics and each store's figures in one table of sections, like the certification
+    table; the report shows it in place of the three tables it gathers."""
+    by = {t.name: t.rows for t in tables}
+    sections: list[tuple[str, list[tuple[str, Any]]]] = [
+        ("System", [(r["item"], r["value"]) for r in by["system"]]),
+        ("Primary metrics", list(by["primary"][0].items())),
+        *((f"{store['store'].title()} ({store['engine']})", [(k, v) for k, v in store.items() if k not in ("store", "engine")])
+          for store in by["stores"]),
+    ]
+    from refbench.report.html import fmt  # one number format: the sheet's values are text, as on the paper's sheet
+
+    notes = {t.name: t.note for t in tables}
+    return Table("rating_sheet", "refbench data-warehouse rating sheet",
+                 [{"section": section, "item": item, "value": NA if value is None else fmt(value)}
+                  for section, lines in sections for item, value in lines], note=f"{notes['primary']} {STORES_NOTE}")
 
 def _rule(name: str, rules: CapacityRules, inputs: dict[str, Any], scan: float | None) -> str:
     if name == "maximum user data capacity":
@@ -79,14 +98,6 @@ def _rule(name: str, rules: CapacityRules, inputs: dict[str, Any], scan: float |
     return f"{inputs['memory_gb']} GB memory / {rules.memory_gb_per_tb:g} GB per TB (refbench's rule, from the DWFT rating paper's 512 GB for 36 TB)"
 
 
+
 def charts(tables: list[Table]) -> list[Chart]:
-    by = {t.name: t.rows for t in tables}
-    if "primary" not in by:
-        return []
-    sections: dict[str, list[tuple[str, Any]]] = {}
-    sections["System"] = [(r["item"], r["value"]) for r in by.get("system", [])]
-    sections["Primary metrics"] = [(k, NA if v is None else v) for k, v in by["primary"][0].items()]
-    for store in by.get("stores", []):
-        sections[f"{store['store'].title()} ({store['engine']})"] = [
-            (k, NA if v is None else v) for k, v in store.items() if k not in ("store", "engine")]
-    return [Chart("rating_sheet", "refbench data-warehouse rating sheet", "", "", sections, kind="sheet")]
+    return []  # the rating sheet is a table (text people can read, copy and search), not a picture of one

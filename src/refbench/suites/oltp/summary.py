@@ -1,4 +1,4 @@
-"""The OLTP suite's tables and charts: the OLTP paper's throughput and latency by load level, throughput over time."""
+"""The OLTP suite's tables and charts: the OLTP orders-per-minute paper's throughput and latency by load level, throughput over time."""
 
 from __future__ import annotations
 
