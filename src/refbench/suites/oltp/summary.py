@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.suites import Chart, Record, Table
+from refbench.suites import Chart, Headline, Record, Table
 from refbench.suites.oltp.driver import TX
 
 
@@ -64,3 +64,15 @@ def charts(tables: list[Table]) -> list[Chart]:
         out.append(Chart("throughput_over_time", "New-Orders per minute over time (ramp-up included)",
                          "seconds from the start of the measurement (ramp-up < 0)", "New-Orders per minute", series))
     return out
+
+
+def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
+    """NOPM and TPM at the user count that gave the most New-Orders, with its New-Order p99."""
+    if not records:
+        return []
+    best = max(records, key=lambda r: r.metrics["nopm"])
+    m = best.metrics
+    at = f"{m['users']:,} user{'s' if m['users'] > 1 else ''}"
+    p99 = f"New-Order p99 {m['new_order_lat_p99_ms']:,.1f} ms"
+    return [Headline(f"NOPM at the best load level ({at})", m["nopm"], "NOPM", best.case_id, "nopm", p99),
+            Headline(f"TPM at the best load level ({at})", m["tpm"], "TPM", best.case_id, "tpm")]
