@@ -111,7 +111,12 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
             style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
             table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
             table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
-        out.print(table)
+        if out.is_terminal:
+            out.print(table)
+        else:  # a pipe or a file gets no padding to the table's width at the end of each line
+            with out.capture() as captured:
+                out.print(table)
+            print("\n".join(line.rstrip() for line in captured.get().splitlines()))
     _print_thresholds(thresholds)
 
 
