@@ -98,7 +98,7 @@ def build_report(run: Run, console: Console | None = None) -> Path:
     summary.append(h.banner(passed, failed))
     if verdicts:
         summary.append(_verdict_table(list(verdicts.values())))
-    summary.append(_acceptance(run.path / "accept.json"))
+    summary.append(_acceptance(run.read_json(run.accept_path)))
     body = [f'<section class="summary" id="summary">{"".join(summary)}</section>']
 
     sections = [(f"suite-{name}", f"{name}: {_suite_summary(name)}", name) for name in suites]
@@ -164,13 +164,13 @@ def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
                     f"<th>Bottleneck</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-def _acceptance(path: Path) -> str:
+def _acceptance(results: list[dict[str, Any]] | None) -> str:
     """The plan's acceptance thresholds as the run evaluated them (accept.json), when it had any."""
-    if not path.is_file():
+    if not results:
         return ""
-    results = json.loads(path.read_text())
     failed = sum(not r["passed"] for r in results)
-    rows = [{"threshold": r["threshold"], "measured": r.get("value"), "result": "pass" if r["passed"] else "FAIL"} for r in results]
+    rows = [{"threshold": r["threshold"], "measured": r.get("value"), "result": "pass" if r["passed"] else "FAIL",
+             "detail": r.get("detail", "")} for r in results]
     head = (f'<span class="FAIL">{failed} of {len(results)} FAILED</span>' if failed
             else f'<span class="pass">all {len(results)} met</span>')
     return f"<p><b>Acceptance thresholds</b>: {head}</p>" + h.table(rows, classes={"result": "{value}"})

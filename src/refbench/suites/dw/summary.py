@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.suites import Chart, Record, Table
+from refbench.suites import Chart, Headline, Record, Table
 from refbench.suites.dw.capacity import CapacityRules, shown_tb
 
 NA = "N/A"  # on the sheet; the tables keep None, which their Parquet and CSV files need
@@ -98,6 +98,19 @@ def _rule(name: str, rules: CapacityRules, inputs: dict[str, Any], scan: float |
     return f"{inputs['memory_gb']} GB memory / {rules.memory_gb_per_tb:g} GB per TB (refbench's rule, from the DWFT rating paper's 512 GB for 36 TB)"
 
 
-
 def charts(tables: list[Table]) -> list[Chart]:
     return []  # the rating sheet is a table (text people can read, copy and search), not a picture of one
+
+
+def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
+    """The rated capacity (derived from every record) and each store's measured queries/hr/TB."""
+    primary = next((t.rows[0] for t in tables if t.name == "primary"), None)
+    out = []
+    if primary and primary["rated user data capacity (TB)"] is not None:
+        out.append(Headline("rated user data capacity", primary["rated user data capacity (TB)"], "TB", "", "rated_tb",
+                            f"decided by the {primary['rating decided by']}"))
+    for r in sorted(records, key=lambda r: r.params["engine"] != "postgres"):
+        out.append(Headline(f"{r.extra['store']} ({r.params['engine']}): throughput", r.metrics["queries_per_hour_per_tb"],
+                            "queries/h/TB", r.case_id, "queries_per_hour_per_tb",
+                            f"{r.metrics['queries_per_hour']:,.0f} queries/h"))
+    return out
