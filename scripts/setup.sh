@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${VENV:-.venv}"
-APT_PACKAGES=(fio postgresql util-linux fdisk)  # fdisk: sfdisk, for the partition-table tests
+# fdisk: sfdisk, for the partition-table tests; chromium: the browser the report's tests open it in (Playwright
+# drives it by its path, so Playwright's own browser download is not needed).
+APT_PACKAGES=(fio postgresql util-linux fdisk chromium)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

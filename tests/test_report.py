@@ -18,14 +18,50 @@ def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
     result = refbench("report", str(run))
     assert result.code == 0, result.stderr
     html = (run / "report.html").read_text()
-    for heading in ("Host", "Block devices", "Tuning audit", "Suite: sleepy", "Correctness", "Per case",
-                    "How it was measured", "Host activity during the run", "Plan"):
-        assert heading in html, heading
-    assert "all 2 checks passed" in html
-    assert re.search(r'<img alt="Throughput by case" src="data:image/png;base64,', html)
+    assert (run / "report.html").stat().st_mode & 0o777 == 0o644
+    assert '<meta name="viewport" content="width=device-width' in html and "@media print" in html
+    # Summary, contents, then per suite: headline, charts, tables, method, per-case detail; then the host, once.
+    order = ['class="summary"', "all 2 checks passed", 'class="verdict"', "peak throughput: <b>4,000 ops/s</b>",
+             '<nav class="toc">', '<li><a href="#suite-sleepy">', '<section id="suite-sleepy">', "<figure><svg", "<h3>Per case</h3>",
+             "<h3>Correctness</h3>", "How it was measured", "<summary>Per-case detail (4 cases)", 'id="host-activity"',
+             "<h3>Block devices</h3>", "Tuning audit", "<h2>Plan</h2>"]
+    at = [html.find(marker) for marker in order]
+    assert -1 not in at and at == sorted(at), dict(zip(order, at))
+    assert html.count("slept and wrote 256 KiB with fsync") == 1  # the method once, for its 4 cases
+    assert "4 cases measured this way" in html
+    assert html.count("Tuning audit</h3>") == 1
+    # Every header names its unit: ops_per_s is "ops (per s)", lat_ms "lat (ms)".
+    assert "<th>ops (per s)</th>" in html and "<th>lat (ms)</th>" in html
+    # Charts inline as SVG, each data point with its value for hovering; the host charts mark when the suite ran.
+    assert '<g class="pt"><circle' in html and "ops/s at case case-003</text>" in html
+    activity = html[html.index('id="host-activity"'):html.index('<section id="host">')]
+    assert re.search(r"<text[^>]*>sleepy</text>", activity)  # the shaded span's name
     assert not re.search(r'(src|href)="(https?:|/)', html)  # nothing loaded from outside the file
+    assert "<script" not in html
     assert (run / "charts" / "sleepy" / "ops.png").is_file() and (run / "charts" / "sleepy" / "ops.svg").is_file()
     assert (run / "tables" / "sleepy" / "per_case.csv").read_text().startswith("case,ops_per_s,lat_ms")
+
+
+def test_acceptance_results_are_on_the_first_screen(tmp_path, refbench):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('suites = ["sleepy"]\n[sleepy]\nsleep_s = 0.0\n[accept]\n'
+                    'sleepy.ops_per_s = ">= 3000"\n"sleepy.case-000.lat_ms" = "<= 5"\n')
+    result = refbench("run", "--plan", str(plan), "--runs-dir", "runs")
+    assert result.code == 3, result.stderr
+    html = (tmp_path / result.last_line / "report.html").read_text()
+    summary = html[:html.index('<nav class="toc">')]
+    assert "Acceptance thresholds" in summary and "1 of 2 FAILED" in summary
+    assert "sleepy.case-000.lat_ms &lt;= 5" in summary
+
+
+def test_numbers_have_one_format_and_headers_their_unit():
+    from refbench.report.html import fmt, header
+
+    assert [fmt(v) for v in (1234567.8, 1234, 12.3456, 0.00123456, 0.0, None, True)] == [
+        "1,234,568", "1,234", "12.35", "0.001235", "0", "—", "yes"]
+    assert [header(c) for c in ("read_mb_s", "read_lat_p99_us", "ops_per_s", "cpu_pct", "size_gib", "query")] == [
+        "read (MB/s)", "read lat p99 (µs)", "ops (per s)", "cpu (%)", "size (GiB)", "query"]
+    assert header("write MB/s per core") == "write MB/s per core"  # already written for people
 
 
 def test_failed_correctness_check_fails_the_run_loudly(tmp_path, refbench):

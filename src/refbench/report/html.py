@@ -31,6 +31,7 @@ figure{margin:6px 0;border:1px solid #e3e7ec} figure svg{display:block;width:100
  text-anchor:middle;fill:#111;paint-order:stroke;stroke:#fff;stroke-width:3px;pointer-events:none}
 .pt:hover circle{fill:#1b3b5c55} .pt:hover text{visibility:visible}
 .summary table.verdict td:first-child{font-weight:600} .summary{margin-bottom:8px}
+table.verdict{width:100%} table.verdict td:nth-child(2){width:46%} table.verdict b{white-space:nowrap}
 .hostline{font-size:13px;color:#3a4553;margin:4px 0}
 nav.toc{font-size:14px;background:#f8f9fb;border:1px solid #e3e7ec;padding:6px 12px;margin:12px 0}
 nav.toc ol{margin:4px 0;padding-left:22px} nav.toc li{margin:2px 0}
