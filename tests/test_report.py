@@ -14,7 +14,10 @@ def _run(refbench, tmp_path, *args):
 
 
 def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
-    run = _run(refbench, tmp_path, "--name", "a")
+    # 0.4 s a case: the once-a-second telemetry has samples, and the host charts something to mark.
+    made = refbench("sleepy", "--runs-dir", str(tmp_path / "runs"), "--set", "sleepy.sleep_s=0.4", "--name", "a")
+    assert made.code == 0, made.stderr
+    run = Path(made.last_line)
     result = refbench("report", str(run))
     assert result.code == 0, result.stderr
     html = (run / "report.html").read_text()
