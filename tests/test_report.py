@@ -62,8 +62,9 @@ def test_numbers_have_one_format_and_headers_their_unit():
 
     assert [fmt(v) for v in (1234567.8, 1234, 12.3456, 0.00123456, 0.0, None, True)] == [
         "1,234,568", "1,234", "12.35", "0.001235", "0", "—", "yes"]
-    assert [header(c) for c in ("read_mb_s", "read_lat_p99_us", "ops_per_s", "cpu_pct", "size_gib", "query")] == [
-        "read (MB/s)", "read lat p99 (µs)", "ops (per s)", "cpu (%)", "size (GiB)", "query"]
+    assert [header(c) for c in ("read_mb_s", "read_lat_p99_us", "ops_per_s", "cpu_pct", "size_gib", "query", "mb_s",
+                                "write_iops")] == [
+        "read (MB/s)", "read lat p99 (µs)", "ops (per s)", "cpu (%)", "size (GiB)", "query", "MB/s", "write (IOPS)"]
     assert header("write MB/s per core") == "write MB/s per core"  # already written for people
 
 

@@ -129,10 +129,20 @@ def _category_ticks(ax, categories: list) -> None:
 
 
 def _tip(chart: Chart, label, x, y) -> str:
+    """What hovering a point shows: its series, value and unit, and where on the x axis it is."""
     from refbench.report.html import fmt  # html imports this module for the inline charts
 
-    where = f"{chart.xlabel} {fmt(x)}" if chart.xlabel else fmt(x)
-    return f"{label}: {fmt(y)} {chart.ylabel} at {where}" if len(chart.series) > 1 else f"{fmt(y)} {chart.ylabel} at {where}"
+    unit = _unit(chart.ylabel)
+    where = f"{chart.xlabel} {fmt(x)}" if chart.xlabel and len(chart.xlabel) <= 24 else fmt(x)
+    value = f"{fmt(y)} {unit}".strip()
+    return f"{label}: {value} at {where}" if len(chart.series) > 1 else f"{value} at {where}"
+
+
+def _unit(axis_label: str) -> str:
+    """The unit of an axis label: the last parenthesis ("p99 latency (µs)" → "µs"), or a short label as it is."""
+    if axis_label.endswith(")") and "(" in axis_label:
+        return axis_label[axis_label.rindex("(") + 1:-1]
+    return axis_label if len(axis_label) <= 24 else ""
 
 
 def _hover_layer(fig, ax, points: list[tuple[float, float, str]]) -> str:

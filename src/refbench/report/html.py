@@ -74,7 +74,8 @@ def fmt(value: Any) -> str:
 
 
 # Column names in files are snake_case with the unit last (read_mb_s); headers say the unit as people write it.
-UNIT_SUFFIXES = (("_mb_s", "MB/s"), ("_per_s", "per s"), ("_pct", "%"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s"),
+UNIT_NAMES = {"mb_s": "MB/s", "iops": "IOPS", "tpm": "TPM", "nopm": "NOPM"}
+UNIT_SUFFIXES = (("_mb_s", "MB/s"), ("_iops", "IOPS"), ("_per_s", "per s"), ("_pct", "%"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s"),
                  ("_gib", "GiB"), ("_mib", "MiB"), ("_kib", "KiB"), ("_kb", "KiB"), ("_gb", "GB"), ("_mb", "MB"),
                  ("_tb", "TB"), ("_bytes", "bytes"))
 
@@ -83,6 +84,8 @@ def header(column: str) -> str:
     """``read_lat_p99_us`` → ``read lat p99 (µs)``; names already written for people are kept."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", column):
         return column
+    if column in UNIT_NAMES:
+        return UNIT_NAMES[column]
     for suffix, unit in UNIT_SUFFIXES:
         if column.endswith(suffix) and len(column) > len(suffix):
             return f"{column[:-len(suffix)].replace('_', ' ')} ({unit})"
