@@ -242,7 +242,9 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
     tables, charts, records = outputs
     out = [f'<section id="{h.esc(anchor)}"><h2>{h.esc(title)}</h2>']
     if verdict:
-        out.append(f"<p>{_headlines(verdict)}</p><p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
+        if verdict.headlines:
+            out.append(f"<p>{_headlines(verdict)}</p>")
+        out.append(f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
     if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
         out.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
     if charts:

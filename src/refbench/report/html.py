@@ -34,7 +34,7 @@ figure{margin:6px 0;border:1px solid #e3e7ec} figure svg{display:block;width:100
 table.verdict{width:100%} table.verdict td:nth-child(2){width:46%} table.verdict b{white-space:nowrap}
 .hostline{font-size:13px;color:#3a4553;margin:4px 0}
 nav.toc{font-size:14px;background:#f8f9fb;border:1px solid #e3e7ec;padding:6px 12px;margin:12px 0}
-nav.toc ol{margin:4px 0;padding-left:22px} nav.toc li{margin:2px 0}
+nav.toc ol{margin:4px 0;padding-left:22px;columns:2 300px} nav.toc li{margin:2px 0}
 details{margin:8px 0} summary{cursor:pointer;color:#24476b} pre{background:#f4f6f8;padding:8px;overflow:auto;font-size:12px}
 .kv td:first-child{font-weight:600;background:#f8f9fb;width:220px}
 @media (max-width:700px){main{padding:10px 12px 40px} h1{font-size:20px} table{font-size:12px}
