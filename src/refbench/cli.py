@@ -238,44 +238,73 @@ def report(
     print(found.path)
 
 
-@app.command(epilog="Example:  refbench compare runs/…-sas-ssd runs/…-nvme --metric iops")
+@app.command(epilog="Examples:\n\n  refbench compare runs/…-sas-ssd runs/…-nvme\n\n"
+             "  refbench compare BASE NEW1 NEW2 --metric iops\n\n  refbench compare BASE NEW --all --json > diff.json")
 def compare(
-    run_a: str = typer.Argument(..., metavar="RUN_A", help="The baseline run."),
-    run_b: str = typer.Argument(..., metavar="RUN_B", help="The run compared with it."),
+    runs: list[str] = typer.Argument(..., metavar="RUN", show_default=False,
+                                     help="Two or more runs: the baseline first, then the runs compared with it."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
-    metric: Optional[str] = typer.Option(None, "--metric", help="Only figures whose name contains this text."),
-    html_out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default: in RUN_B's parent directory)."),
+    metric: Optional[str] = typer.Option(None, "--metric", metavar="TEXT",
+                                         help="Only figures whose name contains TEXT."),
+    everything: bool = typer.Option(False, "--all", help="Every figure the runs share, not only headlines and "
+                                    "significant changes."),
+    html_out: Optional[Path] = typer.Option(None, "--out", metavar="PATH", help="HTML file to write (default: "
+                                            "next to the last run, named after the runs and the selection)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Put every figure two runs share side by side, with the ratio ("3.6× faster")."""
-    from refbench.report.compare import overall, shared_figures, write_html
+    """Compare runs with the first: headline figures and what changed beyond the noise.
 
-    a, b = Run.find(run_a, runs_dir), Run.find(run_b, runs_dir)
-    a.check_readable()
-    b.check_readable()
-    rows = [r for r in shared_figures(a, b) if not metric or metric in r["metric"]]
-    path = html_out or b.path.parent / f"compare-{a.path.name}-vs-{b.path.name}.html"
-    write_html(a, b, rows, path)
+    A change is significant when Welch's t-test over repeats or per-second samples says so (p < 0.05) and it is at least 1%; a figure measured once on a side counts beyond 5%.
+    """
+    from rich import box
+
+    from refbench.report.compare import (by_figure, change_words, default_html_path, letters, overall, selected,
+                                         shared_figures, write_html)
+
+    if len(runs) < 2:
+        raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
+    found = [Run.find(r, runs_dir) for r in runs]
+    for run in found:
+        run.check_readable()
+    shared = shared_figures(found, metric)
+    rows = selected(shared, everything)
+    path = html_out or default_html_path(found, metric, everything)
+    write_html(found, rows, path, everything, metric)
+    significant = any(r["significant"] for r in shared)
     if as_json:
-        print(json.dumps({"a": str(a.path), "b": str(b.path), "html": str(path), "figures": rows, "overall": overall(rows)},
+        print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
+                          "significant": significant, "figures": rows, "overall": overall(rows) if everything else []},
                          indent=2))
         return
-    if not rows:
-        err.print("the two runs share no figures (no case was measured in both).")
-    else:
+    names = letters(found)
+    legend = "   ".join(f"{n} = {r.path.name}" for n, r in zip(names, found))
+    out.print(legend)
+    if not shared:
+        out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
+    elif rows:
         from refbench.report.html import fmt
 
-        table = RichTable("suite", "case", "metric", "A", "B", "B vs A", title=f"A = {a.path.name}   B = {b.path.name}")
-        for r in rows:
-            words = r["B vs A"]
-            style = "green" if "faster" in words else "red" if "slower" in words else ""
-            table.add_row(r["suite"], r["case"], r["metric"], fmt(r["A"]), fmt(r["B"]), f"[{style}]{words}[/{style}]" if style else words)
+        table = RichTable("suite", "case", "figure", "A", *(c for n in names[1:] for c in (n, f"{n} vs A")),
+                          box=box.SIMPLE_HEAD)
+        single = False
+        for (suite, case, m), per_run in by_figure(rows).items():
+            cells = [suite, case, m, fmt(next(iter(per_run.values()))["A"])]
+            for n in names[1:]:
+                r = per_run.get(n)
+                words = change_words(r) if r else "—"
+                single = single or "(1 measurement)" in words
+                style = "" if not r or not r["significant"] else "green" if "faster" in words else "red" if "slower" in words else "yellow"
+                cells += [fmt(r["B"]) if r else "—", f"[{style}]{escape(words)}[/{style}]" if style else words]
+            table.add_row(*cells)
         out.print(table)
-        if summary := overall(rows):
-            table = RichTable("suite", "group", "metric", "cases", "B vs A (geometric mean)", title="Overall")
+        if everything and (summary := overall(rows)):
+            table = RichTable("run", "suite", "group", "figure", "cases", "geometric mean against A", title="Overall",
+                              title_justify="left", box=box.SIMPLE_HEAD)
             for r in summary:
-                table.add_row(r["suite"], r["group"], r["metric"], str(r["cases"]), r["B vs A"])
+                table.add_row(r["vs"], r["suite"], r["group"], r["metric"], str(r["cases"]), r["against A"])
             out.print(table)
+    if not significant:
+        out.print("no significant change")
     err.print(f"comparison: {path}")
 
 
