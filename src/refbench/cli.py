@@ -257,9 +257,10 @@ def compare(
     A change is significant when Welch's t-test over repeats or per-second samples says so (p < 0.05) and it is at least 1%; a figure measured once on a side counts beyond 5%.
     """
     from rich import box
+    from rich.table import Column
 
-    from refbench.report.compare import (by_figure, change_words, default_html_path, letters, overall, selected,
-                                         shared_figures, write_html)
+    from refbench.report.compare import (NOISE_FLOOR, by_figure, change_words, default_html_path, letters, overall,
+                                         selected, shared_figures, write_html)
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
@@ -284,19 +285,22 @@ def compare(
     elif rows:
         from refbench.report.html import fmt
 
-        table = RichTable("suite", "case", "figure", "A", *(c for n in names[1:] for c in (n, f"{n} vs A")),
+        # One column names the figure, so that at 80 columns a long name wraps at its spaces, not the numbers.
+        table = RichTable(Column("suite case figure", ratio=1), "A", *(c for n in names[1:] for c in (n, f"{n} vs A")),
                           box=box.SIMPLE_HEAD)
         single = False
         for (suite, case, m), per_run in by_figure(rows).items():
-            cells = [suite, case, m, fmt(next(iter(per_run.values()))["A"])]
+            cells = [f"{suite} {case} {m}", fmt(next(iter(per_run.values()))["A"])]
             for n in names[1:]:
                 r = per_run.get(n)
                 words = change_words(r) if r else "—"
-                single = single or "(1 measurement)" in words
+                single = single or words.endswith("*")
                 style = "" if not r or not r["significant"] else "green" if "faster" in words else "red" if "slower" in words else "yellow"
                 cells += [fmt(r["B"]) if r else "—", f"[{style}]{escape(words)}[/{style}]" if style else words]
             table.add_row(*cells)
         out.print(table)
+        if single:
+            out.print(f"* measured once on a side: counts as a change beyond {NOISE_FLOOR:.0%}")
         if everything and (summary := overall(rows)):
             table = RichTable("run", "suite", "group", "figure", "cases", "geometric mean against A", title="Overall",
                               title_justify="left", box=box.SIMPLE_HEAD)

@@ -269,10 +269,11 @@ def by_figure(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str
 
 
 def change_words(row: dict[str, Any]) -> str:
-    """The cell people read: the change when it is significant, pyperf's "not significant" otherwise."""
+    """The cell people read: the change when it is significant (starred when measured once on a side),
+    pyperf's "not significant" otherwise."""
     if not row["significant"]:
         return "same" if row["basis"] == "identical" else "not significant"
-    return row["B vs A"] + (" (1 measurement)" if row["basis"].startswith("1 measurement") else "")
+    return row["B vs A"] + ("*" if row["basis"].startswith("1 measurement") else "")
 
 
 def overall(rows: list[dict[str, Any]], minimum_cases: int = 3) -> list[dict[str, Any]]:
