@@ -14,14 +14,10 @@ from typing import Any
 
 from refbench.fileio import atomic_write_text
 from refbench.report import html as h
+from refbench.report.verdict import headline_keys
 from refbench.runstore import Run
 from refbench.suites import Record
 
-try:
-    from refbench.report.verdict import headline_keys
-except ImportError:  # the verdict module lands on main separately; until then no figure is a headline
-    def headline_keys(run: Run) -> set[tuple[str, str, str]]:
-        return set()
 
 # Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
 HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|_mb_s|_mib_s|_gb_s|_b_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
