@@ -20,7 +20,7 @@ from refbench.suites import Record
 
 
 # Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
-HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|_mb_s|_mib_s|_gb_s|_b_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
+HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|(^|_)(mb|mib|gb|b)_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
 LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$|_ns$|_min$)", re.I)
 # Durations a run chose rather than achieved (how long a point ran or was measured, when steady state came),
 # and CPU seconds over a fixed interval (less is not better when less work was done).
@@ -248,11 +248,13 @@ def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str,
 
 
 def selected(rows: list[dict[str, Any]], everything: bool) -> list[dict[str, Any]]:
-    """What is shown: every row, or the headline figures and the figures that changed significantly against
-    any of the runs (with their rows for all runs, so a figure's line is complete)."""
+    """What is shown: every row, or the headline figures and the figures with a better direction (throughput,
+    latency, time; not the percentages and counts that describe a run) that changed significantly against any
+    of the runs, with their rows for all runs, so a figure's line is complete."""
     if everything:
         return rows
-    keep = {(r["suite"], r["case"], r["metric"]) for r in rows if r["headline"] or r["significant"]}
+    keep = {(r["suite"], r["case"], r["metric"]) for r in rows
+            if r["headline"] or (r["significant"] and direction(r["metric"]) != 0)}
     return [r for r in rows if (r["suite"], r["case"], r["metric"]) in keep]
 
 
