@@ -366,8 +366,14 @@ def compare(
         table = RichTable(Column("suite case figure", ratio=1), "A", *(c for n in names[1:] for c in (n, f"{n} vs A")),
                           box=box.SIMPLE_HEAD)
         single = False
+        after_headlines = False
         for (suite, case, m), per_run in by_figure(rows).items():
-            cells = [f"{suite} {case} {m}", fmt(next(iter(per_run.values()))["A"])]
+            first = next(iter(per_run.values()))
+            if not first["headline"] and not after_headlines:
+                after_headlines = True
+                if table.row_count:  # a rule between the headline figures and the other changes
+                    table.add_section()
+            cells = [f"{suite} {case} {m}", fmt(first["A"])]
             for n in names[1:]:
                 r = per_run.get(n)
                 words = change_words(r) if r else "—"

@@ -259,9 +259,10 @@ def selected(rows: list[dict[str, Any]], everything: bool) -> list[dict[str, Any
 
 
 def by_figure(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, dict[str, Any]]]:
-    """(suite, case, metric) -> compared run's letter -> row: one line per figure across N runs."""
+    """(suite, case, metric) -> compared run's letter -> row: one line per figure across N runs, the headline
+    figures first."""
     out: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: not r["headline"]):
         out.setdefault((r["suite"], r["case"], r["metric"]), {})[r["vs"]] = r
     return out
 
@@ -335,10 +336,13 @@ def write_html(runs: list[Run], rows: list[dict[str, Any]], out: Path, everythin
     legend = " · ".join(f"{n} = {h.esc(r.path.name)}" for n, r in zip(names, runs))
     figure_rows = []
     for (suite, case, m), per_run in by_figure(rows).items():
-        line: dict[str, Any] = {"suite": suite, "case": case, "metric": m, "A": next(iter(per_run.values()))["A"]}
+        first = next(iter(per_run.values()))
+        line: dict[str, Any] = {"suite": suite, "case": case, "metric": m, "headline": "yes" if first["headline"] else "",
+                                "A": first["A"]}
         for n in names[1:]:
             if (r := per_run.get(n)) is not None:
-                line[n], line[f"{n} vs A"], line[f"{n} basis"] = r["B"], change_words(r), r["basis"]
+                line[n], line[f"{n} vs A"] = r["B"], change_words(r)
+                line[f"{n} basis"] = r["basis"] + (f", p = {r['p']:.2g}" if r["p"] is not None else "")
         figure_rows.append(line)
     shown = "every figure the runs share" if everything else "the headline figures and the figures that changed significantly"
     significant = any(r["significant"] for r in rows)
