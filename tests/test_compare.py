@@ -53,6 +53,9 @@ def test_a_run_against_itself_is_short_and_says_no_significant_change(tmp_path, 
     assert result.code == 0, result.stderr
     assert "no significant change" in result.stdout
     assert len((result.stdout + result.stderr).splitlines()) <= 80, result.stdout
+    figures = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("sleepy ")]
+    assert len(figures) == 1 and figures[0][:3] == ["sleepy", "case-039", "ops_per_s"]  # the headline, and only it
+    assert figures[0][3] == figures[0][4] and figures[0][5] == "same"
     everything = refbench("compare", str(run), str(run), "--all")
     assert len(everything.stdout.splitlines()) > 160  # 40 cases × 4 figures: the default leaves them out
     assert "no significant change" in everything.stdout
@@ -71,6 +74,7 @@ def test_noise_is_not_a_change_and_repeats_are_one_figure(tmp_path, refbench):
     noise, faster = rows[("B", "case-000", "ops_per_s")], rows[("C", "case-000", "ops_per_s")]
     assert noise["A"] != noise["B"] and not noise["significant"] and noise["p"] >= 0.05
     assert noise["basis"] == "Welch t-test, 3 repeats vs 3 repeats"
+    assert noise["headline"]  # the verdict names one repeat's record ("case-000-r2"): its figure is the headline
     assert faster["significant"] and faster["p"] < 0.05 and faster["basis"] == "Welch t-test, 3 repeats vs 10 samples"
     assert ("B", "case-000", "busy_pct") not in rows  # the same in all three: neither headline nor change
     assert rows[("B", "case-000", "lat_ms")]["B vs A"] == "same"  # shown because it changed in C
