@@ -5,6 +5,7 @@ time, and the space each directory needs against what its file system has free."
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +34,17 @@ def dry_run(plan: Plan) -> list[str]:
     total = 0.0
     for name in plan.suites:
         estimate = estimates[name]
-        lines += ["", f"{name}: {len(cases[name])} case(s), " + (
-            f"about {duration(estimate.seconds)} (estimate: {estimate.method})" if estimate else "no time estimate")]
+        count = f"{len(cases[name])} case{'' if len(cases[name]) == 1 else 's'}"
+        lines += ["", f"{name}: {count}, " + (f"about {duration(estimate.seconds)} (an estimate)" if estimate
+                                              else "no time estimate (the suite offers none)")]
+        if estimate:
+            lines += textwrap.wrap(f"reckoned as: {estimate.method}", 78, initial_indent="  ", subsequent_indent="    ")
         width = max((len(c.id) for c in cases[name]), default=0)
         lines += [f"  {c.id:<{width}}  {c.title}" for c in cases[name]]
         total += estimate.seconds if estimate else 0
     if plan.suites:
-        lines += ["", f"time: about {duration(total)} in all (an estimate, for measuring alone on this host; "
-                      "the host inventory and the report add seconds)"]
+        lines += [""] + textwrap.wrap(f"time: about {duration(total)} in all (an estimate, for measuring alone on this "
+                                      "host; the host inventory and the report add seconds)", 78, subsequent_indent="  ")
     lines += ["", "space (what the plan writes, against the free space now):"]
     problems = []
     for directory, parts in _by_file_system(estimates).items():
@@ -117,7 +121,7 @@ def duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 600:
-        return f"{seconds // 60} min {seconds % 60} s"
+        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
     hours, minutes = divmod(round(seconds / 60), 60)
     return f"{hours} h {minutes} min" if hours else f"{minutes} min"
 
