@@ -10,7 +10,7 @@ import os
 import time
 
 from refbench.plan import Option
-from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites import Case, Chart, Finding, Headline, Record, Table
 
 
 class SleepySuite:
@@ -66,3 +66,10 @@ class SleepySuite:
     def charts(self, tables):
         rows = tables[0].rows
         return [Chart("ops", "Throughput by case", "case", "ops/s", {"ops": [(r["case"], r["ops_per_s"]) for r in rows]})]
+
+    def headlines(self, records, tables):
+        if not records:
+            return []
+        best = max(records, key=lambda r: r.metrics["ops_per_s"])
+        return [Headline("peak throughput", best.metrics["ops_per_s"], "ops/s", best.case_id, "ops_per_s",
+                         f"latency {best.metrics['lat_ms']:g} ms")]

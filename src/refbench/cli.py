@@ -17,7 +17,7 @@ from typer.core import TyperArgument, TyperOption
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from refbench import __version__, runner
+from refbench import __version__, accept, runner
 from refbench.errors import UserError
 from refbench.exhaustion import explain
 from refbench.fileio import atomic_write_text
@@ -61,6 +61,7 @@ app = typer.Typer(
 )
 
 RUNS_DIR_HELP = "Directory holding run directories (default: runs)."
+RUN_JSON_HELP = "Print the verdict as one line of JSON instead of a table (the run directory stays the last line)."
 KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (default: removed)."
 DRY_RUN_HELP = ("Check the plan as a run would, then print every option with its value and where it came from, the "
                 "cases, the estimated time and the space each directory needs; write nothing.")
@@ -81,7 +82,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-def _start_and_execute(plan_kwargs: dict[str, Any], dry_run: bool = False) -> None:
+def _start_and_execute(plan_kwargs: dict[str, Any], as_json: bool = False, dry_run: bool = False) -> None:
     plan = load_plan(**plan_kwargs)
     if plan.hosts:
         from refbench.cluster.coordinator import preflight
@@ -91,7 +92,7 @@ def _start_and_execute(plan_kwargs: dict[str, Any], dry_run: bool = False) -> No
         _dry_run(plan)
         return
     run = runner.start(plan, sys.argv, err)
-    _execute(run)
+    _execute(run, as_json)
 
 
 def _dry_run(plan) -> None:
@@ -105,7 +106,7 @@ def _dry_run(plan) -> None:
     print("\n".join(lines))
 
 
-def _execute(run: Run) -> None:
+def _execute(run: Run, as_json: bool = False) -> None:
     try:
         if run.plan.hosts:
             from refbench.cluster.coordinator import execute as execute_on_cluster
@@ -120,11 +121,61 @@ def _execute(run: Run) -> None:
         print(run.path, flush=True)
         raise typer.Exit(130)
     err.print(f"report: {run.report_path}")
+    thresholds = run.read_json(run.accept_path) or []
+    if as_json:
+        print(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.read_json(run.verdict_path) or [],
+                          "accept": thresholds}), flush=True)
+    else:
+        _print_verdict(run, thresholds)
     if not passed:
         err.print("[bold red]correctness checks FAILED[/bold red]: see the report's Correctness sections.")
     print(run.path, flush=True)
     if not passed:
         raise typer.Exit(1)
+    if accept.failed(thresholds):
+        raise typer.Exit(accept.EXIT_THRESHOLD_FAILED)
+
+
+def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
+    """The answer the run was for, after its progress: headline figures, correctness and bottleneck per suite."""
+    from refbench.report.html import fmt
+
+    verdicts = run.read_json(run.verdict_path) or []
+    if verdicts:
+        table = RichTable(box=None, show_header=False, title=f"verdict — {run.path.name}", title_justify="left",
+                          title_style="bold", pad_edge=False)
+        table.add_column("suite", style="bold", no_wrap=True)
+        table.add_column("figures")
+        for v in verdicts:
+            for i, h in enumerate(v["headlines"] or [None]):
+                text = "no headline figures" if h is None else (
+                    f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}[/bold]" + (f" ({escape(h['note'])})" if h["note"] else ""))
+                table.add_row(v["suite"] if i == 0 else "", text)
+            style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
+            table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
+            table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
+        if out.is_terminal:
+            out.print(table)
+        else:  # a pipe or a file gets no padding to the table's width at the end of each line
+            with out.capture() as captured:
+                out.print(table)
+            print("\n".join(line.rstrip() for line in captured.get().splitlines()))
+    _print_thresholds(thresholds)
+
+
+def _print_thresholds(results: list[dict[str, Any]]) -> None:
+    from refbench.report.html import fmt
+
+    if not results:
+        return
+    failed = accept.failed(results)
+    head = (f"[bold red]{len(failed)} of {len(results)} acceptance thresholds FAILED[/bold red]" if failed
+            else f"[green]all {len(results)} acceptance thresholds passed[/green]")
+    out.print(f"acceptance: {head}")
+    for r in results:
+        mark = "[green]pass[/green]" if r["passed"] else "[bold red]FAIL[/bold red]"
+        value = "not measured" if r["value"] is None else fmt(r["value"])
+        out.print(f"  {mark}  {escape(r['threshold'])}  (value {value}: {escape(r['detail'])})", soft_wrap=True)
 
 
 def _tls_options():
@@ -157,6 +208,7 @@ def run(
                                             "without it, --hosts starts a local cluster on loopback."),
     tls_ca_file: Optional[str] = _tls_options()[0], tls_cert: Optional[str] = _tls_options()[1],
     tls_key: Optional[str] = _tls_options()[2],
+    as_json: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Run a plan: its suites in order, into a new run directory, then write the report. With --hosts, on that
     many nodes of a Dask cluster at once, each measuring its own host."""
@@ -165,7 +217,7 @@ def run(
                                 "keep_work": keep_work, "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
                                 "tls_cert": tls_cert, "tls_key": tls_key},
         "sets": set_, "suites": suite or None,
-    }, dry_run)
+    }, as_json, dry_run)
 
 
 def _counts(text: str | None) -> list[int] | None:
@@ -284,6 +336,31 @@ def report(
         path = build_report(found, err)
     err.print(f"report: {path}")
     print(found.path)
+
+
+@app.command(epilog="Examples:\n\n  refbench check runs/20261122T070000Z-lab-a                # the run's own \\[accept]\n\n"
+             "  refbench check runs/20261122T070000Z-lab-a --plan acceptance.toml")
+def check(
+    run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
+    plan: Optional[Path] = typer.Option(None, "--plan", metavar="PATH", help="Plan file whose \\[accept] table to "
+                                        "evaluate (default: the thresholds the run was started with)."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Evaluate acceptance thresholds against a finished run. Exit status 3 when one fails, 0 when all pass."""
+    found = Run.find(run_ref, runs_dir)
+    found.check_readable()
+    conditions = load_plan(plan).accept if plan is not None else found.plan.accept
+    if not conditions:
+        where = f"{plan} has no [accept] table" if plan is not None else f"run {found.path} was started without thresholds"
+        raise UserError(f"nothing to check: {where} (write them as [accept] oltp.nopm = \">= 50000\").")
+    results = accept.evaluate(found, accept.parse(conditions, str))
+    if as_json:
+        print(json.dumps({"run": str(found.path), "accept": results}, indent=2))
+    else:
+        _print_thresholds(results)
+    if accept.failed(results):
+        raise typer.Exit(accept.EXIT_THRESHOLD_FAILED)
 
 
 @app.command(epilog="Example:  refbench compare runs/…-sas-ssd runs/…-nvme --metric iops")
@@ -412,6 +489,7 @@ def _add_suite_command(name: str) -> None:
         inspect.Parameter("keep_work", kw, annotation=Optional[bool],
                           default=typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP)),
         inspect.Parameter("dry_run", kw, annotation=bool, default=typer.Option(False, "--dry-run", help=DRY_RUN_HELP)),
+        inspect.Parameter("as_json", kw, annotation=bool, default=typer.Option(False, "--json", help=RUN_JSON_HELP)),
     ]
     for key, option in suite.options.items():
         flag = key.replace("_", "-")
@@ -432,7 +510,7 @@ def _add_suite_command(name: str) -> None:
             "flags": {"profile": kwargs["profile"], "runs_dir": kwargs["runs_dir"], "name": kwargs["run_name"],
                       "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"]},
             "suite_flags": {name: suite_options},
-        }, kwargs["dry_run"])
+        }, kwargs["as_json"], kwargs["dry_run"])
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = suite.summary

@@ -10,6 +10,9 @@ file:line when we can find it).
     targets = ["/mnt/nvme0"]      # what the storage suites measure
     engines = ["duckdb", "postgres"]
 
+    [accept]                      # acceptance thresholds (accept.py)
+    "device.t0-rand-w0-qd32-bs4k.read_iops" = ">= 10000"
+
     [device]                      # one section per suite; its keys are that suite's options
     iodepth = [1, 4, 32]
 """
@@ -25,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from refbench.accept import parse as parse_accept
 from refbench.errors import UserError
 from refbench.suites import get_suite, suite_names
 
@@ -207,6 +211,7 @@ class Plan:
     tls_cert: str = ""
     tls_key: str = ""
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # suite -> resolved options
+    accept: dict[str, str] = field(default_factory=dict)  # acceptance thresholds: figure -> condition (accept.py)
     source: str = ""  # the plan file, if any
     # Where each value came from ("name", "oltp.users" -> "flag --users"), for --dry-run; not part of the run's record.
     origins: dict[str, str] = field(default_factory=dict, compare=False)
@@ -259,7 +264,7 @@ def load_plan(
 
     known = suite_names()
     for key, value in raw.items():
-        if key in TOP_LEVEL:
+        if key in TOP_LEVEL or key == "accept":
             continue
         if key in known:
             if not isinstance(value, dict):
@@ -324,6 +329,12 @@ def load_plan(
     for name in set_values:
         if name not in plan.suites:
             raise PlanError(f"--set {name}.… sets an option of suite '{name}', which this run does not include.")
+    if "accept" in raw:
+        for threshold in parse_accept(raw["accept"], lambda key: where("accept", key) if key else where("", "accept")):
+            if threshold.figure.split(".")[0] not in plan.suites:
+                raise PlanError(f"{where('accept', threshold.figure)} names suite '{threshold.figure.split('.')[0]}', "
+                                "which this run does not include.")
+            plan.accept[threshold.figure] = f"{threshold.op} {threshold.limit:g}"
     return plan
 
 

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from refbench import accept
 from refbench.engines.postgres import last_panic
 from refbench.errors import UserError
 from refbench.exhaustion import ResourceExhausted, explain
@@ -167,6 +168,7 @@ def diagnose(exc: Exception, run: Run) -> UserError | None:
 
 def _execute(run: Run, console: Console) -> bool:
     from refbench.report import build_report
+    from refbench.report.verdict import run_verdict
 
     with run.running():
         run.clean_interrupted_writes()
@@ -174,8 +176,12 @@ def _execute(run: Run, console: Console) -> bool:
         with Sampler(run.telemetry_path):
             for name in plan.suites:
                 _run_suite(run, plan, get_suite(name), console)
+        if plan.accept:
+            run.write_json(run.accept_path, accept.evaluate(run, accept.parse(plan.accept, str)))
         # Inside running(): a run killed while its report is written is not complete, and resume writes it.
         build_report(run, console)
+        if not plan.hosts:
+            run.write_json(run.verdict_path, [v.to_dict() for v in run_verdict(run)])
         if not plan.keep_work:
             remove_work_data(run, console)
     return findings_passed(run.findings())

@@ -17,7 +17,7 @@ from typing import Any
 
 from refbench.fileio import writable_directory
 from refbench.plan import Option, Plan, PlanError
-from refbench.suites import Case, Chart, Estimate, Finding, Record, Table
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.suites.analytics import inputs, launcher
 from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, all_tests
 from refbench.suites.analytics.summary import mean_of, minutes_of
@@ -250,6 +250,11 @@ class AnalyticsSuite:
         from refbench.suites.analytics.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.analytics.summary import headlines
+
+        return headlines(records, tables)
 
 
 def _placed_locations(plan: Plan) -> dict[str, tuple[str, str]]:

@@ -17,7 +17,7 @@ from typing import Any
 from refbench.engines.fio import FioError, fio_binary, run_fio
 from refbench.errors import UserError
 from refbench.plan import Option, Plan, PlanError
-from refbench.suites import Case, Chart, Estimate, Finding, Record, Table
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.suites.device import checks
 from refbench.suites.device.sweep import (
     AccessMode, access_modes, base_job, bs_id, precondition_random, precondition_sequential, run_point, size_label,
@@ -307,6 +307,11 @@ class DeviceSuite:
         from refbench.suites.device.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.device.summary import headlines
+
+        return headlines(records, tables)
 
 
 CHECK_METHODS = {

@@ -26,7 +26,7 @@ from refbench.errors import UserError
 from refbench.host import pagecache
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
-from refbench.suites import Case, Chart, Estimate, Finding, Record, Table, storage
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space,
 )
@@ -294,6 +294,11 @@ class DssSuite:
         from refbench.suites.dss.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.dss.summary import headlines
+
+        return headlines(records, tables)
 
 
 def checked_engines(suite: str, plan: Plan) -> list[str]:

@@ -20,7 +20,7 @@ from refbench.errors import UserError
 from refbench.host.pagecache import files_under
 from refbench.plan import ENGINES, Option, Plan
 from refbench.runstore import Run
-from refbench.suites import Case, Chart, Estimate, Finding, Record, Table, storage
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import device_of
 from refbench.suites.dss import (
     check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
@@ -195,6 +195,11 @@ class DwSuite:
         from refbench.suites.dw.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.dw.summary import headlines
+
+        return headlines(records, tables)
 
 
 def _system(inventory: dict[str, Any], device: str | None, settings: dict[str, str]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from refbench.engines.settings import (
     check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
 )
 from refbench.plan import PROFILES, Option, Plan, PlanError
-from refbench.suites import Case, Chart, Estimate, Finding, Record, Table, storage
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
 )
@@ -300,6 +300,11 @@ class OltpSuite:
         from refbench.suites.oltp.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.oltp.summary import headlines
+
+        return headlines(records, tables)
 
 
 def _load_dir(plan: Plan) -> str:
