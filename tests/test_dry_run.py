@@ -113,6 +113,8 @@ def test_every_commands_help_fits_80_columns_whole_flags_and_plain_types(monkeyp
                 if flag.startswith("-") and not param.hidden:
                     assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), (name, flag, text)
         assert "<list" not in text and not re.search(r"<\w+>", text), (name, text)
+        assert "\\[" not in text, (name, text)  # Rich markup shown as typed
+        assert not re.search(r"\(default: [^)]*\)\.?\s+\[default:", text), (name, text)  # said twice
 
 
 @pytest.mark.parametrize("name", list(PAPERS))

@@ -60,7 +60,9 @@ app = typer.Typer(
                      "refbench oltp --help  # add --debug to any command for a traceback"),
 )
 
-RUNS_DIR_HELP = "Directory holding run directories (default: runs)."
+RUNS_DIR_HELP = "Directory holding run directories."
+# run and the suite commands leave their defaults to the plan, so the help says what it is.
+PLAN_RUNS_DIR_HELP = f"Directory holding run directories (default: {TOP_LEVEL['runs_dir'].default})."
 RUN_JSON_HELP = "Print the verdict as one line of JSON instead of a table (the run directory stays the last line)."
 KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (default: removed)."
 DRY_RUN_HELP = ("Check the plan as a run would, then print every option with its value and where it came from, the "
@@ -196,7 +198,7 @@ def run(
     suite: Optional[list[str]] = typer.Option(None, "--suite", metavar="SUITE",
                                               help="Suite to run (repeatable); overrides the plan's list."),
     profile: Optional[str] = typer.Option(None, "--profile", metavar="PROFILE", help=PROFILE_HELP),
-    runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
+    runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=PLAN_RUNS_DIR_HELP),
     name: Optional[str] = typer.Option(None, "--name", help="Run name, part of the run directory (default: run)."),
     set_: Optional[list[str]] = typer.Option(None, "--set", metavar="SUITE.KEY=VALUE",
                                              help="Override a suite option (repeatable)."),
@@ -338,11 +340,11 @@ def report(
     print(found.path)
 
 
-@app.command(epilog="Examples:\n\n  refbench check runs/20261122T070000Z-lab-a                # the run's own \\[accept]\n\n"
-             "  refbench check runs/20261122T070000Z-lab-a --plan acceptance.toml")
+@app.command(epilog=_examples("refbench check runs/20261122T070000Z-lab-a  # the run's own [accept]",
+                              "refbench check runs/20261122T070000Z-lab-a --plan acceptance.toml"))
 def check(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
-    plan: Optional[Path] = typer.Option(None, "--plan", metavar="PATH", help="Plan file whose \\[accept] table to "
+    plan: Optional[Path] = typer.Option(None, "--plan", metavar="PATH", help="Plan file whose [accept] table to "
                                         "evaluate (default: the thresholds the run was started with)."),
     runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -481,7 +483,7 @@ def _add_suite_command(name: str) -> None:
         inspect.Parameter("profile", kw, annotation=Optional[str],
                           default=typer.Option(None, "--profile", metavar="PROFILE", help=_profile_help(suite))),
         inspect.Parameter("plan_path", kw, annotation=Optional[Path], default=typer.Option(None, "--plan", help="TOML plan file.")),
-        inspect.Parameter("runs_dir", kw, annotation=Optional[str], default=typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP)),
+        inspect.Parameter("runs_dir", kw, annotation=Optional[str], default=typer.Option(None, "--runs-dir", help=PLAN_RUNS_DIR_HELP)),
         inspect.Parameter("run_name", kw, annotation=Optional[str], default=typer.Option(None, "--name", help=f"Run name (default: {name}).")),
         inspect.Parameter("sets", kw, annotation=Optional[list[str]],
                           default=typer.Option(None, "--set", metavar=f"{name.upper()}.KEY=VALUE",
