@@ -75,7 +75,7 @@ def test_a_dry_run_refuses_suites_that_fit_one_by_one_but_not_together(tmp_path,
                       "--set", f"device.size={share // 2**20 * 2**20}", "--set", f"oltp.warehouses={warehouses}")
     assert result.code == 2, (result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(
-        f"refbench: the plan does not fit: {disk}'s file system has "), result.stderr
+        f"refbench: the plan does not fit: the file system of {disk} has "), result.stderr
     assert f"{disk}: needs" in result.stdout and "DOES NOT FIT" in result.stdout
     assert _tree(tmp_path) == before
 

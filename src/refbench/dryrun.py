@@ -53,7 +53,7 @@ def dry_run(plan: Plan) -> list[str]:
         lines.append(f"  {directory}: needs {gb(needed)} of {gb(free)} free — {'fits' if fits else 'DOES NOT FIT'}")
         lines += [f"    {gb(size)}  {what} ({path})" for path, size, what in parts]
         if not fits:
-            problems.append(f"{directory}'s file system has {gb(free)} free and the plan needs {gb(needed)} there "
+            problems.append(f"the file system of {directory} has {gb(free)} free and the plan needs {gb(needed)} there "
                             f"({', '.join(what for _, _, what in parts)})")
     if not any(e and e.space for e in estimates.values()):
         lines.append("  nothing beyond the run directory's records and report")
