@@ -43,8 +43,10 @@ def dry_run(plan: Plan) -> list[str]:
         lines += [f"  {c.id:<{width}}  {c.title}" for c in cases[name]]
         total += estimate.seconds if estimate else 0
     if plan.suites:
-        lines += [""] + textwrap.wrap(f"time: about {duration(total)} in all (an estimate, for measuring alone on this "
-                                      "host; the host inventory and the report add seconds)", 78, subsequent_indent="  ")
+        missing = [name for name in plan.suites if not estimates[name]]
+        amount = f"more than {duration(total)} ({', '.join(missing)} not estimated)" if missing else f"about {duration(total)}"
+        lines += [""] + textwrap.wrap(f"time: {amount} in all (an estimate, for measuring alone on this host; the host "
+                                      "inventory and the report add seconds)", 78, subsequent_indent="  ")
     lines += ["", "space (what the plan writes, against the free space now):"]
     problems = []
     for directory, parts in _by_file_system(estimates).items():
