@@ -25,7 +25,7 @@ def dry_run(plan: Plan) -> list[str]:
     lines = ["dry run: the plan as a run would use it; nothing was written.", "", "plan:"]
     lines += _option_lines({key: getattr(plan, key) for key in TOP_LEVEL}, plan.origins)
     for name in plan.suites:
-        resolved = {key: value for key, value in plan.options[name].items()}
+        resolved = plan.options[name]
         origins = {key: plan.origins.get(f"{name}.{key}", "") for key in resolved}
         for key, value in resolved.items():
             if before[name].get(key) != value:  # sized by the suite itself, e.g. warehouses 0: to the free space
