@@ -95,6 +95,11 @@ def test_compare_needs_two_runs_and_its_help_fits_80_columns(tmp_path, refbench)
     assert shown.returncode == 0 and all(len(line) <= 80 for line in shown.stdout.splitlines())
     for flag in ("--all", "--metric", "--out", "--json", "--runs-dir", "refbench compare"):
         assert flag in shown.stdout
+    from refbench.report.compare import ALPHA, NOISE_FLOOR, SAME_WITHIN
+
+    # the help states the rule with compare's own numbers (it cannot import them: that would load matplotlib)
+    text = " ".join(shown.stdout.split())
+    assert f"p < {ALPHA}" in text and f"at least {SAME_WITHIN:.0%}" in text and f"beyond {NOISE_FLOOR:.0%}" in text
 
 
 @pytest.mark.parametrize("t, df", [(12.706, 1), (2.228, 10), (2.086, 20), (1.984, 100)])

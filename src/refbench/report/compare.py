@@ -32,6 +32,7 @@ SAME_WITHIN = 0.01
 # per-interval samples a record keeps) differs significantly when Welch's two-sided t-test gives p < ALPHA
 # and the means differ by at least SAME_WITHIN. A figure measured once on a side cannot be tested: it differs
 # when the two values are more than NOISE_FLOOR apart, and the output says it was a single measurement.
+# The compare command's help says it in words; tests/test_compare.py holds the two together.
 ALPHA = 0.05
 NOISE_FLOOR = 0.05
 RULE = (f"A change is significant when Welch's t-test over the repeats or per-second samples gives p < {ALPHA} "
