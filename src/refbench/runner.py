@@ -116,12 +116,16 @@ def scratch_dir(run: Run) -> Path:
 
 
 def start(plan: Plan, argv: list[str], console: Console) -> Run:
-    _refuse_unused_targets(plan)
-    for name in plan.suites:
-        get_suite(name).cases(plan)  # a plan that cannot expand into cases fails before anything is written
+    expand(plan)
     run = Run.create(plan, {**run_metadata(), "argv": argv})
     console.print(f"run directory: {run.path}")
     return run
+
+
+def expand(plan: Plan) -> dict[str, list[Case]]:
+    """Every suite's cases, after every check a run makes before it writes anything (a --dry-run stops here)."""
+    _refuse_unused_targets(plan)
+    return {name: get_suite(name).cases(plan) for name in plan.suites}
 
 
 def _refuse_unused_targets(plan: Plan) -> None:

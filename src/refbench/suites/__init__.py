@@ -104,6 +104,16 @@ class Headline:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """What a plan will take, said before it runs (``refbench run --dry-run``): the suite's wall time, how that was
+    reckoned, and what it writes where. A suite may offer ``estimate(plan, cases) -> Estimate``; it is optional."""
+
+    seconds: float
+    method: str  # the reckoning in words, e.g. "2 × (3 s ramp-up + 8 s measured) + the load"
+    space: list[tuple[str, int, str]] = field(default_factory=list)  # (directory, bytes, what goes there)
+
+
 class Suite(Protocol):
     name: str
     summary: str
