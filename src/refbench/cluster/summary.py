@@ -11,7 +11,7 @@ from typing import Any
 from refbench.fileio import atomic_write_text
 from refbench.report import UNITS_NOTE, write_table
 from refbench.report import html as h
-from refbench.report.charts import render
+from refbench.report.charts import render_figure
 from refbench.runstore import Run
 from refbench.errors import UserError
 from refbench.suites import Chart, Finding, Table, get_suite
@@ -142,7 +142,7 @@ def build_cluster_report(run: Run) -> bool:
     for t in made:
         if t.rows:
             write_table(run.tables_dir / "cluster", t)
-    rendered = [(c, render(c, run.charts_dir / "cluster")) for c in charts(made)]
+    rendered = [(c, render_figure(c, run.charts_dir / "cluster")) for c in charts(made)]
     checks = findings(run)
     passed, failed = sum(f.passed for _, f in checks), sum(not f.passed for _, f in checks)
     body = [f"<h1>refbench cluster report — {h.esc(meta['name'])}</h1>",
@@ -159,7 +159,7 @@ def build_cluster_report(run: Run) -> bool:
             body.append(f'<p class="note">{h.esc(t.note)}</p>')
         body.append(h.table(t.rows, t.report_columns))
     if rendered:
-        body.append('<div class="grid">' + "".join(h.image(p, c.title) for c, p in rendered) + "</div>")
+        body.append('<div class="grid">' + "".join(h.chart(r, c.title) for c, r in rendered) + "</div>")
     links = [f'<li><a href="{h.esc(node_run.path.relative_to(run.path))}/report.html">{step} node(s): {h.esc(node)}</a></li>'
              for (step, node), node_run in _node_runs(run).items()]
     body.append("<h2>Each node's own report</h2><ul>" + "".join(links) + "</ul>")

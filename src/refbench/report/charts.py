@@ -57,11 +57,6 @@ def render_all(charts: list[Chart], directory: Path) -> list[Rendered]:
         return list(pool.map(render_figure, charts, [directory] * len(charts)))
 
 
-def render(chart: Chart, directory: Path) -> Path:
-    """Writes <name>.png and <name>.svg into ``directory``; returns the PNG path."""
-    return render_figure(chart, directory).png
-
-
 def render_figure(chart: Chart, directory: Path) -> Rendered:
     """Writes <name>.png and <name>.svg into ``directory`` (plain files, for slides) and returns them with the hover
     layer the report lays over the inline SVG."""

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import math
 import re
-from pathlib import Path
 from typing import Any, Iterable
 
 from refbench.report.charts import Rendered
@@ -24,7 +22,7 @@ th{background:#eef2f7;overflow-wrap:normal} td.num{text-align:right;font-variant
 .ok,.pass,.passed{color:#1a7f37;font-weight:600} .change,.FAIL,.failed{color:#b42318;font-weight:600} .unknown{color:#8a6d00}
 .banner{padding:8px 12px;border-radius:6px;margin:8px 0;font-weight:600}
 .banner.pass{background:#e6f4ea;color:#1a7f37} .banner.failed{background:#fde8e7;color:#b42318} .banner.none{background:#f1f3f5;color:#5b6675}
-.note{color:#5b6675;font-size:13px} img{max-width:100%;border:1px solid #e3e7ec;margin:6px 0}
+.note{color:#5b6675;font-size:13px} 
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(520px,100%),1fr));gap:12px}
 figure{margin:6px 0;border:1px solid #e3e7ec} figure svg{display:block;width:100%;height:auto}
 .pt circle{fill:transparent;stroke:none;pointer-events:all} .pt text{visibility:hidden;font:10px system-ui,sans-serif;
@@ -42,7 +40,7 @@ details{margin:8px 0} summary{cursor:pointer;color:#24476b} pre{background:#f4f6
 @page{size:A4;margin:14mm 12mm}
 @media print{body{background:#fff} main{max-width:none;padding:0;box-shadow:none} nav.toc{display:none}
  .scroll{overflow:visible} table{font-size:8pt;max-width:100%} td.num{white-space:normal}
- thead{display:table-header-group} tr,figure,img,.banner{break-inside:avoid} h2,h3{break-after:avoid}
+ thead{display:table-header-group} tr,figure,.banner{break-inside:avoid} h2,h3{break-after:avoid}
  .grid{display:block} details>*{display:block} .pt text{display:none}}
 """
 
@@ -98,11 +96,11 @@ def scroll(inner: str) -> str:
 
 
 def table(rows: list[dict[str, Any]], columns: list[str] | None = None, classes: dict[str, str] | None = None,
-          max_rows: int = 400, css_class: str = "") -> str:
+          max_rows: int = 400) -> str:
     if not rows:
         return '<p class="note">No rows.</p>'
     columns = columns or list(dict.fromkeys(k for r in rows for k in r))
-    out = [f'<div class="scroll"><table class="{esc(css_class)}"><thead><tr>',
+    out = ['<div class="scroll"><table><thead><tr>',
            *(f"<th>{esc(header(c))}</th>" for c in columns), "</tr></thead><tbody>"]
     for row in rows[:max_rows]:
         out.append("<tr>")
@@ -133,11 +131,6 @@ def chart(rendered: Rendered, title: str) -> str:
     svg = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', rf'<svg\1 role="img" aria-label="{esc(title)}"', svg, count=1)
     svg = svg.replace("</svg>", f'<g class="hover">{rendered.hover}</g></svg>') if rendered.hover else svg
     return f"<figure>{svg}</figure>"
-
-
-def image(png: Path, alt: str) -> str:
-    data = base64.b64encode(png.read_bytes()).decode()
-    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
 def banner(passed: int, failed: int) -> str:
