@@ -104,7 +104,10 @@ def render_figure(chart: Chart, directory: Path) -> Rendered:
     ax.set_xlabel(chart.xlabel)
     ax.set_ylabel(textwrap.fill(chart.ylabel, 45))
     ax.grid(True, alpha=0.3)
-    if len(chart.series) > 1:
+    if len(chart.series) > 1 and chart.spans:  # below the plot: the phase names take the top of it
+        ax.legend(fontsize="small", ncol=min(len(chart.series), 4), loc="upper center", bbox_to_anchor=(0.5, -0.16),
+                  frameon=False)
+    elif len(chart.series) > 1:
         ax.legend(fontsize="small", ncol=2 if len(chart.series) > 6 else 1)
     fig.tight_layout()
     png, svg = directory / f"{chart.name}.png", directory / f"{chart.name}.svg"
