@@ -211,8 +211,8 @@ def remove_work_data(run: Run, console: Console) -> list[tuple[Path, int]]:
             continue
         if why := _kept_because(place, run, claims):
             console.print(f"kept {place}: {why}", soft_wrap=True)
-            if why.startswith("created anew"):
-                done.add(claimed)
+            if why.startswith("created again"):
+                done.add(claimed)  # the later run's now: this run must not remove it on another try either
             continue
         size, problem = _remove(place)
         if problem:
@@ -237,15 +237,18 @@ def _overlap(a: Path, b: Path) -> bool:
 
 
 def _kept_because(place: Path, run: Run, claims: dict[Run, list[dict[str, Any]]]) -> str:
-    """Why a place of ``run`` must stay: another run uses it now, or created it after this run's was gone."""
+    """Why a place of ``run`` must stay: another run uses it now, or created it (or something in it) later."""
     for other, places in claims.items():
         for p in places:
-            if not _overlap(place, Path(p["path"])):
+            theirs = Path(p["path"])
+            if not _overlap(place, theirs):
                 continue
             if other.in_use():
                 return f"in use by the running run {other.path}"
-            if p["created"] and other.path.name > run.path.name:
-                return f"created anew by the later run {other.path} (its work data now)"
+            if p["created"] and other.path.name > run.path.name:  # run directory names begin with their start time
+                if theirs in place.parents:
+                    return f"the later run {other.path} created {theirs} in it"
+                return f"created again by the later run {other.path} after this run's was gone"
     pid_file = place / "postmaster.pid"
     if pid_file.is_file():
         pid = pid_file.read_text().split("\n", 1)[0].strip()

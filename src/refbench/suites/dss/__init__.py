@@ -415,7 +415,7 @@ def prepare_data_and_engines(ctx) -> None:
     note_directory_targets(ctx)
     data = base / f"tpch-sf{o['sf']:g}"
     # What this run creates in the data directory is removed with its work data; an earlier run's, reused, is not.
-    ctx.claim(data, base / f"{data.name}.duckdb", base / f"{data.name}.duckdb.wal", base / f"{data.name}-loads.json")
+    ctx.claim(data, *(base / f"{data.name}{end}" for end in (".duckdb", ".duckdb.wal", ".duckdb.tmp", "-loads.json")))
     with ctx.task(f"generating SF {o['sf']:g} with tpchgen-cli"):
         ctx.state["data"] = datagen.generate(data, o["sf"])
     ctx.log(f"data: {data} ({'reused' if ctx.state['data']['reused'] else 'generated'}, on "
