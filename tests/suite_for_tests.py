@@ -7,10 +7,12 @@ journal in the work directory, so tests can tell which cases were measured, and 
 from __future__ import annotations
 
 import os
+import random
+import statistics
 import time
 
 from refbench.plan import Option
-from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites import Case, Chart, Finding, Headline, Record, Table
 
 
 class SleepySuite:
@@ -23,11 +25,18 @@ class SleepySuite:
         "speed": Option(float, 1.0, "Multiplies the throughput figure (to make two runs differ).", minimum=0.001),
         "fail_check": Option(bool, False, "Make the correctness check fail."),
         "sizes": Option(list, [4096], "Block sizes (bytes).", item=int, minimum=512),
+        "repeats": Option(int, 1, "Measurements of each case (a repeat number in the case id when more than one).",
+                          minimum=1, maximum=10),
+        "noise_pct": Option(float, 0.0, "Spread of the per-second throughput samples, ± percent.", minimum=0, maximum=50),
+        "seed": Option(int, 1, "Seed of that noise (two runs with different seeds differ only by noise)."),
     }
 
     def cases(self, plan):
-        n = plan.options[self.name]["cases"]
-        return [Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
+        n, repeats = plan.options[self.name]["cases"], plan.options[self.name]["repeats"]
+        if repeats == 1:
+            return [Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
+        return [Case(f"case-{i:03d}-r{r}", {"index": i, "repeat": r}, f"case {i}, repeat {r}")
+                for i in range(n) for r in range(1, repeats + 1)]
 
     def prepare(self, ctx):
         ctx.state["journal"] = ctx.work_dir / "journal.log"
@@ -48,10 +57,13 @@ class SleepySuite:
         with open(journal, "a") as f:
             f.write(f"end {case.id}\n")
         i = case.params["index"]
+        # Ten "per-second" throughput samples around the figure, as a real suite's records keep them.
+        noise, rng = ctx.options["noise_pct"] / 100, random.Random(f"{ctx.options['seed']}:{case.id}")
+        samples = [1000.0 * ctx.options["speed"] * (i + 1) * (1 + noise * rng.uniform(-1, 1)) for _ in range(10)]
         return Record(
-            metrics={"ops_per_s": 1000.0 * ctx.options["speed"] * (i + 1), "lat_ms": 10.0 / ctx.options["speed"],
+            metrics={"ops_per_s": statistics.fmean(samples), "lat_ms": 10.0 / ctx.options["speed"],
                      "busy_pct": 50.0, "wall_elapsed_s": elapsed},
-            method="slept and wrote 256 KiB with fsync",
+            method="slept and wrote 256 KiB with fsync", extra={"samples": {"ops_per_s": samples}},
         )
 
     def check(self, ctx):
@@ -66,3 +78,10 @@ class SleepySuite:
     def charts(self, tables):
         rows = tables[0].rows
         return [Chart("ops", "Throughput by case", "case", "ops/s", {"ops": [(r["case"], r["ops_per_s"]) for r in rows]})]
+
+    def headlines(self, records, tables):
+        if not records:
+            return []
+        best = max(records, key=lambda r: r.metrics["ops_per_s"])
+        return [Headline("peak throughput", best.metrics["ops_per_s"], "ops/s", best.case_id, "ops_per_s",
+                         f"latency {best.metrics['lat_ms']:g} ms")]

@@ -13,10 +13,11 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperArgument, TyperOption
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from refbench import __version__, runner
+from refbench import __version__, accept, runner
 from refbench.errors import UserError
 from refbench.exhaustion import explain
 from refbench.fileio import atomic_write_text
@@ -28,17 +29,48 @@ from refbench.suites import get_suite, suite_names
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
+
+def _examples(*examples: str) -> str:
+    """An epilog of examples as typed, never rewrapped: each "command  # why" becomes the why, then the command,
+    folded with backslashes so that no line is wider than 80 columns."""
+    blocks = []
+    for example in examples:
+        command, _, why = example.partition("  #")
+        lines = [f"# {why.strip()}"] if why.strip() else []
+        line = ""
+        for word in command.split(" "):
+            if line and len(line) + 1 + len(word) > 72:
+                lines.append(line + " \\")
+                line = "    " + word
+            else:
+                line = f"{line} {word}" if line else word
+        blocks.append("\b\n" + "\n".join(lines + [line.rstrip()]))
+    return "Examples:\n\n" + "\n\n".join(blocks)
+
+
+# Click's own help layout (rich_markup_mode=None): Rich's option table cuts long flag names short at 80 columns
+# ("--no-reload-each-…"), where click puts a long flag on a line of its own and its help below it.
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, rich_markup_mode="rich", pretty_exceptions_enable=False,
+    add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Validate and rate a server + storage stack for database and analytics workloads.\n\n"
     "Every command that measures writes a run directory (printed as the last line) that "
-    "[bold]refbench report[/bold] and [bold]refbench compare[/bold] take.",
-    epilog="Examples:  refbench host  ·  refbench run --plan lab.toml  ·  refbench compare RUN_A RUN_B  "
-    "·  add --debug to any command for a traceback.",
+    "'refbench report' and 'refbench compare' take.",
+    epilog=_examples("refbench host", "refbench run --plan lab.toml --dry-run  # what it would run, how long, what space",
+                     "refbench run --plan lab.toml", "refbench compare RUN_A RUN_B",
+                     "refbench oltp --help  # add --debug to any command for a traceback"),
 )
 
 RUNS_DIR_HELP = "Directory holding run directories."
+# run and the suite commands leave their defaults to the plan, so the help says what it is.
+PLAN_RUNS_DIR_HELP = f"Directory holding run directories (default: {TOP_LEVEL['runs_dir'].default})."
+RUN_JSON_HELP = "Print the verdict as one line of JSON instead of a table (the run directory stays the last line)."
 KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (default: removed)."
+DRY_RUN_HELP = ("Check the plan as a run would, then print every option with its value and where it came from, the "
+                "cases, the estimated time and the space each directory needs; write nothing.")
+# Measured on the 2-core VM with the demo's plan (README); each suite's --profile help has its own times.
+PROFILE_HELP = ("quick: every suite in about 4 min (the demo: 3 min 58 s; one suite 30 s–1 min) | standard: about "
+                "3–3.5 h for device, oltp, dss and dw (analytics not measured) | full: what the papers ran, a day or "
+                "more (default: quick).")
 
 
 def _version(value: bool) -> None:
@@ -52,17 +84,31 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-def _start_and_execute(plan_kwargs: dict[str, Any]) -> None:
+def _start_and_execute(plan_kwargs: dict[str, Any], as_json: bool = False, dry_run: bool = False) -> None:
     plan = load_plan(**plan_kwargs)
     if plan.hosts:
         from refbench.cluster.coordinator import preflight
 
         preflight(plan)
+    if dry_run:
+        _dry_run(plan)
+        return
     run = runner.start(plan, sys.argv, err)
-    _execute(run)
+    _execute(run, as_json)
 
 
-def _execute(run: Run) -> None:
+def _dry_run(plan) -> None:
+    from refbench.dryrun import DoesNotFit, dry_run
+
+    try:
+        lines = dry_run(plan)
+    except DoesNotFit as exc:
+        print("\n".join(exc.lines), flush=True)
+        raise
+    print("\n".join(lines))
+
+
+def _execute(run: Run, as_json: bool = False) -> None:
     try:
         if run.plan.hosts:
             from refbench.cluster.coordinator import execute as execute_on_cluster
@@ -78,11 +124,61 @@ def _execute(run: Run) -> None:
         print(run.path, flush=True)
         raise typer.Exit(130)
     err.print(f"report: {run.report_path}")
+    thresholds = run.read_json(run.accept_path) or []
+    if as_json:
+        print(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.read_json(run.verdict_path) or [],
+                          "accept": thresholds}), flush=True)
+    else:
+        _print_verdict(run, thresholds)
     if not passed:
         err.print("[bold red]correctness checks FAILED[/bold red]: see the report's Correctness sections.")
     print(run.path, flush=True)
     if not passed:
         raise typer.Exit(1)
+    if accept.failed(thresholds):
+        raise typer.Exit(accept.EXIT_THRESHOLD_FAILED)
+
+
+def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
+    """The answer the run was for, after its progress: headline figures, correctness and bottleneck per suite."""
+    from refbench.report.html import fmt
+
+    verdicts = run.read_json(run.verdict_path) or []
+    if verdicts:
+        table = RichTable(box=None, show_header=False, title=f"verdict — {run.path.name}", title_justify="left",
+                          title_style="bold", pad_edge=False)
+        table.add_column("suite", style="bold", no_wrap=True)
+        table.add_column("figures")
+        for v in verdicts:
+            for i, h in enumerate(v["headlines"] or [None]):
+                text = "no headline figures" if h is None else (
+                    f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}[/bold]" + (f" ({escape(h['note'])})" if h["note"] else ""))
+                table.add_row(v["suite"] if i == 0 else "", text)
+            style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
+            table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
+            table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
+        if out.is_terminal:
+            out.print(table)
+        else:  # a pipe or a file gets no padding to the table's width at the end of each line
+            with out.capture() as captured:
+                out.print(table)
+            print("\n".join(line.rstrip() for line in captured.get().splitlines()))
+    _print_thresholds(thresholds)
+
+
+def _print_thresholds(results: list[dict[str, Any]]) -> None:
+    from refbench.report.html import fmt
+
+    if not results:
+        return
+    failed = accept.failed(results)
+    head = (f"[bold red]{len(failed)} of {len(results)} acceptance thresholds FAILED[/bold red]" if failed
+            else f"[green]all {len(results)} acceptance thresholds passed[/green]")
+    out.print(f"acceptance: {head}")
+    for r in results:
+        mark = "[green]pass[/green]" if r["passed"] else "[bold red]FAIL[/bold red]"
+        value = "not measured" if r["value"] is None else fmt(r["value"])
+        out.print(f"  {mark}  {escape(r['threshold'])}  (value {value}: {escape(r['detail'])})", soft_wrap=True)
 
 
 def _tls_options():
@@ -91,25 +187,31 @@ def _tls_options():
             typer.Option(None, "--tls-key", help="TLS: this end's private key (PEM)."))
 
 
-@app.command(epilog="Examples:\n\n  refbench run                         # host inventory + audit, then the report\n\n"
-             "  refbench run --plan lab.toml --hosts 1,2,4 --scheduler tcp://10.0.0.1:8786   # a scaling series\n\n"
-             "  refbench run --plan lab.toml --name lab-a\n\n  refbench run --suite device /mnt/nvme0 --profile standard")
+@app.command(epilog=_examples(
+    "refbench run  # host inventory + audit, then the report",
+    "refbench run --plan lab.toml --dry-run  # options and their origin, cases, time, space",
+    "refbench run --plan lab.toml --hosts 1,2,4 --scheduler tcp://10.0.0.1:8786  # a scaling series",
+    "refbench run --plan lab.toml --name lab-a", "refbench run --suite device /mnt/nvme0 --profile standard"))
 def run(
-    targets: Optional[list[str]] = typer.Argument(None, help="Files, directories or block devices for the run's suites; "
-                                                  "what each suite does with them: refbench SUITE --help."),
+    targets: Optional[list[str]] = typer.Argument(None, metavar="TARGET", help="Files, directories or block devices for "
+                                                  "the run's suites; what each suite does with them: refbench SUITE --help."),
     plan: Optional[Path] = typer.Option(None, "--plan", help="TOML plan file."),
-    suite: Optional[list[str]] = typer.Option(None, "--suite", help="Suite to run (repeatable); overrides the plan's list."),
-    profile: Optional[str] = typer.Option(None, "--profile", help="quick | standard | full."),
-    runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
-    name: Optional[str] = typer.Option(None, "--name", help="Run name (part of the run directory)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a suite option: suite.key=value (repeatable)."),
+    suite: Optional[list[str]] = typer.Option(None, "--suite", metavar="SUITE",
+                                              help="Suite to run (repeatable); overrides the plan's list."),
+    profile: Optional[str] = typer.Option(None, "--profile", metavar="PROFILE", help=PROFILE_HELP),
+    runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=PLAN_RUNS_DIR_HELP),
+    name: Optional[str] = typer.Option(None, "--name", help="Run name, part of the run directory (default: run)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", metavar="SUITE.KEY=VALUE",
+                                             help="Override a suite option (repeatable)."),
     keep_work: Optional[bool] = typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
     hosts: Optional[str] = typer.Option(None, "--hosts", metavar="N[,N…]", help="Run on this many nodes at once; "
                                         "several counts make a scaling series (1,2,4)."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp:// or tls://); "
                                             "without it, --hosts starts a local cluster on loopback."),
     tls_ca_file: Optional[str] = _tls_options()[0], tls_cert: Optional[str] = _tls_options()[1],
     tls_key: Optional[str] = _tls_options()[2],
+    as_json: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Run a plan: its suites in order, into a new run directory, then write the report. With --hosts, on that
     many nodes of a Dask cluster at once, each measuring its own host."""
@@ -118,15 +220,15 @@ def run(
                                 "keep_work": keep_work, "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
                                 "tls_cert": tls_cert, "tls_key": tls_key},
         "sets": set_, "suites": suite or None,
-    })
+    }, as_json, dry_run)
 
 
 def _counts(text: str | None) -> list[int] | None:
     return None if text is None else TOP_LEVEL["hosts"].parse_flag(text, "--hosts")
 
 
-@app.command(epilog="Examples:\n\n  refbench scheduler                       # loopback only: 127.0.0.1:8786\n\n"
-             "  refbench scheduler --host 10.0.0.1 --tls-ca-file ca.pem --tls-cert sched.pem --tls-key sched.key")
+@app.command(epilog=_examples("refbench scheduler  # loopback only: 127.0.0.1:8786",
+                              "refbench scheduler --host 10.0.0.1 --tls-ca-file ca.pem --tls-cert sched.pem --tls-key sched.key"))
 def scheduler(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
     port: int = typer.Option(8786, "--port", help="Port to listen on (0: any free port)."),
@@ -139,8 +241,8 @@ def scheduler(
     serve_scheduler(host, port, tls_ca_file or "", tls_cert or "", tls_key or "", err)
 
 
-@app.command(epilog="Examples:\n\n  refbench worker --scheduler tcp://127.0.0.1:8786\n\n"
-             "  refbench worker --scheduler tls://10.0.0.1:8786 --tls-ca-file ca.pem --tls-cert db1.pem --tls-key db1.key")
+@app.command(epilog=_examples("refbench worker --scheduler tcp://127.0.0.1:8786",
+                              "refbench worker --scheduler tls://10.0.0.1:8786 --tls-ca-file ca.pem --tls-cert db1.pem --tls-key db1.key"))
 def worker(
     scheduler: str = typer.Option(..., "--scheduler", help="The scheduler's address (tcp:// or tls://)."),
     name: Optional[str] = typer.Option(None, "--name", help="This node's name in the results (default: the host name)."),
@@ -153,7 +255,7 @@ def worker(
     serve_worker(scheduler, name, tls_ca_file or "", tls_cert or "", tls_key or "", err)
 
 
-@app.command(epilog="Example:  refbench resume runs/20261122T070000Z-lab-a")
+@app.command(epilog=_examples("refbench resume runs/20261122T070000Z-lab-a"))
 def resume(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
@@ -189,8 +291,8 @@ def _require_current_options(found: Run) -> None:
                                 f"{', '.join(missing)}: resume it with that version, or start a new run.")
 
 
-@app.command(epilog="Examples:\n\n  refbench clean runs/20261122T070000Z-lab-a\n\n"
-             "  refbench clean --all-work --runs-dir /data/refbench-runs")
+@app.command(epilog=_examples("refbench clean runs/20261122T070000Z-lab-a  # a kept or interrupted run",
+                             "refbench clean --all-work --runs-dir /data/refbench-runs  # every run not running"))
 def clean(
     run_ref: Optional[str] = typer.Argument(None, metavar="RUN", help="Run directory, or a unique part of its name."),
     all_work: bool = typer.Option(False, "--all-work", help="Every run in the runs directory that is not running."),
@@ -208,7 +310,7 @@ def clean(
               else f"no work data left by {where}", soft_wrap=True)
 
 
-@app.command("runs", epilog="Example:  refbench runs --runs-dir /data/refbench-runs")
+@app.command("runs", epilog=_examples("refbench runs --runs-dir /data/refbench-runs"))
 def list_runs_cmd(
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -237,7 +339,7 @@ def list_runs_cmd(
     out.print(table)
 
 
-@app.command(epilog="Example:  refbench report runs/20261122T070000Z-lab-a && xdg-open runs/*/report.html")
+@app.command(epilog=_examples("refbench report runs/20261122T070000Z-lab-a && xdg-open runs/*/report.html"))
 def report(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
@@ -258,55 +360,120 @@ def report(
     print(found.path)
 
 
-@app.command(epilog="Example:  refbench compare runs/…-sas-ssd runs/…-nvme --metric iops")
-def compare(
-    run_a: str = typer.Argument(..., metavar="RUN_A", help="The baseline run."),
-    run_b: str = typer.Argument(..., metavar="RUN_B", help="The run compared with it."),
-    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
-    metric: Optional[str] = typer.Option(None, "--metric", help="Only figures whose name contains this text."),
-    html_out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default: in RUN_B's parent directory)."),
+@app.command(epilog=_examples("refbench check runs/20261122T070000Z-lab-a  # the run's own [accept]",
+                              "refbench check runs/20261122T070000Z-lab-a --plan acceptance.toml"))
+def check(
+    run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
+    plan: Optional[Path] = typer.Option(None, "--plan", metavar="PATH", help="Plan file whose [accept] table to "
+                                        "evaluate (default: the thresholds the run was started with)."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Put every figure two runs share side by side, with the ratio ("3.6× faster")."""
-    from refbench.report.compare import overall, shared_figures, write_html
-
-    a, b = Run.find(run_a, runs_dir), Run.find(run_b, runs_dir)
-    a.check_readable()
-    b.check_readable()
-    rows = [r for r in shared_figures(a, b) if not metric or metric in r["metric"]]
-    path = html_out or b.path.parent / f"compare-{a.path.name}-vs-{b.path.name}.html"
-    write_html(a, b, rows, path)
+    """Evaluate acceptance thresholds against a finished run. Exit status 3 when one fails, 0 when all pass."""
+    found = Run.find(run_ref, runs_dir)
+    found.check_readable()
+    conditions = load_plan(plan).accept if plan is not None else found.plan.accept
+    if not conditions:
+        where = f"{plan} has no [accept] table" if plan is not None else f"run {found.path} was started without thresholds"
+        raise UserError(f"nothing to check: {where} (write them as [accept] oltp.nopm = \">= 50000\").")
+    results = accept.evaluate(found, accept.parse(conditions, str))
     if as_json:
-        print(json.dumps({"a": str(a.path), "b": str(b.path), "html": str(path), "figures": rows, "overall": overall(rows)},
+        print(json.dumps({"run": str(found.path), "accept": results}, indent=2))
+    else:
+        _print_thresholds(results)
+    if accept.failed(results):
+        raise typer.Exit(accept.EXIT_THRESHOLD_FAILED)
+
+
+@app.command(epilog="Examples:\n\n  refbench compare runs/…-sas-ssd runs/…-nvme\n\n"
+             "  refbench compare BASE NEW1 NEW2 --metric iops\n\n  refbench compare BASE NEW --all --json > diff.json")
+def compare(
+    runs: list[str] = typer.Argument(..., metavar="RUN", show_default=False,
+                                     help="Two or more runs: the baseline first, then the runs compared with it."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP),
+    metric: Optional[str] = typer.Option(None, "--metric", metavar="TEXT",
+                                         help="Only figures whose name contains TEXT."),
+    everything: bool = typer.Option(False, "--all", help="Every figure the runs share, not only headlines and "
+                                    "significant changes."),
+    html_out: Optional[Path] = typer.Option(None, "--out", metavar="PATH", help="HTML file to write (default: "
+                                            "next to the last run, named after the runs and the selection)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Compare runs with the first: headline figures and what changed beyond the noise.
+
+    A change is significant when Welch's t-test over repeats or per-second samples says so (p < 0.05) and it is at least 1%; a figure measured once on a side counts beyond 5%.
+    """
+    from rich import box
+    from rich.table import Column
+
+    from refbench.report.compare import (NOISE_FLOOR, by_figure, change_words, default_html_path, letters, overall,
+                                         selected, shared_figures, write_html)
+
+    if len(runs) < 2:
+        raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
+    found = [Run.find(r, runs_dir) for r in runs]
+    for run in found:
+        run.check_readable()
+    shared = shared_figures(found, metric)
+    rows = selected(shared, everything)
+    path = html_out or default_html_path(found, metric, everything)
+    write_html(found, rows, path, everything, metric)
+    significant = any(r["significant"] for r in shared)
+    if as_json:
+        print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
+                          "significant": significant, "figures": rows, "overall": overall(rows) if everything else []},
                          indent=2))
         return
-    if not rows:
-        err.print("the two runs share no figures (no case was measured in both).")
-    else:
+    names = letters(found)
+    legend = "   ".join(f"{n} = {r.path.name}" for n, r in zip(names, found))
+    out.print(legend)
+    if not shared:
+        out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
+    elif rows:
         from refbench.report.html import fmt
 
-        table = RichTable("suite", "case", "metric", "A", "B", "B vs A", title=f"A = {a.path.name}   B = {b.path.name}")
-        for r in rows:
-            words = r["B vs A"]
-            style = "green" if "faster" in words else "red" if "slower" in words else ""
-            table.add_row(r["suite"], r["case"], r["metric"], fmt(r["A"]), fmt(r["B"]), f"[{style}]{words}[/{style}]" if style else words)
+        # One column names the figure, so that at 80 columns a long name wraps at its spaces, not the numbers.
+        table = RichTable(Column("suite case figure", ratio=1), "A", *(c for n in names[1:] for c in (n, f"{n} vs A")),
+                          box=box.SIMPLE_HEAD)
+        single = False
+        after_headlines = False
+        for (suite, case, m), per_run in by_figure(rows).items():
+            first = next(iter(per_run.values()))
+            if not first["headline"] and not after_headlines:
+                after_headlines = True
+                if table.row_count:  # a rule between the headline figures and the other changes
+                    table.add_section()
+            cells = [f"{suite} {case} {m}", fmt(first["A"])]
+            for n in names[1:]:
+                r = per_run.get(n)
+                words = change_words(r) if r else "—"
+                single = single or words.endswith("*")
+                style = "" if not r or not r["significant"] else "green" if "faster" in words else "red" if "slower" in words else "yellow"
+                cells += [fmt(r["B"]) if r else "—", f"[{style}]{escape(words)}[/{style}]" if style else words]
+            table.add_row(*cells)
         out.print(table)
-        if summary := overall(rows):
-            table = RichTable("suite", "group", "metric", "cases", "B vs A (geometric mean)", title="Overall")
+        if single:
+            out.print(f"* measured once on a side: counts as a change beyond {NOISE_FLOOR:.0%}")
+        if everything and (summary := overall(rows)):
+            table = RichTable("run", "suite", "group", "figure", "cases", "geometric mean against A", title="Overall",
+                              title_justify="left", box=box.SIMPLE_HEAD)
             for r in summary:
-                table.add_row(r["suite"], r["group"], r["metric"], str(r["cases"]), r["B vs A"])
+                table.add_row(r["vs"], r["suite"], r["group"], r["metric"], str(r["cases"]), r["against A"])
             out.print(table)
+    if not significant:
+        out.print("no significant change")
     err.print(f"comparison: {path}")
 
 
-@app.command(epilog="Examples:\n\n  refbench host\n\n  refbench host --json > host.json\n\n"
-             "  refbench host --tuned-profile /etc/tuned/refbench-performance/tuned.conf")
+@app.command(epilog=_examples("refbench host", "refbench host --json > host.json",
+                              "refbench host --tuned-profile /etc/tuned/refbench-performance/tuned.conf"))
 def host(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    tuned_profile: Optional[Path] = typer.Option(None, "--tuned-profile", help="Write a tuned profile (like the mixed-analytics paper's) to PATH."),
+    tuned_profile: Optional[Path] = typer.Option(None, "--tuned-profile", help="Write a tuned profile (like the mixed analytics paper's) to PATH."),
     sysroot: Path = typer.Option(Path("/"), "--sysroot", hidden=True, help="Read /proc and /sys under this root (tests)."),
 ) -> None:
-    """Inventory the host and audit its tuning against what the reference papers set."""
+    """Inventory the host and audit its tuning against what the reference papers set (the mixed analytics paper's
+    tuned profile)."""
     from refbench.host import inventory, tuning
     from refbench.host.sysfs import SysRoot
 
@@ -371,25 +538,30 @@ def _add_suite_command(name: str) -> None:
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
         inspect.Parameter("targets", kw, annotation=Optional[list[str]],
-                          default=typer.Argument(None, metavar="TARGET…", help=getattr(suite, "targets_help", "") or "This suite takes no targets.")),
+                          default=typer.Argument(None, metavar="TARGET", help=getattr(suite, "targets_help", "") or "This suite takes no targets.")),
         inspect.Parameter("profile", kw, annotation=Optional[str],
-                          default=typer.Option(None, "--profile", help="quick (about a minute) | standard | full (the paper's matrix).")),
+                          default=typer.Option(None, "--profile", metavar="PROFILE", help=_profile_help(suite))),
         inspect.Parameter("plan_path", kw, annotation=Optional[Path], default=typer.Option(None, "--plan", help="TOML plan file.")),
-        inspect.Parameter("runs_dir", kw, annotation=Optional[str], default=typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP)),
+        inspect.Parameter("runs_dir", kw, annotation=Optional[str], default=typer.Option(None, "--runs-dir", help=PLAN_RUNS_DIR_HELP)),
         inspect.Parameter("run_name", kw, annotation=Optional[str], default=typer.Option(None, "--name", help=f"Run name (default: {name}).")),
         inspect.Parameter("sets", kw, annotation=Optional[list[str]],
-                          default=typer.Option(None, "--set", help=f"Override an option: {name}.key=value (repeatable).")),
+                          default=typer.Option(None, "--set", metavar=f"{name.upper()}.KEY=VALUE",
+                                               help="Override an option, as in a plan (repeatable).")),
         inspect.Parameter("keep_work", kw, annotation=Optional[bool],
                           default=typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP)),
+        inspect.Parameter("dry_run", kw, annotation=bool, default=typer.Option(False, "--dry-run", help=DRY_RUN_HELP)),
+        inspect.Parameter("as_json", kw, annotation=bool, default=typer.Option(False, "--json", help=RUN_JSON_HELP)),
     ]
     for key, option in suite.options.items():
         flag = key.replace("_", "-")
+        # An empty text default means "not set"; the help says what happens then.
+        text = option.help if option.default == "" else f"{option.help} ({_defaults(key, option)})"
         if option.kind is bool:
-            default = typer.Option(None, f"--{flag}/--no-{flag}", help=option.help)
+            default = typer.Option(None, f"--{flag}/--no-{flag}", help=text)
             params.append(inspect.Parameter(f"opt_{key}", kw, annotation=Optional[bool], default=default))
         else:
-            metavar = "A,B,…" if option.kind is list else {int: "INT", float: "NUMBER"}.get(option.kind, "TEXT")
-            default = typer.Option(None, f"--{flag}", metavar=metavar, help=option.help)
+            metavar = "A,B,…" if option.kind is list else {int: "N", float: "NUMBER"}.get(option.kind, "TEXT")
+            default = typer.Option(None, f"--{flag}", metavar=metavar, help=text)
             params.append(inspect.Parameter(f"opt_{key}", kw, annotation=Optional[str], default=default))
 
     def command(**kwargs: Any) -> None:
@@ -399,12 +571,51 @@ def _add_suite_command(name: str) -> None:
             "flags": {"profile": kwargs["profile"], "runs_dir": kwargs["runs_dir"], "name": kwargs["run_name"],
                       "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"]},
             "suite_flags": {name: suite_options},
-        })
+        }, kwargs["as_json"], kwargs["dry_run"])
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = suite.summary
     examples = getattr(suite, "examples", None) or [f"refbench {name} --profile quick --name {name}-lab-a"]
-    app.command(name=name, epilog="Examples:\n\n" + "\n\n".join(f"  {e}" for e in examples))(command)
+    app.command(name=name, epilog=_examples(*examples, f"refbench {name} --profile standard --dry-run  # time and space first"))(command)
+
+
+def _profile_help(suite) -> str:
+    times = getattr(suite, "profile_times", None)
+    if not times:
+        return "quick | standard | full (default: quick)."
+    return (" | ".join(f"{profile}: {times[profile]}" for profile in ("quick", "standard", "full"))
+            + " (on a 2-core VM; default: quick).")
+
+
+def _defaults(key: str, option) -> str:
+    """An option's default as the help shows it, per profile when it has one for each: "quick 4 · standard 16"."""
+    from refbench.dryrun import shown_value
+    from refbench.plan import PROFILES
+
+    if option.per_profile:
+        return " · ".join(f"{profile} {shown_value(option.default[profile], key)}".replace(",", ", ") for profile in PROFILES)
+    return f"default: {shown_value(option.default, key)}".replace(",", ", ")
+
+
+class _Argument(TyperArgument):
+    """An argument shown by its metavar alone: Typer adds the Python type (TARGET… <list[str]>)."""
+
+    def display_type_rich(self, ctx: Any) -> None:
+        return None
+
+
+# Plain type names for every command's options, new ones included: Typer shows the Python type (<str>, <list[str]>).
+PLAIN_TYPES = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT", "list[str]": "TEXT", "list[int]": "N",
+               "list[Path]": "PATH"}
+
+
+def _plain_types(group: Any) -> None:
+    for command in group.commands.values():
+        for param in command.params:
+            if isinstance(param, TyperArgument):
+                param.__class__ = _Argument
+            elif isinstance(param, TyperOption) and not param.is_flag and param.metavar is None:
+                param.metavar = PLAIN_TYPES.get(param.bare_type(), "VALUE")
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -435,7 +646,9 @@ def main(argv: list[str] | None = None) -> None:
         for name in suite_names():
             if name not in registered:  # main() may run again in one process (tests call it in-process)
                 _add_suite_command(name)
-        code = typer.main.get_command(app).main(args=args, prog_name="refbench", standalone_mode=False)
+        command = typer.main.get_command(app)
+        _plain_types(command)
+        code = command.main(args=args, prog_name="refbench", standalone_mode=False)
     except typer.Exit as exc:
         code = exc.exit_code
     except (typer.Abort, KeyboardInterrupt):

@@ -10,6 +10,9 @@ file:line when we can find it).
     targets = ["/mnt/nvme0"]      # what the storage suites measure
     engines = ["duckdb", "postgres"]
 
+    [accept]                      # acceptance thresholds (accept.py)
+    "device.t0-rand-w0-qd32-bs4k.read_iops" = ">= 10000"
+
     [device]                      # one section per suite; its keys are that suite's options
     iodepth = [1, 4, 32]
 """
@@ -25,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from refbench.accept import parse as parse_accept
 from refbench.errors import UserError
 from refbench.suites import get_suite, suite_names
 
@@ -49,10 +53,12 @@ class Option:
     maximum: float | None = None
     check: Callable[[Any], str | None] | None = None  # returns what is wrong, or None
 
+    @property
+    def per_profile(self) -> bool:
+        return isinstance(self.default, dict) and set(self.default) == set(PROFILES)
+
     def default_for(self, profile: str) -> Any:
-        if isinstance(self.default, dict) and set(self.default) == set(PROFILES):
-            return self.default[profile]
-        return self.default
+        return self.default[profile] if self.per_profile else self.default
 
     def coerce(self, value: Any, where: str) -> Any:
         if self.kind is list:
@@ -171,7 +177,8 @@ def _not_blank(value: str) -> str | None:
 
 TOP_LEVEL: dict[str, Option] = {
     "name": Option(str, "run", "Run name; part of the run directory.", check=_safe_name),
-    "profile": Option(str, "quick", "quick (about a minute) | standard | full (what the papers ran).", choices=PROFILES),
+    "profile": Option(str, "quick", "quick (one suite 30 s–1 min, all five about 4 min on a 2-core VM) | standard | "
+                                         "full (what the papers ran).", choices=PROFILES),
     "runs_dir": Option(str, "runs", "Directory that holds the run directories.", check=_not_blank),
     "work_dir": Option(str, "", "Where suites put bulky data (default: the run directory's work/)."),
     "keep_work": Option(bool, False, "Keep the generated data and databases of a complete run (default: removed)."),
@@ -204,10 +211,15 @@ class Plan:
     tls_cert: str = ""
     tls_key: str = ""
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # suite -> resolved options
+    accept: dict[str, str] = field(default_factory=dict)  # acceptance thresholds: figure -> condition (accept.py)
     source: str = ""  # the plan file, if any
+    # Where each value came from ("name", "oltp.users" -> "flag --users"), for --dry-run; not part of the run's record.
+    origins: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["origins"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
@@ -246,9 +258,13 @@ def load_plan(
         line = _key_line(text, table, key)
         return f"{label}:{line}: {shown}" if line else f"{label}: {shown}"
 
+    def in_file(table: str, key: str) -> str:
+        line = _key_line(text, table, key)
+        return f"plan file {label}:{line}" if line else f"plan file {label}"
+
     known = suite_names()
     for key, value in raw.items():
-        if key in TOP_LEVEL:
+        if key in TOP_LEVEL or key == "accept":
             continue
         if key in known:
             if not isinstance(value, dict):
@@ -257,19 +273,26 @@ def load_plan(
         raise _not_known(where("", key), key, list(TOP_LEVEL) + known)
 
     plan = Plan(source=label)
+    plan.origins = {key: "default" for key in TOP_LEVEL}
     for key, value in (defaults or {}).items():
         setattr(plan, key, TOP_LEVEL[key].coerce(value, key))
+        plan.origins[key] = "default of this command"
     for key, option in TOP_LEVEL.items():
         if key in raw:
             setattr(plan, key, option.coerce(raw[key], where("", key)))
+            plan.origins[key] = in_file("", key)
     for key, value in (flags or {}).items():
         if value is not None:
             setattr(plan, key, TOP_LEVEL[key].coerce(value, f"--{key.replace('_', '-')}"))
+            plan.origins[key] = "argument TARGET" if key == "targets" else f"flag --{key.replace('_', '-')}"
 
     if suites is not None:
         plan.suites = list(suites)
+        plan.origins["suites"] = "command line"
     elif "suites" not in raw and not (flags or {}).get("suites"):
         plan.suites = [k for k in raw if k in known]
+        if plan.suites:
+            plan.origins["suites"] = f"plan file {label}: its suite sections"
     for name in plan.suites:
         if name not in known:
             raise _not_known(f"{where('', 'suites')} names '{name}', which", name, known, "suite")
@@ -281,25 +304,37 @@ def load_plan(
         schema = get_suite(name).options
         section = raw.get(name, {})
         resolved = {key: opt.default_for(plan.profile) for key, opt in schema.items()}
+        origins = {key: f"profile default ({plan.profile})" if opt.per_profile else "default" for key, opt in schema.items()}
         for key, value in section.items():
             if key not in schema:
                 raise _not_known(where(name, key), key, list(schema))
             resolved[key] = schema[key].coerce(value, where(name, key))
+            origins[key] = in_file(name, key)
         for key, value in set_values.get(name, {}).items():
             if key not in schema:
                 raise _not_known(f"--set {name}.{key}", key, list(schema))
             resolved[key] = schema[key].coerce(value, f"--set {name}.{key}")
+            origins[key] = f"--set {name}.{key}"
         for key, value in (suite_flags or {}).get(name, {}).items():
             flag = f"--{key.replace('_', '-')}"
             if isinstance(value, bool):
                 resolved[key] = schema[key].coerce(value, flag)
             elif value is not None:
                 resolved[key] = schema[key].parse_flag(value, flag)
+            if value is not None:
+                origins[key] = f"flag {flag}"
+        plan.origins |= {f"{name}.{key}": origin for key, origin in origins.items()}
         if name in plan.suites:
             plan.options[name] = resolved
     for name in set_values:
         if name not in plan.suites:
             raise PlanError(f"--set {name}.… sets an option of suite '{name}', which this run does not include.")
+    if "accept" in raw:
+        for threshold in parse_accept(raw["accept"], lambda key: where("accept", key) if key else where("", "accept")):
+            if threshold.figure.split(".")[0] not in plan.suites:
+                raise PlanError(f"{where('accept', threshold.figure)} names suite '{threshold.figure.split('.')[0]}', "
+                                "which this run does not include.")
+            plan.accept[threshold.figure] = f"{threshold.op} {threshold.limit:g}"
     return plan
 
 

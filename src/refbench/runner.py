@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from refbench import accept
 from refbench.engines.postgres import last_panic
 from refbench.errors import UserError
 from refbench.exhaustion import ResourceExhausted, explain
@@ -123,12 +124,16 @@ def scratch_dir(run: Run) -> Path:
 
 
 def start(plan: Plan, argv: list[str], console: Console) -> Run:
-    _refuse_unused_targets(plan)
-    for name in plan.suites:
-        get_suite(name).cases(plan)  # a plan that cannot expand into cases fails before anything is written
+    expand(plan)
     run = Run.create(plan, {**run_metadata(), "argv": argv})
     console.print(f"run directory: {run.path}")
     return run
+
+
+def expand(plan: Plan) -> dict[str, list[Case]]:
+    """Every suite's cases, after every check a run makes before it writes anything (a --dry-run stops here)."""
+    _refuse_unused_targets(plan)
+    return {name: get_suite(name).cases(plan) for name in plan.suites}
 
 
 def _refuse_unused_targets(plan: Plan) -> None:
@@ -171,6 +176,7 @@ def diagnose(exc: Exception, run: Run) -> UserError | None:
 
 def _execute(run: Run, console: Console) -> bool:
     from refbench.report import build_report
+    from refbench.report.verdict import run_verdict
 
     with run.running():
         run.clean_interrupted_writes()
@@ -178,8 +184,12 @@ def _execute(run: Run, console: Console) -> bool:
         with Sampler(run.telemetry_path):
             for name in plan.suites:
                 _run_suite(run, plan, get_suite(name), console)
+        if plan.accept:
+            run.write_json(run.accept_path, accept.evaluate(run, accept.parse(plan.accept, str)))
         # Inside running(): a run killed while its report is written is not complete, and resume writes it.
         build_report(run, console)
+        if not plan.hosts:
+            run.write_json(run.verdict_path, [v.to_dict() for v in run_verdict(run)])
         if not plan.keep_work:
             if removed := remove_work_data(run, console):
                 console.print(f"work data removed: {sum(size for _, size in removed) / 1e6:,.1f} MB (keep it with "

@@ -367,6 +367,21 @@ class Run:
     def report_path(self) -> Path:
         return self.path / "report.html"
 
+    @property
+    def verdict_path(self) -> Path:
+        return self.path / "verdict.json"
+
+    @property
+    def accept_path(self) -> Path:
+        return self.path / "accept.json"
+
+    def write_json(self, path: Path, data: Any) -> None:
+        atomic_write_json(path, data)
+
+    def read_json(self, path: Path) -> Any:
+        """A run file written by write_json, or None when there is none; a corrupt one ends with CorruptRunFile."""
+        return self._read(path) if path.exists() else None
+
     def write_findings(self, suite: str, findings: list[Finding]) -> None:
         atomic_write_json(self.path / "findings" / f"{suite}.json", [dataclasses.asdict(f) for f in findings])
 

@@ -1,23 +1,45 @@
-"""Two runs side by side: every figure they share, with the ratio and which way is better."""
+"""Runs side by side: the first run is the baseline (A), every other run is compared with it figure by figure,
+and a difference counts only when it stands out of the noise the runs themselves measured (`significance`)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
+import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from refbench.fileio import atomic_write_text
 from refbench.report import html as h
+from refbench.report.verdict import headline_keys
 from refbench.runstore import Run
+from refbench.suites import Record
+
 
 # Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
-HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|_mb_s|_mib_s|_gb_s|_b_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
+HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|(^|_)(mb|mib|gb|b)_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
 LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$|_ns$|_min$)", re.I)
 # Durations a run chose rather than achieved (how long a point ran or was measured, when steady state came),
 # and CPU seconds over a fixed interval (less is not better when less work was done).
 NEUTRAL = re.compile(r"(runtime|measured|cpu_s$|_at_s$|_pct$)", re.I)
 SAME_WITHIN = 0.01
+
+# The significance rule, in one place (after pyperf's compare_to, which asks for a t-test and, with --min-speed,
+# a minimum change). A figure measured several times on both sides (repeats of a case, or the per-second or
+# per-interval samples a record keeps) differs significantly when Welch's two-sided t-test gives p < ALPHA
+# and the means differ by at least SAME_WITHIN. A figure measured once on a side cannot be tested: it differs
+# when the two values are more than NOISE_FLOOR apart, and the output says it was a single measurement.
+# The compare command's help says it in words; tests/test_compare.py holds the two together.
+ALPHA = 0.05
+NOISE_FLOOR = 0.05
+RULE = (f"A change is significant when Welch's t-test over the repeats or per-second samples gives p < {ALPHA} "
+        f"and the means differ by at least {SAME_WITHIN:.0%}; a figure measured once on a side counts only beyond "
+        f"a {NOISE_FLOOR:.0%} noise floor.")
+# Case parameters that number repeats of the same measurement: records differing only in these are one figure.
+REPEAT_PARAMS = ("repeat", "round")
 
 
 def direction(metric: str) -> int:
@@ -45,55 +67,239 @@ def verdict(metric: str, a: float, b: float) -> tuple[float | None, str]:
     return better, f"{better:.2f}× faster" if better > 1 else f"{1 / better:.2f}× slower"
 
 
-def figures(run: Run) -> dict[tuple[str, str], dict[str, Any]]:
-    """(suite, case) -> metrics. A cluster run's figures are its totals across nodes, one case per node count
-    ("u4-r1@2n": the case on 2 nodes)."""
-    if not run.plan.hosts:
-        return {(r.suite, r.case_id): r.metrics for r in run.records()}
-    from refbench.cluster.summary import tables
+# ---- figures and the samples behind them -------------------------------------------------------------------
 
-    totals = next(t for t in tables(run) if t.name == "cluster_totals")
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for t in totals.rows:
-        out.setdefault((t["suite"], f"{t['case']}@{t['nodes']}n"), {})[t["figure"]] = t["total (sum or mean)"]
+@dataclass
+class Figure:
+    value: float
+    samples: list[float] = field(default_factory=list)  # two or more measurements of the same figure, or none
+    source: str = "1 measurement"
+
+
+def _series_samples(run: Run, record: Record, metric: str) -> list[float]:
+    """The per-second or per-interval measurements a record keeps of one of its figures."""
+    kept = record.extra.get("samples", {}).get(metric)  # the plain form: {metric: [values]}
+    if kept:
+        return [float(v) for v in kept]
+    if record.suite == "oltp" and metric in ("nopm", "tpm"):
+        # The driver's per-interval rates over the measured window (negative t_s is the ramp-up).
+        name = "new_orders_per_min" if metric == "nopm" else "tx_per_min"
+        return [float(s[name]) for s in record.extra.get("series", []) if s.get("t_s", 0) >= 0 and s.get("seconds")]
+    if record.suite == "device" and record.params.get("kind") == "point" and re.fullmatch(r"(read_|write_)?(iops|mb_s)", metric):
+        # fio's per-second IOPS; a point's block size and read/write mix are fixed, so its MB/s and its read or
+        # write share move with them: the samples are scaled to the figure.
+        return _scaled(_read_json_list(run.raw_dir(record.suite, record.case_id) / "fio-iops-per-second.json"),
+                       record.metrics.get(metric))
+    if record.suite == "dss" and metric == "throughput":
+        # Each stream's elapsed time is a measurement of the same rate (queries per hour go as 1 / time).
+        times = [float(v) for k, v in record.metrics.items() if re.fullmatch(r"stream_\d+_s", k) and _is_number(v) and v > 0]
+        return _scaled([1 / t for t in times], record.metrics.get(metric))
+    return []
+
+
+def _scaled(samples: list[float], value: Any) -> list[float]:
+    if len(samples) < 2 or not _is_number(value) or not (mean := statistics.fmean(samples)):
+        return []
+    return [s * value / mean for s in samples]
+
+
+def _read_json_list(path: Path) -> list[float]:
+    """A raw file's list of numbers; raw output is kept for people, so one that is missing or damaged only
+    leaves the figure without samples (shown as a single measurement)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [float(v) for v in data if _is_number(v)] if isinstance(data, list) else []
+
+
+def figures(run: Run) -> dict[tuple[str, str, str], Figure]:
+    """(suite, case, metric) -> the figure. Records that differ only in a repeat number are one figure (their
+    mean, with the repeats as its samples; the case is named without the repeat). A cluster run's figures are
+    its totals across nodes, one case per node count ("u4-r1@2n": the case on 2 nodes), measured once."""
+    if run.plan.hosts:
+        return _cluster_figures(run)
+    out: dict[tuple[str, str, str], Figure] = {}
+    for (suite, case), records in _repeat_groups(run).items():
+        for metric in dict.fromkeys(m for r in records for m in r.metrics):
+            values = [r.metrics[metric] for r in records if _is_number(r.metrics.get(metric))]
+            if not values:
+                continue
+            if len(values) > 1:
+                out[(suite, case, metric)] = Figure(statistics.fmean(values), values, f"{len(values)} repeats")
+            else:
+                samples = _series_samples(run, records[0], metric)
+                out[(suite, case, metric)] = Figure(values[0], samples, f"{len(samples)} samples" if samples else "1 measurement")
     return out
 
 
-def shared_figures(a: Run, b: Run) -> list[dict[str, Any]]:
-    a_figures = figures(a)
+def _repeat_groups(run: Run) -> dict[tuple[str, str], list[Record]]:
+    """(suite, case) -> the records that differ only in a repeat number, the case named without it ("u4")."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in run.records():
+        same = json.dumps({k: v for k, v in r.params.items() if k not in REPEAT_PARAMS}, sort_keys=True, default=str)
+        groups.setdefault((r.suite, same), []).append(r)
+    return {(suite, _case_name(records)): records for (suite, _), records in groups.items()}
+
+
+def _case_name(records: list[Record]) -> str:
+    if len(records) == 1:
+        return records[0].case_id
+    first = records[0]
+    for key in REPEAT_PARAMS:  # "u4-r1" -> "u4"
+        if key in first.params:
+            stripped = re.sub(rf"[-_.]?{key[0]}{first.params[key]}$", "", first.case_id)
+            if stripped != first.case_id:
+                return stripped
+    return first.case_id
+
+
+def _headline_figures(run: Run) -> set[tuple[str, str, str]]:
+    """headline_keys names records; a repeated case's figure carries the name of its group."""
+    keys = headline_keys(run)
+    if not keys or run.plan.hosts:
+        return set()
+    case_of = {(r.suite, r.case_id): case for (_, case), records in _repeat_groups(run).items() for r in records}
+    return {(suite, case_of.get((suite, case), case), metric) for suite, case, metric in keys}
+
+
+def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
+    from refbench.cluster.summary import tables
+
+    totals = next(t for t in tables(run) if t.name == "cluster_totals")
+    out = {}
+    for t in totals.rows:
+        if _is_number(value := t["total (sum or mean)"]):
+            out[(t["suite"], f"{t['case']}@{t['nodes']}n", t["figure"])] = Figure(value)
+    return out
+
+
+# ---- significance ------------------------------------------------------------------------------------------
+
+def welch_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p-value of Welch's t-test (unequal variances) on two samples of at least two values each."""
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return 1.0 if ma == mb else 0.0
+    t = (mb - ma) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (modified Lentz), which
+    converges fast for x < (a + 1) / (a + b + 2); beyond, by the symmetry I_x(a, b) = 1 - I_{1-x}(b, a)."""
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1 - _incomplete_beta(b, a, 1 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    f, c, d = 1.0, 1.0, 0.0
+    for i in range(400):
+        m = i // 2
+        if i == 0:
+            numerator = 1.0
+        elif i % 2 == 0:
+            numerator = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            numerator = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1 + numerator * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + numerator / c
+        c = c if abs(c) > tiny else tiny
+        f *= c * d
+        if abs(1 - c * d) < 1e-12:
+            break
+    return front * (f - 1)
+
+
+def significance(a: Figure, b: Figure) -> tuple[bool, float | None, str]:
+    """(significant, p-value or None, how it was decided) — the rule stated in RULE."""
+    if a.value == b.value:
+        return False, None, "identical"
+    change = abs(b.value / a.value - 1) if a.value else math.inf
+    if len(a.samples) >= 2 and len(b.samples) >= 2:
+        p = welch_p(a.samples, b.samples)
+        return p < ALPHA and change >= SAME_WITHIN, p, f"Welch t-test, {a.source} vs {b.source}"
+    return change > NOISE_FLOOR, None, f"1 measurement: counts beyond {NOISE_FLOOR:.0%}"
+
+
+# ---- the comparison ----------------------------------------------------------------------------------------
+
+def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str, Any]]:
+    """One row per figure the baseline shares with another run, and per such run, in the baseline's order."""
+    base, base_figures = runs[0], figures(runs[0])
+    headlines = _headline_figures(base)
     rows = []
-    for (suite, case), metrics_b in figures(b).items():
-        metrics_a = a_figures.get((suite, case))
-        if metrics_a is None:
-            continue
-        for metric, vb in metrics_b.items():
-            va = metrics_a.get(metric)
-            if not _is_number(va) or not _is_number(vb):
+    for letter, other in zip(letters(runs)[1:], runs[1:]):
+        other_figures = figures(other)
+        headlines |= _headline_figures(other)
+        for key, fa in base_figures.items():
+            fb = other_figures.get(key)
+            if fb is None or (metric and metric not in key[2]):
                 continue
-            factor, words = verdict(metric, va, vb)
-            rows.append({"suite": suite, "case": case, "metric": metric, "A": va, "B": vb, "factor": factor, "B vs A": words})
+            factor, words = verdict(key[2], fa.value, fb.value)
+            significant, p, basis = significance(fa, fb)
+            rows.append({"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
+                         "B": fb.value, "factor": factor, "B vs A": words, "significant": significant,
+                         "p": None if p is None else round(p, 4), "basis": basis, "headline": key in headlines})
     return rows
+
+
+def selected(rows: list[dict[str, Any]], everything: bool) -> list[dict[str, Any]]:
+    """What is shown: every row, or the headline figures and the figures with a better direction (throughput,
+    latency, time; not the percentages and counts that describe a run) that changed significantly against any
+    of the runs, with their rows for all runs, so a figure's line is complete."""
+    if everything:
+        return rows
+    keep = {(r["suite"], r["case"], r["metric"]) for r in rows
+            if r["headline"] or (r["significant"] and direction(r["metric"]) != 0)}
+    return [r for r in rows if (r["suite"], r["case"], r["metric"]) in keep]
+
+
+def by_figure(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, dict[str, Any]]]:
+    """(suite, case, metric) -> compared run's letter -> row: one line per figure across N runs, the headline
+    figures first."""
+    out: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: not r["headline"]):
+        out.setdefault((r["suite"], r["case"], r["metric"]), {})[r["vs"]] = r
+    return out
+
+
+def change_words(row: dict[str, Any]) -> str:
+    """The cell people read: the change when it is significant (starred when measured once on a side),
+    pyperf's "not significant" otherwise."""
+    if not row["significant"]:
+        return "same" if row["basis"] == "identical" else "not significant"
+    return row["B vs A"] + ("*" if row["basis"].startswith("1 measurement") else "")
 
 
 def overall(rows: list[dict[str, Any]], minimum_cases: int = 3) -> list[dict[str, Any]]:
     """The paper's overall ratio: for each figure with a better direction, the geometric mean of its factors over
     the cases of one group (the first part of the case id: an engine, a target), e.g. cold_s over 22 queries."""
-    groups: dict[tuple[str, str, str], list[float]] = {}
+    groups: dict[tuple[str, str, str, str], list[float]] = {}
     for r in rows:
         if r["factor"] is not None and direction(r["metric"]) != 0:
-            groups.setdefault((r["suite"], r["case"].split("-")[0], r["metric"]), []).append(r["factor"])
+            groups.setdefault((r["vs"], r["suite"], r["case"].split("-")[0], r["metric"]), []).append(r["factor"])
     out = []
-    for (suite, group, metric), factors in sorted(groups.items()):
+    for (vs, suite, group, metric), factors in sorted(groups.items()):
         if len(factors) >= minimum_cases:
             mean = math.exp(sum(math.log(f) for f in factors) / len(factors))
             words = "same" if abs(mean - 1) < SAME_WITHIN else f"{mean:.2f}× faster" if mean > 1 else f"{1 / mean:.2f}× slower"
-            out.append({"suite": suite, "group": group, "metric": metric, "cases": len(factors),
-                        "geometric mean factor": round(mean, 3), "B vs A": words})
+            out.append({"vs": vs, "suite": suite, "group": group, "metric": metric, "cases": len(factors),
+                        "geometric mean factor": round(mean, 3), "against A": words})
     return out
 
 
-def configuration_rows(a: Run, b: Run) -> list[dict[str, Any]]:
-    """The host and plan facts that tell two configurations apart."""
+def letters(runs: list[Run]) -> list[str]:
+    """A, B, C … Z, then A2 …: short names for the table's columns."""
+    return [chr(ord("A") + i % 26) + (str(i // 26 + 1) if i >= 26 else "") for i in range(len(runs))]
+
+
+def configuration_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    """The host and plan facts that tell the configurations apart."""
 
     def facts(run: Run) -> dict[str, Any]:
         meta = run.meta
@@ -107,24 +313,55 @@ def configuration_rows(a: Run, b: Run) -> list[dict[str, Any]]:
             **{f"{k} version": v for k, v in (meta.get("tools") or {}).items()},
         }
 
-    fa, fb = facts(a), facts(b)
-    return [{"fact": k, "A": fa.get(k), "B": fb.get(k), "differs": "yes" if fa.get(k) != fb.get(k) else ""} for k in dict.fromkeys([*fa, *fb])]
+    all_facts = [facts(r) for r in runs]
+    names = letters(runs)
+    return [{"fact": k, **{n: f.get(k) for n, f in zip(names, all_facts)},
+             "differs": "yes" if len({json.dumps(f.get(k), default=str) for f in all_facts}) > 1 else ""}
+            for k in dict.fromkeys(k for f in all_facts for k in f)]
 
 
-def write_html(a: Run, b: Run, rows: list[dict[str, Any]], out: Path) -> Path:
+def default_html_path(runs: list[Run], metric: str | None, everything: bool) -> Path:
+    """Next to the last run, named after every run and the selection, so that no two compares share a file."""
+    name = "compare-" + "-vs-".join(r.path.name for r in runs)
+    if metric:
+        name += "-metric-" + re.sub(r"[^A-Za-z0-9_.]+", "_", metric)
+    if everything:
+        name += "-all"
+    if len(name) > 200:  # file names stop at 255 bytes: keep the start, and a hash of the whole
+        name = name[:180] + "-" + hashlib.sha1(name.encode()).hexdigest()[:12]
+    return runs[-1].path.parent / f"{name}.html"
+
+
+def write_html(runs: list[Run], rows: list[dict[str, Any]], out: Path, everything: bool, metric: str | None) -> Path:
+    names = letters(runs)
+    legend = " · ".join(f"{n} = {h.esc(r.path.name)}" for n, r in zip(names, runs))
+    figure_rows = []
+    for (suite, case, m), per_run in by_figure(rows).items():
+        first = next(iter(per_run.values()))
+        line: dict[str, Any] = {"suite": suite, "case": case, "metric": m, "headline": "yes" if first["headline"] else "",
+                                "A": first["A"]}
+        for n in names[1:]:
+            if (r := per_run.get(n)) is not None:
+                line[n], line[f"{n} vs A"] = r["B"], change_words(r)
+                line[f"{n} basis"] = r["basis"] + (f", p = {r['p']:.2g}" if r["p"] is not None else "")
+        figure_rows.append(line)
+    shown = "every figure the runs share" if everything else "the headline figures and the figures that changed significantly"
+    significant = any(r["significant"] for r in rows)
     body = [
-        f"<h1>refbench comparison</h1><p class='sub'>A = {h.esc(a.path.name)} · B = {h.esc(b.path.name)}</p>",
-        "<p class='note'>“faster” means better in the figure's own sense: higher throughput or lower latency/time. "
-        "The factor is how many times better B is than A; figures without a better direction (percentages) show B/A.</p>",
-        "<h2>Configurations</h2>", h.table(configuration_rows(a, b)),
+        f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>",
+        f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
+        "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
+        "direction (percentages) show the ratio to A.</p>",
+        "<h2>Configurations</h2>", h.table(configuration_rows(runs)),
         *(["<h2>Overall</h2><p class='note'>Geometric mean of each figure's factor over the cases of a group "
-           "(an engine's 22 queries, a target's sweep points).</p>", h.table(overall(rows))] if overall(rows) else []),
-        f"<h2>Shared figures ({len(rows)})</h2>",
-        h.table(rows, max_rows=5000) if rows else "<p class='note'>The two runs share no figures (no case measured in both).</p>",
+           "(an engine's 22 queries, a target's sweep points).</p>", h.table(overall(rows))] if everything and overall(rows) else []),
+        f"<h2>Figures ({len(figure_rows)}: {h.esc(shown)}{', metric contains ' + h.esc(repr(metric)) if metric else ''})</h2>",
+        "" if significant else "<p class='banner none'>no significant change</p>",
+        h.table(figure_rows, max_rows=5000) if figure_rows else "<p class='note'>No figure to show.</p>",
     ]
-    atomic_write_text(out, h.page(f"refbench compare {a.path.name} vs {b.path.name}", "".join(body)))
+    atomic_write_text(out, h.page("refbench compare " + " vs ".join(r.path.name for r in runs), "".join(body)))
     return out
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

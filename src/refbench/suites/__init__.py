@@ -1,7 +1,7 @@
 """The one interface every suite implements, and the registry the runner, plan and CLI look suites up in.
 
 A suite is a class with a ``name``, a ``summary``, an ``options`` schema (its plan section and CLI flags)
-and six methods. The runner calls them in this order, and never special-cases a suite:
+and seven methods. The runner calls them in this order, and never special-cases a suite:
 
     cases(plan)        -> list[Case]      the matrix of measurements this plan asks for (stable ids)
     prepare(ctx)       -> None            create data / precondition; idempotent (runs again on resume)
@@ -9,6 +9,7 @@ and six methods. The runner calls them in this order, and never special-cases a 
     check(ctx)         -> list[Finding]   correctness: answers, consistency, verify
     summarize(records) -> list[Table]     the tables the papers print
     charts(tables)     -> list[Chart]     the figures the papers show (rendered by the report)
+    headlines(records, tables) -> list[Headline]   what the run's verdict leads with: the best it measured
 """
 
 from __future__ import annotations
@@ -89,6 +90,29 @@ class Chart:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Headline:
+    """A figure the run's verdict leads with, and the record it comes from (case "" when the suite derives it from
+    several records, as the DW rating's capacity)."""
+
+    label: str
+    value: float
+    unit: str
+    case: str
+    metric: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a plan will take, said before it runs (``refbench run --dry-run``): the suite's wall time, how that was
+    reckoned, and what it writes where. A suite may offer ``estimate(plan, cases) -> Estimate``; it is optional."""
+
+    seconds: float
+    method: str  # the reckoning in words, e.g. "2 × (3 s ramp-up + 8 s measured) + the load"
+    space: list[tuple[str, int, str]] = field(default_factory=list)  # (directory, bytes, what goes there)
+
+
 class Suite(Protocol):
     name: str
     summary: str
@@ -100,6 +124,7 @@ class Suite(Protocol):
     def check(self, ctx: "SuiteContext") -> list[Finding]: ...
     def summarize(self, records: list[Record]) -> list[Table]: ...
     def charts(self, tables: list[Table]) -> list[Chart]: ...
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]: ...
 
 
 # Built-in suites register here as they land: name -> "module:Class".

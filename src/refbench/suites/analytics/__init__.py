@@ -17,7 +17,7 @@ from typing import Any
 
 from refbench.fileio import writable_directory
 from refbench.plan import Option, Plan, PlanError
-from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.suites.analytics import inputs, launcher
 from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, all_tests
 from refbench.suites.analytics.summary import mean_of, minutes_of
@@ -29,13 +29,24 @@ TUNING_SETTINGS = ("CPU frequency governor", "CPU energy/performance bias", "Tra
                    "kernel.sched_wakeup_granularity_ns")
 
 
+# For --dry-run's estimate, from the quick profile on the 2-core VM: 19 jobs at 2 M rows summed 1.93 elapsed minutes
+# beside other work (load average 4.7-6.2; the README's demo, 0.80), about 3 s a job per million rows; the inputs take
+# about 260 bytes a row (README); the throughput test writes and reads its files at an assumed 500 MB/s.
+JOB_S_PER_MILLION_ROWS = 3.0
+INPUT_BYTES_PER_ROW = 260
+ASSUMED_IO_B_S = 500e6
+
+
 class AnalyticsSuite:
     name = "analytics"
     # The mixed-analytics paper's Table 2 per node and its four-node totals; the first is charted by node count.
     node_figures = {"mean_cpu_real_ratio": "mean", "elapsed_min_sum": "sum", "user_cpu_min_sum": "sum",
                     "system_cpu_min_sum": "sum", "peak_mb_s": "mean", "write_mb_s_per_core": "mean",
                     "read_mb_s_per_core": "mean"}
-    summary = ("Mixed analytics like the mixed-analytics paper: 19 tests (10 computation, 2 memory, 7 I/O) on DuckDB, Polars and NumPy, "
+    # Wall time on the 2-core VM: quick measured with `refbench analytics --profile quick` (README); the others as README says.
+    profile_times = {"quick": "1 min 10 s", "standard": "not measured",
+                     "full": "not measured"}
+    summary = ("Mixed analytics like the mixed analytics paper: 19 tests (10 computation, 2 memory, 7 I/O) on DuckDB, Polars and NumPy, "
                "run as separate processes at a target concurrency over DATA, WORK and UTIL; per-job real time, user and "
                "system CPU and bytes read/written from the kernel, the node's CPU/real-time ratio, throughput and IOPS "
                "over time, and SAS's storage throughput test in MB/s per core.")
@@ -43,22 +54,22 @@ class AnalyticsSuite:
                     "test); or three: DATA, WORK and UTIL in that order, like --data-dir, --work-dir and --util-dir. Each "
                     "is an existing directory; what refbench puts there is removed at the end (--keep-work keeps it).")
     examples = [
-        "refbench analytics /mnt/data /mnt/work /mnt/util     # the mixed-analytics paper's three file systems",
+        "refbench analytics /mnt/data /mnt/work /mnt/util     # the mixed analytics paper's three file systems",
         "refbench analytics                                   # quick: 19 jobs, 2 at a time, 2 M rows",
         "refbench analytics --data-dir /mnt/data --work-dir /mnt/work --util-dir /mnt/util --profile standard",
         "refbench analytics --profile full                    # the paper's size: 77 jobs, 20 at a time",
         "refbench analytics --tests correlation_matrix --jobs 1 --concurrency 1 --no-iotest",
     ]
     options = {
-        "data_dir": Option(str, "", "DATA: the permanent inputs (SASDATA in the mixed-analytics paper); default: the work directory."),
+        "data_dir": Option(str, "", "DATA: the permanent inputs (SASDATA in the mixed analytics paper); default: the work directory."),
         "work_dir": Option(str, "", "WORK: each job's working data (SASWORK); default: the work directory."),
         "util_dir": Option(str, "", "UTIL: sort and utility spill (UTILLOC); default: the work directory."),
         "rows": Option(int, {"quick": 2_000_000, "standard": 20_000_000, "full": 100_000_000},
                        "Rows of the generated sales table (about 200 bytes each as CSV + Parquet).", minimum=10_000),
         "tests": Option(list, list(TEST_NAMES), "Which tests to launch.", item=str, choices=TEST_NAMES),
         "jobs": Option(int, {"quick": 19, "standard": 38, "full": 77}, "Jobs launched in all, cycling through the tests "
-                       "(the mixed-analytics paper: 77).", minimum=1),
-        "concurrency": Option(int, {"quick": 2, "standard": 10, "full": 20}, "Jobs running at once (the mixed-analytics paper: 20).",
+                       "(the mixed analytics paper: 77).", minimum=1),
+        "concurrency": Option(int, {"quick": 2, "standard": 10, "full": 20}, "Jobs running at once (the mixed analytics paper: 20).",
                               minimum=1, maximum=512),
         "threads": Option(int, {"quick": 2, "standard": 4, "full": 4}, "Threads of each threaded test (SAS's CPUCOUNT).",
                           minimum=1, maximum=256),
@@ -90,6 +101,24 @@ class AnalyticsSuite:
                 cases.append(Case(f"iotest-{label.lower().replace('+', '-')}", {"locations": label},
                                   f"storage throughput test on {label}"))
         return cases
+
+    def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
+        o = plan.options[self.name]
+        job_s = JOB_S_PER_MILLION_ROWS * o["rows"] / 1e6
+        seconds = o["jobs"] * job_s / min(o["concurrency"], os.cpu_count() or 1)
+        placed = _placed_locations(plan)
+        base = plan.work_dir or plan.runs_dir
+        inputs_bytes = o["rows"] * INPUT_BYTES_PER_ROW
+        space = [(placed["DATA"][1] or base, inputs_bytes, "analytics: the generated inputs in DATA")]
+        cores = o["cores"] or os.cpu_count() or 1
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        iotest_bytes = cores * (o["iotest_file_mib"] * 2**20 if o["iotest_file_mib"] else 2 * memory // cores)
+        for group in (_location_groups(plan) if o["iotest"] else []):
+            space.append((placed[group.split("+")[0]][1] or base, iotest_bytes, f"analytics: the throughput test's files on {group}"))
+            seconds += 2 * iotest_bytes / ASSUMED_IO_B_S
+        seconds += inputs_bytes / ASSUMED_IO_B_S
+        return Estimate(seconds, f"{o['jobs']} jobs × {job_s:,.1f} s ({o['rows']:,} rows), {min(o['concurrency'], os.cpu_count() or 1)} "
+                        f"at a time, the inputs and the throughput test at an assumed {ASSUMED_IO_B_S / 1e6:,.0f} MB/s", space)
 
     def _locations(self, ctx) -> dict[str, Path]:
         return {name: (Path(path) if path else ctx.work_dir / name.lower()).resolve()
@@ -227,6 +256,11 @@ class AnalyticsSuite:
         from refbench.suites.analytics.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.analytics.summary import headlines
+
+        return headlines(records, tables)
 
 
 def _placed_locations(plan: Plan) -> dict[str, tuple[str, str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.suites import Chart, Record, Table
+from refbench.suites import Chart, Headline, Record, Table
 
 RATIO_NOTE = ("Over the jobs that completed (a failed job's times are in the per-job table only). "
               "CPU/real-time ratio: (user + system CPU) / real time. Below 1 the CPU is waiting on resources, "
@@ -137,4 +137,21 @@ def charts(tables: list[Table]) -> list[Chart]:
                          {"write": [(r["locations"], r["write MB/s per core"]) for r in by["iotest"]],
                           "read": [(r["locations"], r["read MB/s per core"]) for r in by["iotest"]]}, kind="bar",
                          note="SAS's guidance: 100–150 MB/s per core."))
+    return out
+
+
+def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
+    """The storage throughput test's MB/s per core (write, read) per location set, and the workload's mean
+    CPU/real-time ratio."""
+    out = []
+    for r in (r for r in records if r.case_id.startswith("iotest")):
+        where = f" ({r.extra['locations']})"
+        for side in ("write", "read"):
+            out.append(Headline(f"{side} MB/s per core{where}", r.metrics[f"{side}_mb_s_per_core"], "MB/s per core",
+                                r.case_id, f"{side}_mb_s_per_core", r.extra[f"{side}_verdict"]))
+    for r in (r for r in records if r.case_id == "workload"):
+        if r.metrics.get("mean_cpu_real_ratio") is not None:
+            out.append(Headline("CPU/real-time ratio (mean over the jobs)", r.metrics["mean_cpu_real_ratio"], "", r.case_id,
+                                "mean_cpu_real_ratio", f"{r.metrics['jobs'] - r.metrics['jobs_failed']} of {r.metrics['jobs']} jobs, "
+                                f"{r.metrics['avg_concurrent_jobs']:g} at a time"))
     return out

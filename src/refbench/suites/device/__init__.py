@@ -17,18 +17,23 @@ from typing import Any
 from refbench.engines.fio import FioError, fio_binary, run_fio
 from refbench.errors import UserError
 from refbench.plan import Option, Plan, PlanError
-from refbench.suites import Case, Chart, Finding, Record, Table
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.suites.device import checks
 from refbench.suites.device.sweep import (
     AccessMode, access_modes, base_job, bs_id, precondition_random, precondition_sequential, run_point, size_label,
 )
-from refbench.suites.device.targets import Target, mark_created, resolve
+from refbench.suites.device.targets import DEFAULT_FILE_SIZE, Target, mark_created, resolve
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 PAPER_BLOCK_SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]
 PAPER_QUEUE_DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128]
 DEFAULT_TARGET = "(run work directory)"
 CHECKS = ("probe", "verify", "dd", "fs-stress", "accounting")
+# For --dry-run's estimate: fio's start and stop around each point and check (0.4–0.8 s a point measured with
+# 0.01 s runtimes, tests/test_device_sweep.py), and a write rate for the preconditioning and the checks, which
+# depend on the device: the 2-core VM's virtio disk wrote 1.2 GB/s (README), a SATA SSD about 0.5.
+FIO_START_S = 1.0
+ASSUMED_WRITE_B_S = 500e6
 
 
 def _sector_multiple(block_size: int) -> str | None:
@@ -40,7 +45,10 @@ class DeviceSuite:
     name = "device"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"iops": "sum", "mb_s": "sum", "read_lat_p99_us": "mean", "write_lat_p99_us": "mean"}
-    summary = ("Characterize storage with fio like the SSD paper: compatibility checks, preconditioning, and the "
+    # Wall time on the 2-core VM: quick measured with `refbench device --profile quick` (README); the others as README says.
+    profile_times = {"quick": "1 min 5 s", "standard": "30–70 min (estimated)",
+                     "full": "about 11 h (estimated)"}
+    summary = ("Characterize storage with fio like the SSD characterization paper: compatibility checks, preconditioning, and the "
                "random/sequential × 0/30/100% write × queue depth × block size sweep, with steady state per point. "
                "TARGETs are files, directories or block devices (block devices need --destroy-data); "
                "with none, a test file in the run's work directory.")
@@ -53,7 +61,7 @@ class DeviceSuite:
     examples = [
         "refbench device /mnt/nvme0                       # quick sweep of a test file in that directory",
         "refbench device /mnt/sas /mnt/nvme --profile standard   # two targets, side by side",
-        "refbench device /dev/nvme1n1 --destroy-data --profile full   # the SSD paper's 576 points on a raw device",
+        "refbench device /dev/nvme1n1 --destroy-data --profile full   # the SSD characterization paper's 576 points on a raw device",
         "refbench device /data --block-sizes 4k,64k --iodepths 1,32 --write-shares 0,30",
     ]
     options = {
@@ -64,9 +72,9 @@ class DeviceSuite:
                             check=_sector_multiple),
         "iodepths": Option(list, {"quick": [1, 16], "standard": [1, 4, 16, 64], "full": PAPER_QUEUE_DEPTHS},
                            "Queue depths per worker.", item=int, minimum=1, maximum=4096),
-        "numjobs": Option(int, {"quick": 2, "standard": 4, "full": 12}, "fio workers per point (the paper: 12).", minimum=1, maximum=1024),
+        "numjobs": Option(int, {"quick": 2, "standard": 4, "full": 12}, "fio workers per point (the SSD characterization paper: 12).", minimum=1, maximum=1024),
         "patterns": Option(list, ["random", "sequential"], "Access patterns.", item=str, choices=("random", "sequential")),
-        "write_shares": Option(list, [0, 30, 100], "Write percentages (the paper: 0, 30, 100).", item=int, minimum=0, maximum=100),
+        "write_shares": Option(list, [0, 30, 100], "Write percentages (the SSD characterization paper: 0, 30, 100).", item=int, minimum=0, maximum=100),
         # Fractions of a second (fio takes milliseconds) serve smoke tests of the whole matrix, not measurements.
         "min_runtime_s": Option(float, {"quick": 2, "standard": 10, "full": 60}, "Seconds a point runs at least.", minimum=0.01),
         "max_runtime_s": Option(float, {"quick": 2, "standard": 30, "full": 60}, "Seconds a point runs at most.", minimum=0.01),
@@ -119,6 +127,32 @@ class DeviceSuite:
                             f"{label} {mode.title} QD{qd} {size_label(bs)}",
                         ))
         return cases
+
+    def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
+        o = plan.options[self.name]
+        points = sum(c.params["kind"] == "point" for c in cases)
+        checks_run = sum(c.params["kind"] == "check" for c in cases)
+        seconds = points * (o["max_runtime_s"] + FIO_START_S) + checks_run * FIO_START_S
+        written, space = 0, []
+        for index, spec in enumerate(plan.targets or [DEFAULT_TARGET]):
+            if spec == DEFAULT_TARGET:
+                size = o["size"] or DEFAULT_FILE_SIZE[plan.profile]
+                space.append((plan.work_dir or plan.runs_dir, size, f"device t{index}: the test file in the run's work directory"))
+            else:
+                target = resolve(spec, index, o, plan.profile)
+                size = target.size_bytes
+                path = Path(target.path)
+                if target.kind == "file":
+                    grows = size - (path.stat().st_size if path.exists() else 0)
+                    space.append((str(path.parent), max(0, grows), f"device t{index}: test file {path.name}"))
+            region = min(o["check_size"] or size, size)
+            written += (o["precondition_passes"] * size if o["precondition"] else 0) + (2 * region if o["checks"] else 0)
+            seconds += o["precondition_random_s"] if o["precondition"] else 0
+        seconds += written / ASSUMED_WRITE_B_S
+        stop = "to steady state, at most" if o["stop_at_steady_state"] else "each"
+        return Estimate(seconds, f"{points} points × {o['max_runtime_s']:g} s ({stop}) + {FIO_START_S:g} s of fio start "
+                        f"each, checks and preconditioning ({written / 1e9:,.1f} GB written at an assumed "
+                        f"{ASSUMED_WRITE_B_S / 1e6:,.0f} MB/s)", space)
 
     # ---- preparing targets ---------------------------------------------------------------------------
 
@@ -275,6 +309,11 @@ class DeviceSuite:
         from refbench.suites.device.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.device.summary import headlines
+
+        return headlines(records, tables)
 
 
 CHECK_METHODS = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from refbench.suites import Chart, Record, Table
+from refbench.suites import Chart, Headline, Record, Table
 from refbench.suites.device.sweep import AccessMode, size_label
 
 LATENCY_NOTE = "p99 completion latency of reads (of writes for 100% write modes)"
@@ -117,3 +117,28 @@ def charts(tables: list[Table]) -> list[Chart]:
             out.append(Chart(f"targets_{mode_id}_iops", f"Targets side by side: IOPS, {rows[0]['access_mode']}, QD{deepest}",
                              "block size", "IOPS", series))
     return out
+
+
+def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
+    """Per target, the peak IOPS of the random points and the peak MB/s of the sequential ones, each with the
+    p99 latency it came at."""
+    points = [r for r in records if r.params.get("kind") == "point" and r.metrics.get("iops")]
+    targets = list(dict.fromkeys(r.params["target"] for r in points))
+    out = []
+    for target in targets:
+        prefix = f"{target}: " if len(targets) > 1 else ""
+        mine = [r for r in points if r.params["target"] == target]
+        for pattern, metric, unit in (("random", "iops", "IOPS"), ("sequential", "mb_s", "MB/s")):
+            if candidates := [r for r in mine if r.params["pattern"] == pattern]:
+                best = max(candidates, key=lambda r: r.metrics[metric])
+                p = best.params
+                mode = AccessMode(p["pattern"], p["write_pct"]).title
+                out.append(Headline(f"{prefix}peak {unit}, {mode}, {size_label(p['bs'])}, QD {p['iodepth']}",
+                                    best.metrics[metric], unit, best.case_id, metric, _p99(best)))
+    return out
+
+
+def _p99(r: Record) -> str:
+    side = "write" if r.params["write_pct"] == 100 else "read"
+    p99 = r.metrics.get(f"{side}_lat_p99_us")
+    return "" if p99 is None else f"{side} p99 {p99:,.0f} µs"

@@ -26,7 +26,7 @@ from refbench.errors import UserError
 from refbench.host import pagecache
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
-from refbench.suites import Case, Chart, Finding, Record, Table, storage
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,
 )
@@ -42,6 +42,9 @@ class DssSuite:
     name = "dss"
     # What a cluster run averages across nodes; each node answers for its own database.
     node_figures = {"power": "mean", "throughput": "mean", "warm_s": "mean"}
+    # Wall time on the 2-core VM: quick measured with `refbench dss --profile quick` (README); the others as README says.
+    profile_times = {"quick": "28 s", "standard": "about 1 h 15 min (measured in part)",
+                     "full": "not measured"}
     summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store) and "
                "PostgreSQL (row store) — each query cold and warm, one stream with the refresh functions (power), "
                "parallel streams in the specification's orders (throughput) — with every answer checked.")
@@ -103,6 +106,19 @@ class DssSuite:
                 cases.append(Case(f"{engine}-throughput", {"engine": engine, "mode": "throughput", "streams": streams},
                                   f"{engine} {streams} parallel streams"))
         return cases
+
+    def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
+        o = plan.options[self.name]
+        engines = list(dict.fromkeys(c.params["engine"] for c in cases))
+        streams = o["streams"] or min_streams(o["sf"])
+        seconds = load_seconds(o["sf"], engines)
+        for e in engines:
+            stream_s = o["sf"] * STREAM_S_PER_SF[e]
+            seconds += sum({"individual": 2 * stream_s + 22 * COLD_QUERY_S[e], "power": stream_s,
+                            "throughput": streams * stream_s}[m] for m in o["modes"])
+        return Estimate(seconds, f"generation and loads at SF {o['sf']:g}, then per engine the 22 queries cold and warm "
+                        f"(2 streams' time), a power stream and {streams} parallel streams on shared CPUs (the stream times "
+                        "measured at SF 10 on the 2-core VM, scaled by SF)", space_list(self.name, plan, engines))
 
     # ---- data and engines ----------------------------------------------------------------------------
 
@@ -279,6 +295,11 @@ class DssSuite:
 
         return charts(tables)
 
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.dss.summary import headlines
+
+        return headlines(records, tables)
+
 
 def checked_engines(suite: str, plan: Plan) -> list[str]:
     """The engines a dss-style suite (dss, dw) will use, after checking everything they need is there: a usable target,
@@ -340,12 +361,38 @@ def space_needed(o: dict[str, Any], where: Path, engines: list[str]) -> dict[Pat
     return needs
 
 
+# For --dry-run's estimate, per SF unit on the 2-core VM (README, dss): generation 224 s and the loads 427 s
+# (DuckDB) and 447 s (PostgreSQL) at SF 10; a power stream 122 s and 552 s; a cold query's engine restart; and the
+# engines' start and the answer check, the rest of the quick profile's 28 s (13 s of cases).
+GENERATE_S_PER_SF = 22.4
+LOAD_S_PER_SF = {"duckdb": 42.7, "postgres": 44.7}
+STREAM_S_PER_SF = {"duckdb": 12.2, "postgres": 55.2}
+COLD_QUERY_S = {"duckdb": 0.05, "postgres": 0.4}
+SETUP_S = 15
+
+
+def load_seconds(sf: float, engines: list[str]) -> float:
+    """The estimated time to start the engines, generate SF's data and load it into ``engines``."""
+    return SETUP_S + sf * (GENERATE_S_PER_SF + sum(LOAD_S_PER_SF[e] for e in engines))
+
+
+def _data_base(suite: str, plan: Plan) -> Path:
+    o = plan.options[suite]
+    return Path(o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir)
+
+
+def space_list(suite: str, plan: Plan, engines: list[str]) -> list[tuple[str, int, str]]:
+    """What a dss-style suite writes, as --dry-run lists it: (directory, bytes, what)."""
+    return [(str(directory), int(size), f"{suite}: {what}")
+            for directory, parts in space_needed(plan.options[suite], _data_base(suite, plan), engines).items()
+            for what, size in parts.items()]
+
+
 def require_space(suite: str, plan: Plan, engines: list[str]) -> None:
     """Refuses a run whose data would not fit, file system by file system, before anything is written."""
     o = plan.options[suite]
-    where = Path(o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir)
     by_fs: dict[int, tuple[Path, dict[str, float]]] = {}
-    for directory, parts in space_needed(o, where, engines).items():
+    for directory, parts in space_needed(o, _data_base(suite, plan), engines).items():
         _, merged = by_fs.setdefault(_file_system(directory), (directory, {}))
         merged.update(parts)
     for directory, parts in by_fs.values():

@@ -4,10 +4,11 @@ running queries apart), the single stream's and the parallel streams' elapsed ti
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from typing import Any
 
-from refbench.suites import Chart, Record, Table
+from refbench.suites import Chart, Headline, Record, Table
 
 
 def summarize(records: list[Record]) -> list[Table]:
@@ -120,4 +121,21 @@ def charts(tables: list[Table]) -> list[Chart]:
         out.append(Chart("parallel_streams", "Parallel query streams (throughput test), elapsed", "engine", "seconds",
                          {"elapsed": [(f"{f['engine']} ({f['streams']} streams)", f["parallel streams s"])
                                       for f in figures if "parallel streams s" in f]}, kind="bar"))
+    return out
+
+
+def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
+    """Per engine, the power figure (with the geometric mean of the power stream's 22 query times it comes from)
+    and the throughput figure."""
+    out = []
+    for r in sorted((r for r in records if r.params["mode"] in ("power", "throughput")),
+                    key=lambda r: (r.params["engine"], r.params["mode"])):
+        engine, m = r.params["engine"], r.metrics
+        if r.params["mode"] == "power":
+            times = [v for k, v in m.items() if re.fullmatch(r"Q\d+_s", k) and v]
+            mean = f"geometric mean of the query times {math.exp(statistics.fmean(map(math.log, times))):,.3g} s" if times else ""
+            out.append(Headline(f"{engine}: power", m["power"], "queries/h × SF", r.case_id, "power", mean))
+        else:
+            out.append(Headline(f"{engine}: throughput", m["throughput"], "queries/h × SF", r.case_id, "throughput",
+                                f"{m['streams']} streams"))
     return out

@@ -20,10 +20,10 @@ from refbench.errors import UserError
 from refbench.host.pagecache import files_under
 from refbench.plan import ENGINES, Option, Plan
 from refbench.runstore import Run
-from refbench.suites import Case, Chart, Finding, Record, Table, storage
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import device_of
 from refbench.suites.dss import (
-    check_answers, checked_engines, close_engines, engine_probe, prepare_data_and_engines,
+    check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
 )
 from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dw import capacity, workload
@@ -35,6 +35,9 @@ class DwSuite:
     name = "dw"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"queries_per_hour": "sum", "physical_scan_mb_s": "sum", "cpu_avg_pct": "mean"}
+    # Wall time on the 2-core VM: quick measured with `refbench dw --profile quick` (README); the others as README says.
+    profile_times = {"quick": "41 s", "standard": "about 35 min (estimated)",
+                     "full": "not measured"}
     summary = ("Data-warehouse rating like the DWFT rating paper (a Fast Track rating, as an open method): concurrent sessions "
                "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
                "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "
@@ -92,6 +95,13 @@ class DwSuite:
         if o["reference"]:
             reference_figures(o["reference"], Path(plan.runs_dir))  # an unknown reference fails here, before anything
         return [Case(e, {"engine": e}, f"{STORE[e]} ({e}), {o['sessions']} sessions, {o['duration_s']} s") for e in engines]
+
+    def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
+        o = plan.options[self.name]
+        engines = [c.id for c in cases]
+        return Estimate(load_seconds(o["sf"], engines) + len(engines) * o["duration_s"],
+                        f"generation and loads at SF {o['sf']:g} (as dss), then {len(engines)} store(s) × "
+                        f"{o['duration_s']} s measured", space_list(self.name, plan, engines))
 
     def prepare(self, ctx) -> None:
         prepare_data_and_engines(ctx)
@@ -185,6 +195,11 @@ class DwSuite:
         from refbench.suites.dw.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.dw.summary import headlines
+
+        return headlines(records, tables)
 
 
 def _system(inventory: dict[str, Any], device: str | None, settings: dict[str, str]) -> dict[str, Any]:

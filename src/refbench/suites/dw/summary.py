@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.suites import Chart, Record, Table
+from refbench.suites import Chart, Headline, Record, Table
 from refbench.suites.dw.capacity import CapacityRules, shown_tb
 
 NA = "N/A"  # on the sheet; the tables keep None, which their Parquet and CSV files need
@@ -90,3 +90,17 @@ def charts(tables: list[Table]) -> list[Chart]:
         sections[f"{store['store'].title()} ({store['engine']})"] = [
             (k, NA if v is None else v) for k, v in store.items() if k not in ("store", "engine")]
     return [Chart("rating_sheet", "refbench data-warehouse rating sheet", "", "", sections, kind="sheet")]
+
+
+def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
+    """The rated capacity (derived from every record) and each store's measured queries/hr/TB."""
+    primary = next((t.rows[0] for t in tables if t.name == "primary"), None)
+    out = []
+    if primary and primary["rated user data capacity (TB)"] is not None:
+        out.append(Headline("rated user data capacity", primary["rated user data capacity (TB)"], "TB", "", "rated_tb",
+                            f"decided by the {primary['rating decided by']}"))
+    for r in sorted(records, key=lambda r: r.params["engine"] != "postgres"):
+        out.append(Headline(f"{r.extra['store']} ({r.params['engine']}): throughput", r.metrics["queries_per_hour_per_tb"],
+                            "queries/h/TB", r.case_id, "queries_per_hour_per_tb",
+                            f"{r.metrics['queries_per_hour']:,.0f} queries/h"))
+    return out

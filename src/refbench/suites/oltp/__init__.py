@@ -20,7 +20,7 @@ from refbench.engines.settings import (
     check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
 )
 from refbench.plan import PROFILES, Option, Plan, PlanError
-from refbench.suites import Case, Chart, Finding, Record, Table, storage
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
     require_server_reach,
@@ -40,6 +40,10 @@ REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", 
 
 
 WAREHOUSE_BYTES = 100 * 10**6  # tables and indexes of one warehouse
+# For --dry-run's estimate, on the 2-core VM: a load takes 1.5 s a warehouse (README, the full profile's load); initdb,
+# the server's start and stop and the consistency checks took the rest of the quick profile's 33 s (23 s of cases).
+LOAD_S_PER_WAREHOUSE = 1.5
+SETUP_S = 10
 
 
 def load_bytes(warehouses: int) -> int:
@@ -92,7 +96,10 @@ class OltpSuite:
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count,
     # as the OLTP paper charts orders per minute by node count.
     node_figures = {"nopm": "sum", "tpm": "sum", "new_order_lat_avg_ms": "mean", "new_order_lat_p999_ms": "mean"}
-    summary = ("Order processing like the OLTP paper (derived from TPC-C) on PostgreSQL: virtual users against W "
+    # Wall time on the 2-core VM: quick measured with `refbench oltp --profile quick` (README); the others as README says.
+    profile_times = {"quick": "33 s", "standard": "31 min",
+                     "full": "about 2 h 30 min at 1,000 warehouses (estimated)"}
+    summary = ("Order processing like the OLTP orders-per-minute paper (derived from TPC-C) on PostgreSQL: virtual users against W "
                "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
                "a user-count scaling series, and the consistency conditions checked before and after.")
     targets_help = ("One directory for the database (existing): the managed PostgreSQL's data goes in "
@@ -123,7 +130,7 @@ class OltpSuite:
                               check=pg_setting_problem),
         "cache_mb": storage.CACHE_MB,
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
-        "reload_each_case": Option(bool, False, "The OLTP paper's cycle: drop, load and run for every case."),
+        "reload_each_case": Option(bool, False, "The OLTP orders-per-minute paper's cycle: drop, load and run for every case."),
         "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0, maximum=1024),
         "seed": Option(int, 1, "Seed of the virtual users' random inputs."),
     }
@@ -142,7 +149,7 @@ class OltpSuite:
             require_server_reach(Path(plan.targets[0]), "target")
         elif o["data_dir"]:
             require_server_reach(Path(o["data_dir"]).parent, "the directory of data_dir")
-        where = o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
+        where = _load_dir(plan)
         if o["warehouses"] == 0:
             # Resolved once, here, before the plan is written into the run: a resumed run keeps this count.
             o["warehouses"] = _auto_warehouses_of(o, where)
@@ -162,6 +169,16 @@ class OltpSuite:
         return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
                      f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
                 for u in users for r in range(1, o["repeats"] + 1)]
+
+    def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
+        o = plan.options[self.name]
+        loads = len(cases) if o["reload_each_case"] else 1
+        load_s = loads * o["warehouses"] * LOAD_S_PER_WAREHOUSE
+        seconds = SETUP_S + load_s + len(cases) * (o["rampup_s"] + o["duration_s"])
+        space = [] if o["dsn"] else [(_load_dir(plan), load_bytes(o["warehouses"]),
+                                      f"oltp: {o['warehouses']:,} warehouse(s) of tables, indexes and WAL")]
+        return Estimate(seconds, f"{SETUP_S} s to start, {loads} load(s) of {o['warehouses']:,} warehouse(s) at {LOAD_S_PER_WAREHOUSE:g} s each "
+                        f"+ {len(cases)} case(s) × ({o['rampup_s']} s ramp-up + {o['duration_s']} s measured)", space)
 
     # ---- the database --------------------------------------------------------------------------------
 
@@ -289,6 +306,17 @@ class OltpSuite:
         from refbench.suites.oltp.summary import charts
 
         return charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        from refbench.suites.oltp.summary import headlines
+
+        return headlines(records, tables)
+
+
+def _load_dir(plan: Plan) -> str:
+    """Where the managed server's data goes, as far as the plan says before the run directory exists."""
+    o = plan.options[OltpSuite.name]
+    return o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir
 
 
 def _auto_warehouses_of(o: dict[str, Any], where: str) -> int:

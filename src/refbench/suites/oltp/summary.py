@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.suites import Chart, Record, Table
+from refbench.suites import Chart, Headline, Record, Table
 from refbench.suites.oltp.driver import TX
 
 
@@ -64,3 +64,21 @@ def charts(tables: list[Table]) -> list[Chart]:
         out.append(Chart("throughput_over_time", "New-Orders per minute over time (ramp-up included)",
                          "seconds from the start of the measurement (ramp-up < 0)", "New-Orders per minute", series))
     return out
+
+
+def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
+    """NOPM and TPM at the user count that gave the most New-Orders, with its New-Order p99. With repeats, a user
+    count's figure is its median repeat (the lower one of an even count: the figure is a floor, not a best try)."""
+    if not records:
+        return []
+    by_users: dict[int, list[Record]] = {}
+    for r in records:
+        by_users.setdefault(r.metrics["users"], []).append(r)
+    medians = [sorted(rs, key=lambda r: r.metrics["nopm"])[(len(rs) - 1) // 2] for rs in by_users.values()]
+    best = max(medians, key=lambda r: r.metrics["nopm"])
+    m = best.metrics
+    repeats = len(by_users[m["users"]])
+    at = f"{m['users']:,} user{'s' if m['users'] > 1 else ''}" + (f", median of {repeats} repeats" if repeats > 1 else "")
+    p99 = f"New-Order p99 {m['new_order_lat_p99_ms']:,.1f} ms"
+    return [Headline(f"NOPM at the best load level ({at})", m["nopm"], "NOPM", best.case_id, "nopm", p99),
+            Headline(f"TPM at the best load level ({at})", m["tpm"], "TPM", best.case_id, "tpm")]

@@ -1,0 +1,108 @@
+"""Acceptance thresholds: a plan's ``[accept]`` table, evaluated at the end of a run and by ``refbench check``.
+
+    [accept]
+    oltp.nopm = ">= 50000"                                # a suite's headline figure
+    device.t0-rand-w0-qd32-bs4k.read_lat_p99_us = "<= 2000"   # one case's metric
+
+A figure is ``suite.metric`` (the suite's headline figure of that name, e.g. oltp.nopm: NOPM at the best load level)
+or ``suite.case.metric`` (that case's record). A threshold whose figure the run did not measure fails, saying why.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from refbench.errors import UserError
+
+if TYPE_CHECKING:
+    from refbench.runstore import Run
+
+EXIT_THRESHOLD_FAILED = 3  # distinct from 1 (a correctness check failed) and 2 (bad input)
+OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+CONDITION = re.compile(r"\s*(>=|<=|==|>|<)\s*([-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?)\s*")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    figure: str
+    op: str
+    limit: float
+
+    def __str__(self) -> str:
+        return f"{self.figure} {self.op} {self.limit:g}"
+
+
+def parse(table: Any, where: Callable[[str], str]) -> list[Threshold]:
+    """The [accept] table's thresholds; ``where(key)`` names a key for an error (file:line)."""
+    if not isinstance(table, dict):
+        raise UserError(f"{where('')} must be a table ([accept]) of figure = \">= number\" lines.")
+    out = []
+    for figure, condition in _flatten(table).items():
+        if figure.count(".") < 1:
+            raise UserError(f"{where(figure)} must name a suite's figure as suite.metric or suite.case.metric.")
+        m = CONDITION.fullmatch(condition) if isinstance(condition, str) else None
+        if not m:
+            raise UserError(f"{where(figure)} must be a condition such as \">= 50000\" (one of {', '.join(OPERATORS)} "
+                            f"and a number), not {condition!r}.")
+        out.append(Threshold(figure, m.group(1), float(m.group(2))))
+    return out
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML reads oltp.nopm = "…" as a table oltp holding nopm: back to dotted names."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def evaluate(run: "Run", thresholds: list[Threshold]) -> list[dict[str, Any]]:
+    """[{"threshold", "value", "passed", "detail"}] in the plan's order."""
+    from refbench.report.verdict import run_verdict
+
+    verdicts = {v.suite: v for v in run_verdict(run)} if thresholds else {}
+    results = []
+    for t in thresholds:
+        value, detail = _value(run, verdicts, t.figure)
+        passed = value is not None and OPERATORS[t.op](value, t.limit)
+        results.append({"threshold": str(t), "value": value, "passed": passed, "detail": detail})
+    return results
+
+
+def _value(run: "Run", verdicts: dict[str, Any], figure: str) -> tuple[float | None, str]:
+    suite, *middle, metric = figure.split(".")
+    if suite not in verdicts:
+        return None, f"the run measured no {suite} figures"
+    if middle:
+        case = ".".join(middle)
+        record = next((r for r in run.records(suite) if r.case_id == case), None)
+        if record is None:
+            return None, f"the run has no {suite} case {case}"
+        value = record.metrics.get(metric)
+        if not _is_number(value):
+            return None, f"{suite} case {case} has no figure {metric}"
+        return value, f"{suite} case {case}"
+    matches = [h for h in verdicts[suite].headlines if h.metric == metric]
+    if len(matches) == 1:
+        return matches[0].value, matches[0].label
+    if matches:
+        cases = ", ".join(h.case for h in matches)
+        return None, f"{len(matches)} {suite} headline figures are {metric} (cases {cases}): name one as {suite}.CASE.{metric}"
+    known = ", ".join(dict.fromkeys(h.metric for h in verdicts[suite].headlines)) or "none"
+    return None, f"{metric} is not a {suite} headline figure (those are: {known}); a case's figure is {suite}.CASE.METRIC"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def failed(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if not r["passed"]]

@@ -1,0 +1,140 @@
+"""The run's verdict: per suite the headline figures, the correctness summary and the bottleneck, the answer a run
+ends with (terminal, --json, the report's first screen, verdict.json in the run directory).
+
+The bottleneck is named from the host telemetry of the case a headline comes from (the whole suite's measured span
+when that case was shorter than the one-second sampling): the busiest device, the CPU, and where the suite records
+them, the load driver's share of the CPU and the database's cache hit ratio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from refbench.host.telemetry import Telemetry
+from refbench.runstore import Run
+from refbench.suites import Headline, Record, Table, get_suite
+
+SATURATED_DEVICE_PCT = 80.0  # busy %: the device had a request in flight nearly all the time
+SATURATED_CPU_PCT = 85.0  # user + system + steal; beyond it, the work queues for a CPU
+IDLE_DEVICE_PCT = 20.0
+MEMORY_HIT_RATIO_PCT = 99.0  # the cache answered nearly every read: storage barely mattered
+
+
+@dataclass
+class SuiteVerdict:
+    suite: str
+    headlines: list[Headline]
+    checks_passed: int
+    checks_failed: int
+    bottleneck: str
+
+    @property
+    def correctness(self) -> str:
+        total = self.checks_passed + self.checks_failed
+        if not total:
+            return "no correctness checks"
+        if self.checks_failed:
+            return f"{self.checks_failed} of {total} checks FAILED"
+        return f"all {total} checks passed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"suite": self.suite, "headlines": [asdict(h) for h in self.headlines], "checks_passed": self.checks_passed,
+                "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck}
+
+
+def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[SuiteVerdict]:
+    """One verdict per suite with records, in the plan's order. ``tables``: the suites' tables when the caller has
+    already made them (the report), else they are made here."""
+    findings = run.findings()
+    telemetry = Telemetry(run.telemetry_path)
+    out = []
+    for name in dict.fromkeys(run.plan.suites + run.suites_with_records()):
+        records = run.records(name)
+        if not records:
+            continue
+        try:
+            suite = get_suite(name)
+        except Exception:  # a plugin suite that is no longer installed: its records have no headlines
+            suite = None
+        suite_tables = (tables or {}).get(name)
+        if suite_tables is None and suite is not None:
+            suite_tables = suite.summarize(records)
+        headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
+        passed = sum(f.passed for f in findings.get(name, []))
+        out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed,
+                                _bottleneck(headlines, records, telemetry)))
+    return out
+
+
+def headline_keys(run: Run) -> set[tuple[str, str, str]]:
+    """(suite, case id, metric) of every headline figure that comes from one record."""
+    return {(v.suite, h.case, h.metric) for v in run_verdict(run) for h in v.headlines if h.case}
+
+
+def _bottleneck(headlines: list[Headline], records: list[Record], telemetry: Telemetry) -> str:
+    """What limited the headline cases: the first one's phrase, and another case's too when a different resource
+    limited it (peak IOPS CPU-bound, peak MB/s device-bound)."""
+    by_case = {r.case_id: r for r in records}
+    cases = list(dict.fromkeys(h.case for h in headlines if h.case in by_case)) or [max(records, key=lambda r: r.elapsed_s).case_id]
+    by_resource: dict[str, tuple[str, str]] = {}  # resource -> (phrase, the headline it limited)
+    for case in cases:
+        resource, phrase = name_bottleneck(by_case[case], _window(by_case[case], records, telemetry))
+        by_resource.setdefault(resource, (phrase, next((h.label for h in headlines if h.case == case), case)))
+    if len(by_resource) == 1:
+        return next(iter(by_resource.values()))[0]
+    return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values())
+
+
+def _window(record: Record, records: list[Record], telemetry: Telemetry) -> dict[str, Any]:
+    if record.telemetry.get("samples", 0) >= 2:
+        return record.telemetry
+    # Cases shorter than the sampling: the suite's measured span as a whole.
+    window = telemetry.window(min(r.started_epoch_s for r in records), max(r.ended_epoch_s for r in records))
+    return window.to_dict() if window else {}
+
+
+def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
+    """(the limiting resource, a phrase): "vda (98% busy, queue 31)", "CPU (97%), storage idle", or neither
+    saturated."""
+    cpu = window.get("cpu") or {}
+    disks = window.get("disks") or {}
+    if not cpu and not disks:
+        return "unknown", "not determined: no host telemetry covers the measured interval"
+    cpu_pct = round(sum(cpu.get(k, 0.0) for k in ("user_pct", "system_pct", "steal_pct"))) if cpu else None
+    device, busy = None, 0.0
+    if disks:
+        device = max(disks, key=lambda d: disks[d]["busy_pct"])
+        busy = disks[device]["busy_pct"]
+    extras = []
+    if (share := record.metrics.get("driver_cpu_share_pct")) is not None:
+        extras.append(f"the load driver's share {share:.0f}%")
+    hit = (record.extra.get("storage") or {}).get("hit_ratio_pct")
+    if hit is not None:
+        extras.append(f"cache hit ratio {hit:.1f}%" + (": measured from memory" if hit >= MEMORY_HIT_RATIO_PCT else ""))
+    tail = f"; {', '.join(extras)}" if extras else ""
+    cpu_saturated = cpu_pct is not None and cpu_pct >= SATURATED_CPU_PCT
+    if device and busy >= SATURATED_DEVICE_PCT:
+        both = f" and CPU ({cpu_pct}%)" if cpu_saturated else ""
+        return "device", f"{device} ({busy:.0f}% busy, queue {disks[device]['avg_queue']:.3g}){both}{tail}"
+    if cpu_saturated:
+        storage = "storage idle" if not device or busy < IDLE_DEVICE_PCT else f"{device} {busy:.0f}% busy"
+        return "cpu", f"CPU ({cpu_pct}%), {storage}{tail}"
+    where = f"CPU {cpu_pct}%" if cpu_pct is not None else "CPU unknown"
+    activity = f"{device} {busy:.0f}% busy" if device else "no device activity"
+    return "neither", f"neither saturated ({where}, {activity}): the load offered (users, queue depth, streams) limits it{tail}"
+
+
+def verdict_lines(verdicts: list[SuiteVerdict]) -> list[tuple[str, str]]:
+    """(suite, text) lines for the terminal: the headlines, then correctness and bottleneck."""
+    from refbench.report.html import fmt
+
+    lines = []
+    for v in verdicts:
+        figures = [f"{h.label}: {fmt(h.value)} {h.unit}".rstrip() + (f" ({h.note})" if h.note else "") for h in v.headlines]
+        for i, text in enumerate(figures or ["no headline figures"]):
+            lines.append((v.suite if i == 0 else "", text))
+        lines.append(("", f"correctness: {v.correctness}"))
+        lines.append(("", f"bottleneck: {v.bottleneck}"))
+    return lines
+
