@@ -278,13 +278,13 @@ class Run:
         """Notes ``paths`` as the run's work data before a suite writes them (and so before a kill could leave them
         unnoted): a path that does not exist yet the run creates (its topmost missing directory, that is), and
         removes with its work data; one that exists (an earlier run's data, reused) is only marked as in use."""
+        new = [Path(os.path.abspath(path)) for path in paths if os.path.abspath(path) not in self._claimed]
+        if not new:  # SuiteContext.work_dir claims on every use
+            return
         places = self.work_places()
         known = {p["path"] for p in places}
         before = len(places)
-        for path in paths:
-            top = Path(os.path.abspath(path))
-            if str(top) in self._claimed:
-                continue
+        for top in new:
             self._claimed.add(str(top))
             while not top.parent.exists() and top.parent != top:
                 top = top.parent
