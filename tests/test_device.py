@@ -289,7 +289,7 @@ def test_two_device_runs_compare_point_by_point(tmp_path, refbench):
     a = refbench("device", str(tmp_path / "a"), "--name", "config-a", *point)
     b = refbench("device", str(tmp_path / "b"), "--name", "config-b", *point)
     assert a.code == 0 and b.code == 0, a.stderr + b.stderr
-    result = refbench("compare", a.last_line, b.last_line, "--json")
+    result = refbench("compare", a.last_line, b.last_line, "--json", "--all")
     assert result.code == 0, result.stderr
     figures = {f["metric"]: f for f in result.json()["figures"] if f["case"] == "t0-rand-w0-qd2-bs4k"}
     assert figures["iops"]["factor"] > 0 and figures["iops"]["B vs A"].endswith(("faster", "slower", "same"))

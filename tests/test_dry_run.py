@@ -32,15 +32,14 @@ def _option_line(stdout: str, key: str) -> str:
 
 
 @needs_postgres
-def test_a_dry_run_writes_nothing_and_says_where_each_value_came_from(tmp_path, refbench):
-    disk = tmp_path / "disk"
-    disk.mkdir()
+def test_a_dry_run_writes_nothing_and_says_where_each_value_came_from(tmp_path, refbench, reachable_dir):
+    disk = reachable_dir  # the postgres account must reach a target of oltp's
     (tmp_path / "lab.toml").write_text('name = "lab"\nsuites = ["device", "oltp"]\n\n[oltp]\nduration_s = 20\n')
-    before = _tree(tmp_path)
+    before = _tree(tmp_path), _tree(disk)
     result = refbench("run", "--plan", "lab.toml", str(disk), "--runs-dir", "runs", "--set", "oltp.rampup_s=5",
                       "--set", "device.iodepths=[1, 4]", "--dry-run")
     assert result.code == 0, result.stderr
-    assert _tree(tmp_path) == before  # no runs directory, no run, no test file, no database
+    assert (_tree(tmp_path), _tree(disk)) == before  # no runs directory, no run, no test file, no database
     out = result.stdout
     assert "plan file lab.toml:1" in _option_line(out, "name")
     assert "flag --runs-dir" in _option_line(out, "runs_dir")
@@ -58,26 +57,25 @@ def test_a_dry_run_writes_nothing_and_says_where_each_value_came_from(tmp_path, 
     flags = refbench("oltp", "--plan", "lab.toml", "--users", "2,4", "--runs-dir", "runs", "--dry-run")
     assert flags.code == 0, flags.stderr
     assert "flag --users" in _option_line(flags.stdout, "users") and "u4-r1" in flags.stdout
-    assert _tree(tmp_path) == before
+    assert (_tree(tmp_path), _tree(disk)) == before
 
 
 @needs_postgres
-def test_a_dry_run_refuses_suites_that_fit_one_by_one_but_not_together(tmp_path, refbench):
+def test_a_dry_run_refuses_suites_that_fit_one_by_one_but_not_together(tmp_path, refbench, reachable_dir):
     """Each suite's own check passes; their data together is more than the file system holds: one sentence, exit 2,
     after the dry run's lines say which directory does not fit. 60% of the free space each leaves room for a
     neighbour's writes meanwhile."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
+    disk = reachable_dir  # the postgres account must reach a target of oltp's
     share = int(free_bytes(disk) * 0.6)
     warehouses = max(1, (share - 2 * 2**30) // WAREHOUSE_BYTES)
-    before = _tree(tmp_path)
+    before = _tree(tmp_path), _tree(disk)
     result = refbench("run", "--suite", "device", "--suite", "oltp", str(disk), "--runs-dir", "runs", "--dry-run",
                       "--set", f"device.size={share // 2**20 * 2**20}", "--set", f"oltp.warehouses={warehouses}")
     assert result.code == 2, (result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(
         f"refbench: the plan does not fit: the file system of {disk} has "), result.stderr
     assert f"{disk}: needs" in result.stdout and "DOES NOT FIT" in result.stdout
-    assert _tree(tmp_path) == before
+    assert (_tree(tmp_path), _tree(disk)) == before
 
 
 # ---- help at 80 columns -------------------------------------------------------------------------------------

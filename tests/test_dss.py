@@ -116,7 +116,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
 
     shared = Path(tempfile.mkdtemp(prefix="refbench-test-dss-data-"))
     shared.chmod(0o755)
-    args = ["dss", "--sf", "0.01", "--streams", "2", "--data-dir", str(shared), "--runs-dir", "runs"]
+    args = ["dss", "--sf", "0.01", "--streams", "2", "--data-dir", str(shared), "--runs-dir", "runs", "--keep-work"]
     try:
         first = refbench(*args)
         assert first.code == 0, first.stderr
@@ -168,10 +168,11 @@ def test_compare_sums_up_each_engine_as_the_geometric_mean_of_its_query_speedups
     for engine, factors in (("duckdb", (2.0, 8.0, 4.0)), ("postgres", (1.0, 1.0, 1.0))):
         for q, f in enumerate(factors, start=1):
             factor, words = verdict("cold_s", 10.0, 10.0 / f)
-            rows.append({"suite": "dss", "case": f"{engine}-q{q:02d}", "metric": "cold_s", "factor": factor, "B vs A": words})
+            rows.append({"vs": "B", "suite": "dss", "case": f"{engine}-q{q:02d}", "metric": "cold_s", "factor": factor,
+                         "B vs A": words})
     summary = {r["group"]: r for r in overall(rows)}
-    assert summary["duckdb"]["geometric mean factor"] == 4.0 and summary["duckdb"]["B vs A"] == "4.00× faster"
-    assert summary["postgres"]["B vs A"] == "same" and summary["postgres"]["cases"] == 3
+    assert summary["duckdb"]["geometric mean factor"] == 4.0 and summary["duckdb"]["against A"] == "4.00× faster"
+    assert summary["postgres"]["against A"] == "same" and summary["postgres"]["cases"] == 3
     assert overall(rows[:2]) == []  # two cases are not enough for an overall figure
 
 

@@ -76,7 +76,7 @@ def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, dat
 
 @pytest.mark.slow
 def test_an_existing_schema_of_another_size_needs_rebuild(tmp_path, refbench, data_dir):
-    first = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs")
+    first = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs", "--keep-work")
     assert first.code == 0, first.stderr
     second = refbench("oltp", "--warehouses", "2", "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs")
     assert second.code == 2

@@ -1,7 +1,8 @@
-"""Targets are checked before a run directory exists: paths (new, missing, unwritable, on an unmounted fstab mount
-point), what each suite does with them, and raw block devices on real loop devices (mounted, signed, partitioned,
-or backing something mounted through loop, device-mapper or md; the last two also on a sysfs tree laid out as the
-kernel lays one out, for kernels without those drivers)."""
+"""Targets are the storage under test, checked before a run directory exists: paths (missing, unwritable by refbench
+or by the postgres account that runs the managed server, on an unmounted fstab mount point), what each suite puts in
+them and removes at the end, and raw block devices on real loop devices (mounted, signed, partitioned, or backing
+something mounted through loop, device-mapper or md; the last two also on a sysfs tree laid out as the kernel lays one
+out, for kernels without those drivers)."""
 
 from __future__ import annotations
 
@@ -44,20 +45,23 @@ def _resolve(dev: str, destroy_data: bool = True):
 
 # ---- paths -----------------------------------------------------------------------------------------------
 
-def test_a_new_file_in_an_existing_directory_is_measured_and_called_a_new_file(tmp_path, refbench):
-    target = tmp_path / "new.dat"
+def test_a_directory_gets_a_test_file_that_is_removed_at_the_end_and_the_directory_stays(tmp_path, refbench):
+    target = tmp_path / "store"
+    target.mkdir()
+    (target / "mine.txt").write_text("the user's")
     result = refbench("device", str(target), "--runs-dir", "runs", *ONE_POINT)
     assert result.code == 0, result.stderr
     run = tmp_path / result.last_line
-    device = resolve(str(tmp_path), 0, DEVICE_OPTIONS, "quick").device
-    said = f"new file {target} on {device}" if device else f"new file {target} on "
+    device = resolve(str(target), 0, DEVICE_OPTIONS, "quick").device
+    said = f"directory {target} on {device}" if device else f"directory {target} on "
     assert said in " ".join(result.stderr.split())  # the terminal says what the target is, not just the name typed
     assert said in (run / "report.html").read_text()  # and so does the report
-    assert not target.exists()  # refbench created it, so refbench removed it
+    assert [p.name for p in target.iterdir()] == ["mine.txt"]  # refbench's test file is gone, the user's file stays
 
 
-def test_a_killed_run_on_a_new_file_resumes_without_destroy_data_and_removes_the_file(tmp_path, refbench):
-    target, runs = tmp_path / "new.dat", tmp_path / "runs"
+def test_a_killed_run_leaves_its_test_file_and_lock_and_resume_measures_the_rest_and_removes_both(tmp_path, refbench):
+    target, runs = tmp_path / "store", tmp_path / "runs"
+    target.mkdir()
     args = ["device", str(target), "--runs-dir", str(runs), *ONE_POINT, "--precondition", "--block-sizes", "4k,64k"]
     proc = subprocess.Popen(refbench_command(*args), cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -68,23 +72,31 @@ def test_a_killed_run_on_a_new_file_resumes_without_destroy_data_and_removes_the
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert target.exists()  # the file refbench created, with data in it now
+    test_file = target / f"{targets_module.TEST_FILE_PREFIX}-t0.dat"
+    assert test_file.exists()  # the file refbench created, with data in it now
     run = next(runs.glob("*-device"))
+    assert (run / "run.lock").exists()  # kill -9 runs no cleanup; the kernel released the lock itself
     resumed = refbench("resume", str(run))
-    assert resumed.code == 0, resumed.stderr  # its own file, not "an existing file with data"
+    assert resumed.code == 0, resumed.stderr  # the stale lock file does not block it
     assert len(list((run / "records" / "device").glob("[!.]*.json"))) == 4
-    assert not target.exists()  # created by refbench, so removed at the end, even across the kill
+    assert list(target.iterdir()) == [] and not (run / "run.lock").exists()
 
 
-def test_a_path_whose_directory_does_not_exist_is_refused(tmp_path, refbench):
-    _refused(refbench("device", str(tmp_path / "missing" / "new.dat"), "--runs-dir", "runs"),
-             "does not exist", str(tmp_path / "missing"))
-    assert not (tmp_path / "runs").exists() and not (tmp_path / "missing").exists()
+@pytest.mark.parametrize("suite", ["device", "oltp", "dss", "dw", "analytics"])
+def test_a_target_that_does_not_exist_is_refused_and_not_created(tmp_path, refbench, suite):
+    for target in (tmp_path / "nvme0", tmp_path / "missing" / "nvme0"):  # whether or not its parent exists
+        _refused(refbench(suite, str(target), "--runs-dir", "runs"), f"target {target} does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no run directory, no target
 
 
-def test_oltp_refuses_a_target_whose_parent_does_not_exist_before_the_run_directory(tmp_path, refbench):
-    _refused(refbench("oltp", str(tmp_path / "nonexistent" / "dir"), "--runs-dir", "runs"), "does not exist")
-    assert not (tmp_path / "runs").exists()
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the managed server as another user")
+@pytest.mark.parametrize("suite", ["oltp", "dss", "dw"])
+def test_a_target_closed_to_the_postgres_account_is_refused_before_the_server_is_made(tmp_path, refbench, suite):
+    target = tmp_path / "db"  # pytest's tmp_path is closed to other users
+    target.mkdir()
+    _refused(refbench(suite, str(target), "--runs-dir", "runs"), f"target {target} is not writable by the managed "
+             "PostgreSQL", "postgres system user")
+    assert not (tmp_path / "runs").exists() and list(target.iterdir()) == []
 
 
 @pytest.mark.parametrize("suite", ["device", "oltp", "dss", "dw", "analytics"])
@@ -109,8 +121,8 @@ def test_a_target_on_an_fstab_mount_point_that_is_mounted_is_accepted(tmp_path):
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", str(mountpoint)], check=True)
     try:
         os.environ[FSTAB_ENV] = str(fstab)
-        target = resolve(str(mountpoint / "new.dat"), 0, DEVICE_OPTIONS | {"size": 1 << 20}, "quick")
-        assert target.description == f"new file {mountpoint / 'new.dat'} on tmpfs (no block device)"
+        target = resolve(str(mountpoint), 0, DEVICE_OPTIONS | {"size": 1 << 20}, "quick")
+        assert target.description == f"directory {mountpoint} on tmpfs (no block device), test file refbench-device-t0.dat in it"
     finally:
         os.environ.pop(FSTAB_ENV, None)
         subprocess.run(["umount", str(mountpoint)], check=True)
@@ -125,9 +137,7 @@ def test_a_directory_this_user_cannot_write_is_refused(tmp_path, suite):
         base.chmod(0o755)
         closed = base / "roots-only"
         closed.mkdir(mode=0o755)
-        for target in (closed, closed / "new"):
-            result = _run(tmp_path, suite, str(target), "--runs-dir", "runs", real_user="nobody")
-            _refused(result, "not writable", str(closed))
+        _refused(_run(tmp_path, suite, str(closed), "--runs-dir", "runs", real_user="nobody"), "not writable", str(closed))
         assert not (tmp_path / "runs").exists() and list(closed.iterdir()) == []
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -140,7 +150,7 @@ def test_a_read_only_file_system_is_refused_even_for_root(tmp_path, refbench):
     subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=16m", "tmpfs", str(mountpoint)], check=True)
     try:
         _refused(refbench("device", str(mountpoint), "--runs-dir", "runs"), "not writable")
-        _refused(refbench("dss", str(mountpoint / "tpch"), "--runs-dir", "runs"), "not writable")
+        _refused(refbench("dss", str(mountpoint), "--runs-dir", "runs"), "not writable")
     finally:
         subprocess.run(["umount", str(mountpoint)], check=True)
     assert not (tmp_path / "runs").exists()
@@ -162,47 +172,84 @@ def test_a_target_and_data_dir_conflict(tmp_path, refbench, suite):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.slow
-def test_oltp_puts_its_database_in_the_target_directory(tmp_path, refbench):
+def _store(tmp_path: Path) -> Path:
+    """A target directory the postgres system user can reach (pytest's tmp_path is closed to it), holding a file of
+    the user's that refbench must leave alone."""
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-target-", dir="/var/tmp"))
+    base.chmod(0o755)
+    (base / "mine.txt").write_text("the user's")
+    (tmp_path / "store").symlink_to(base)  # removed with tmp_path by the fixture below
+    return base
+
+
+@pytest.fixture
+def store(tmp_path):
     from refbench.engines.postgres import ManagedPostgres
 
-    base = Path(tempfile.mkdtemp(prefix="refbench-test-oltp-target-"))  # tmp_path is closed to the postgres user
-    base.chmod(0o755)
-    target, data = base / "db", base / "db" / "oltp-pgdata"
-    try:
-        result = refbench("oltp", str(target), "--warehouses", "1", "--rampup-s", "1", "--duration-s", "2",
-                          "--users", "1", "--runs-dir", "runs")
-        assert result.code == 0, result.stderr
-        assert (data / "PG_VERSION").exists() and not (data / "postmaster.pid").exists()  # there, and stopped
-        run = tmp_path / result.last_line
-        assert not (run / "work" / "oltp" / "pgdata").exists()
-        said = f"new directory {target} on "
-        assert said in " ".join(result.stderr.split()) and said in (run / "report.html").read_text()
-    finally:
-        ManagedPostgres(data, {}).stop_stale()
-        shutil.rmtree(base, ignore_errors=True)
+    base = _store(tmp_path)
+    yield base
+    for pgdata in ("oltp-pgdata", "pgdata"):  # a server a failing test left running
+        ManagedPostgres(base / pgdata, {}).stop_stale()
+    shutil.rmtree(base, ignore_errors=True)
 
 
-def test_dss_puts_its_data_and_database_in_the_target_directory(tmp_path, refbench):
-    target = tmp_path / "store"
-    result = refbench("dss", str(target), "--engines", "duckdb", "--modes", "power", "--sf", "0.01", "--runs-dir", "runs")
+def _terminal(result) -> str:
+    return " ".join(result.stderr.split())
+
+
+def test_oltp_puts_its_database_in_the_target_and_removes_it_at_the_end(tmp_path, refbench, store):
+    result = refbench("oltp", str(store), "--warehouses", "1", "--rampup-s", "1", "--duration-s", "2", "--users", "1",
+                      "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    said = f"existing directory {store} on "
+    assert said in _terminal(result) and said in (tmp_path / result.last_line / "report.html").read_text()
+    assert f"managed PostgreSQL in {store / 'oltp-pgdata'}" in _terminal(result)
+    assert f"removed {store / 'oltp-pgdata'} (" in _terminal(result)
+    assert [p.name for p in store.iterdir()] == ["mine.txt"]
+
+
+def test_dss_puts_data_and_databases_in_the_target_and_clean_removes_what_a_kept_run_left(tmp_path, refbench, store):
+    result = refbench("dss", str(store), "--engines", "duckdb,postgres", "--modes", "power", "--sf", "0.01",
+                      "--keep-work", "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    run = tmp_path / result.last_line
+    assert f"existing directory {store} on " in (run / "report.html").read_text()
+    made = {"tpch-sf0.01", "tpch-sf0.01.duckdb", "tpch-sf0.01-loads.json", "pgdata", "pgdata.log"}
+    assert {p.name for p in store.iterdir()} == made | {"mine.txt"}
+    assert (store / "pgdata" / "PG_VERSION").is_file() and not (store / "pgdata" / "postmaster.pid").exists()
+
+    cleaned = refbench("clean", run.name, "--runs-dir", "runs")
+    assert cleaned.code == 0, cleaned.stderr
+    lines = cleaned.stderr.strip().splitlines()
+    assert {line.split(" (")[0] for line in lines[:-1]} == {f"removed {store / name}" for name in made} | {
+        f"removed runs/{run.name}/work"}
+    assert all(line.endswith(" MB)") for line in lines[:-1])
+    assert lines[-1].startswith("work data removed: ") and lines[-1].endswith(f" MB from runs/{run.name}")
+    assert [p.name for p in store.iterdir()] == ["mine.txt"]  # the target and the user's file stay
+    assert (run / "report.html").is_file() and list((run / "records" / "dss").glob("*.json"))  # so do the results
+    again = refbench("clean", "--all-work", "--runs-dir", "runs")
+    assert again.code == 0 and again.stderr.strip() == "no work data left by 1 run(s) in runs", again.stderr
+
+
+def test_dw_puts_its_data_in_the_target_and_removes_it_at_the_end(tmp_path, refbench, store):
+    result = refbench("dw", str(store), "--engines", "duckdb", "--sf", "0.01", "--sessions", "1", "--duration-s", "1",
+                      "--runs-dir", "runs")
     # One engine at SF 0.01 has no answers to check against, so the run fails its answer check (exit 1), but it ran.
     assert result.code in (0, 1) and "Traceback" not in result.stderr, result.stderr
-    assert (target / "tpch-sf0.01.duckdb").is_file() and (target / "tpch-sf0.01").is_dir()
-    run = tmp_path / result.last_line
-    assert not (run / "work" / "dss" / "tpch-sf0.01").exists()
-    assert f"new directory {target} on " in (run / "report.html").read_text()
+    assert f"data: {store / 'tpch-sf0.01'} (generated" in _terminal(result)
+    assert f"removed {store / 'tpch-sf0.01.duckdb'} (" in _terminal(result)
+    assert [p.name for p in store.iterdir()] == ["mine.txt"]
 
 
-def test_analytics_with_one_target_keeps_data_work_and_util_in_it(tmp_path, refbench):
-    target = tmp_path / "store"
-    result = refbench("analytics", str(target), "--tests", "sort_copy", "--jobs", "1", "--concurrency", "1",
+def test_analytics_with_one_target_keeps_data_work_and_util_in_it_until_the_end(tmp_path, refbench, store):
+    result = refbench("analytics", str(store), "--tests", "sort_copy", "--jobs", "1", "--concurrency", "1",
                       "--no-iotest", "--rows", "10000", "--runs-dir", "runs")
     assert result.code == 0, result.stderr
-    assert sorted(p.name for p in target.iterdir()) == ["data", "util", "work"]
-    assert any((target / "data").iterdir())  # the generated inputs
-    run = tmp_path / result.last_line
-    assert f"new directory {target} on " in (run / "report.html").read_text()
+    assert f"generating the inputs for 10,000 rows in {store / 'data'}" in _terminal(result)
+    for name in ("data", "work", "util"):
+        assert f"removed {store / name} (" in _terminal(result)
+    assert f"existing directory {store} on " in (tmp_path / result.last_line / "report.html").read_text()
+    assert [p.name for p in store.iterdir()] == ["mine.txt"]
 
 
 def test_oltp_refuses_a_target_with_a_dsn(tmp_path, refbench):
@@ -216,6 +263,8 @@ def test_analytics_puts_its_three_locations_in_one_target_or_one_in_each_of_thre
                          suite_flags={"analytics": options})
         return [c.id for c in AnalyticsSuite().cases(plan)]
 
+    for name in ("one", "data", "work", "util"):
+        (tmp_path / name).mkdir()
     assert cases(str(tmp_path / "one")) == ["workload", "iotest-data-work-util"]  # one storage: one throughput test
     three = [str(tmp_path / n) for n in ("data", "work", "util")]
     assert cases(*three) == ["workload", "iotest-data", "iotest-work", "iotest-util"]

@@ -22,7 +22,7 @@ from refbench.errors import UserError
 from refbench.exhaustion import explain
 from refbench.fileio import atomic_write_text
 from refbench.plan import TOP_LEVEL, load_plan
-from refbench.runstore import SET_ASIDE_SUFFIX, Run, iter_summaries
+from refbench.runstore import SET_ASIDE_SUFFIX, Run, iter_summaries, list_runs
 from refbench.suites import get_suite, suite_names
 
 # Piped or captured output gets a wide page instead of Rich's 80 columns, so tables do not wrap.
@@ -119,7 +119,8 @@ def _execute(run: Run, as_json: bool = False) -> None:
     except KeyboardInterrupt:
         done = ("the nodes were told to stop; steps measured by every node are kept" if run.plan.hosts
                 else f"{len(run.records())} case(s) recorded")
-        err.print(f"[yellow]interrupted[/yellow]: {done}. Continue with: refbench resume {run.path}")
+        err.print(f"[yellow]interrupted[/yellow]: {done}. Continue with: refbench resume {run.path} (or remove its "
+                  f"work data with: refbench clean {run.path})")
         print(run.path, flush=True)
         raise typer.Exit(130)
     err.print(f"report: {run.report_path}")
@@ -288,6 +289,25 @@ def _require_current_options(found: Run) -> None:
             if missing := sorted(set(get_suite(name).options) - set(saved)):
                 raise UserError(f"run {found.path} was started by an older refbench whose {name} options lack "
                                 f"{', '.join(missing)}: resume it with that version, or start a new run.")
+
+
+@app.command(epilog=_examples("refbench clean runs/20261122T070000Z-lab-a  # a kept or interrupted run",
+                             "refbench clean --all-work --runs-dir /data/refbench-runs  # every run not running"))
+def clean(
+    run_ref: Optional[str] = typer.Argument(None, metavar="RUN", help="Run directory, or a unique part of its name."),
+    all_work: bool = typer.Option(False, "--all-work", help="Every run in the runs directory that is not running."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+) -> None:
+    """Remove the work data a kept or interrupted run left: generated data, database directories and test files,
+    in its targets too (never a target itself, nor anything refbench did not create). Its records and report stay;
+    a run in use by another process is refused."""
+    if (run_ref is None) == (not all_work):
+        raise UserError("name a RUN or give --all-work (not both).")
+    runs = list_runs(runs_dir) if all_work else [Run.find(run_ref or "", runs_dir)]
+    removed = runner.clean(runs, err, each=all_work)
+    where = f"{len(runs)} run(s) in {runs_dir}" if all_work else str(runs[0].path)
+    err.print(f"work data removed: {sum(size for _, size in removed) / 1e6:,.1f} MB from {where}" if removed
+              else f"no work data left by {where}", soft_wrap=True)
 
 
 @app.command("runs", epilog=_examples("refbench runs --runs-dir /data/refbench-runs"))
@@ -615,6 +635,10 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get("REFBENCH_DEBUG"))
     args = [a for a in args if a != "--debug"]
+    # What a run writes for people (report, tables, charts, raw output) and the directories holding it are readable
+    # by others whatever the umask (077 made the report 0600); what must stay private sets its own mode (secrets/
+    # 0700, the managed server's socket and data directories). Write permission stays as the umask says.
+    os.umask(os.umask(0) & ~0o055)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt)
     try:

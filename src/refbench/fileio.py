@@ -10,14 +10,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-# mkstemp makes files 0600; results are for sharing, so they get the mode an ordinary write would give them.
-SHARED_MODE = 0o666 & ~_umask()
+# mkstemp makes files 0600, and a umask of 077 would make an ordinary write 0600 too; results (records, tables,
+# charts, the report) are for handing on, so they are readable by everyone whatever the umask. Secrets are written
+# by redaction.write_private instead, 0600 in a 0700 directory.
+SHARED_MODE = 0o644
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from refbench.host import inventory, tuning
 from refbench.host.cachebound import last_oom
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan, PlanError
-from refbench.runstore import Run, iso, utc_now
+from refbench.runstore import CorruptRunFile, Run, iso, list_runs, utc_now
 from refbench.suites import Case, Finding, Suite, get_suite
 
 
@@ -47,8 +47,16 @@ class SuiteContext:
     def work_dir(self) -> Path:
         base = Path(self.plan.work_dir) if self.plan.work_dir else self.run.path / "work"
         path = base / self.suite
+        self.claim(path)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def claim(self, *paths: Path) -> None:
+        """Call before writing ``paths`` outside the run directory (in a target, a *_dir option's place): what this
+        creates there is removed with the run's work data, and nothing else there is (see Run.claim_work)."""
+        own = (self.run.path.absolute() / "work", scratch_dir(self.run))  # removed whole: nothing to note in them
+        self.run.claim_work([p for p in paths if not any(o == Path(p).absolute() or o in Path(p).absolute().parents
+                                                         for o in own)], self.suite)
 
     @property
     def scratch_dir(self) -> Path:
@@ -183,7 +191,9 @@ def _execute(run: Run, console: Console) -> bool:
         if not plan.hosts:
             run.write_json(run.verdict_path, [v.to_dict() for v in run_verdict(run)])
         if not plan.keep_work:
-            remove_work_data(run, console)
+            if removed := remove_work_data(run, console):
+                console.print(f"work data removed: {sum(size for _, size in removed) / 1e6:,.1f} MB (keep it with "
+                              "--keep-work)")
     return findings_passed(run.findings())
 
 
@@ -194,16 +204,102 @@ def written_places(plan: Plan) -> list[Path]:
                      if k.endswith("_dir") and isinstance(v, str) and v]
 
 
-def remove_work_data(run: Run, console: Console) -> None:
-    """A complete run's generated data and databases: gigabytes nobody reads again (the records and the report
-    hold the results). A work_dir the user named is theirs and stays: it may hold more than this run's data."""
-    freed = 0
-    for place in (run.path / "work", scratch_dir(run)):
-        if place.is_dir():
-            freed += sum(f.stat().st_size for f in place.rglob("*") if f.is_file() and not f.is_symlink())
-            shutil.rmtree(place, ignore_errors=True)
-    if freed:
-        console.print(f"work data removed: {freed / 1e6:,.0f} MB (keep it with --keep-work)")
+def remove_work_data(run: Run, console: Console) -> list[tuple[Path, int]]:
+    """Removes what a run wrote besides its results: its work directory, its scratch directory and every place its
+    suites created (SuiteContext.claim) — database directories, generated data and test files, in its targets
+    too — but never a target itself, nor anything refbench did not create there. A place a running run uses, or
+    one a later run created anew after this one's was gone, stays. Says what it removed; returns it, with the bytes
+    each held on disk."""
+    others = [r for r in list_runs(run.path.parent) if r.path.resolve() != run.path.resolve()]
+    claims = {other: _places_of(other) for other in others}
+    removed, done = [], set()
+    places = [(run.path / "work", ""), (scratch_dir(run), "")]
+    places += [(Path(p["path"]), p["path"]) for p in run.work_places() if p["created"]]
+    for place, claimed in places:
+        if not place.exists() and not place.is_symlink():
+            done.add(claimed)
+            continue
+        if why := _kept_because(place, run, claims):
+            console.print(f"kept {place}: {why}", soft_wrap=True)
+            if why.startswith("created again"):
+                done.add(claimed)  # the later run's now: this run must not remove it on another try either
+            continue
+        size, problem = _remove(place)
+        if problem:
+            console.print(f"[yellow]could not remove[/yellow] {place}: {problem}", soft_wrap=True)
+        else:
+            console.print(f"removed {place} ({size / 1e6:,.1f} MB)", soft_wrap=True)
+            removed.append((place, size))
+            done.add(claimed)
+    run.forget_work(done - {""})
+    return removed
+
+
+def _places_of(run: Run) -> list[dict[str, Any]]:
+    try:
+        return run.work_places()
+    except CorruptRunFile:
+        return []
+
+
+def _overlap(a: Path, b: Path) -> bool:
+    return a == b or a in b.parents or b in a.parents
+
+
+def _kept_because(place: Path, run: Run, claims: dict[Run, list[dict[str, Any]]]) -> str:
+    """Why a place of ``run`` must stay: another run uses it now, or created it (or something in it) later."""
+    for other, places in claims.items():
+        for p in places:
+            theirs = Path(p["path"])
+            if not _overlap(place, theirs):
+                continue
+            if other.in_use():
+                return f"in use by the running run {other.path}"
+            if p["created"] and other.path.name > run.path.name:  # run directory names begin with their start time
+                if theirs in place.parents:
+                    return f"the later run {other.path} created {theirs} in it"
+                return f"created again by the later run {other.path} after this run's was gone"
+    pid_file = place / "postmaster.pid"
+    if pid_file.is_file():
+        pid = pid_file.read_text().split("\n", 1)[0].strip()
+        if pid.isdigit() and Path(f"/proc/{pid}").exists():
+            return f"a PostgreSQL server (pid {pid}) still runs in it; stop it first (pg_ctl -D {place} stop)"
+    return ""
+
+
+def _remove(place: Path) -> tuple[int, str]:
+    """Removes a file, a symbolic link (not what it points to) or a directory tree; returns the bytes it held on
+    disk, and what failed ("" when nothing did)."""
+    errors: list[str] = []
+    if place.is_symlink() or not place.is_dir():
+        size = place.lstat().st_blocks * 512
+        try:
+            place.unlink()
+        except OSError as exc:
+            return 0, exc.strerror or str(exc)
+        return size, ""
+    size = sum(f.lstat().st_blocks * 512 for f in place.rglob("*") if not f.is_dir() or f.is_symlink())
+    shutil.rmtree(place, onerror=lambda fn, path, info: errors.append(f"{path}: {getattr(info[1], 'strerror', info[1])}"))
+    return size, "; ".join(errors[:3])
+
+
+def clean(runs: list[Run], console: Console, each: bool = False) -> list[tuple[Path, int]]:
+    """``refbench clean``: removes the work data of runs that are kept or were interrupted. A run in use by another
+    process is refused (``each``: skipped, and said so). Returns what it removed, as remove_work_data."""
+    removed = []
+    for found in runs:
+        try:
+            found.lock()  # and so no resume starts while its data goes
+        except UserError:
+            if not each:
+                raise
+            console.print(f"skipped {found.path}: in use by another refbench process", soft_wrap=True)
+            continue
+        try:
+            removed += remove_work_data(found, console)
+        finally:
+            found.unlock()
+    return removed
 
 
 def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:

@@ -11,6 +11,9 @@ lost or duplicated when a run is interrupted (Ctrl-C, kill -9, power loss) and r
       charts/*.png, *.svg       figures
       report.html               self-contained report
       secrets/                  0700: what must not be shown (passwords of the plan's DSNs, managed servers')
+      work.json                 the places outside work/ the suites wrote to (targets, data_dir options): what
+                                removing the run's work data removes, and what it must leave to others
+      run.lock                  while a process runs the run (flock); gone when it ends
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Run:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock_fd: int | None = None
+        self._claimed: set[str] = set()
 
     # ---- creating and finding runs -------------------------------------------------------------
 
@@ -181,12 +185,21 @@ class Run:
     # ---- locking -------------------------------------------------------------------------------
 
     def lock(self) -> None:
-        fd = os.open(self.path / "run.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        path = self.path / "run.lock"
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise UserError(f"run {self.path} is in use by another refbench process.") from None
+            # The holder before us removes the file as it unlocks: a lock on the file it removed guards nothing.
+            try:
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             os.close(fd)
-            raise UserError(f"run {self.path} is in use by another refbench process.") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
@@ -202,6 +215,10 @@ class Run:
     def held_here(self) -> bool:
         """This process holds the run's lock: it is measuring the run, or writing its final report."""
         return self._lock_fd is not None
+
+    def in_use(self) -> bool:
+        """Whether a process (this one included) runs the run now."""
+        return self._locked_by_other()
 
     def _locked_by_other(self) -> bool:
         if self._lock_fd is not None:
@@ -245,6 +262,50 @@ class Run:
 
     def clean_interrupted_writes(self) -> int:
         return remove_temp_files(self.path)
+
+    # ---- work data outside the run directory ---------------------------------------------------
+
+    @property
+    def work_file(self) -> Path:
+        return self.path / "work.json"
+
+    def work_places(self) -> list[dict[str, Any]]:
+        """The places outside the run directory its suites claimed (claim_work): {path, suite, created}."""
+        if not self.work_file.exists():
+            return []
+        places = self._read(self.work_file)
+        if not isinstance(places, list) or not all(isinstance(p, dict) and isinstance(p.get("path"), str)
+                                                   and isinstance(p.get("created"), bool) for p in places):
+            raise CorruptRunFile(self.path, self.work_file, "is not a list of places with path and created")
+        return places
+
+    def claim_work(self, paths: list[Path], suite: str) -> None:
+        """Notes ``paths`` as the run's work data before a suite writes them (and so before a kill could leave them
+        unnoted): a path that does not exist yet the run creates (its topmost missing directory, that is), and
+        removes with its work data; one that exists (an earlier run's data, reused) is only marked as in use."""
+        new = [Path(os.path.abspath(path)) for path in paths if os.path.abspath(path) not in self._claimed]
+        if not new:  # SuiteContext.work_dir claims on every use
+            return
+        places = self.work_places()
+        known = {p["path"] for p in places}
+        before = len(places)
+        for top in new:
+            self._claimed.add(str(top))
+            while not top.parent.exists() and top.parent != top:
+                top = top.parent
+            if str(top) not in known:
+                known.add(str(top))
+                places.append({"path": str(top), "suite": suite, "created": not top.exists()})
+        if len(places) > before:
+            atomic_write_json(self.work_file, places)
+
+    def forget_work(self, paths: set[str]) -> None:
+        """Drops places from work.json once removed (or once another run created them anew): a later run may create
+        the same path, and this run must not remove that."""
+        places = self.work_places()
+        if any(p["path"] in paths for p in places):
+            atomic_write_json(self.work_file, [p for p in places if p["path"] not in paths])
+        self._claimed.clear()
 
     # ---- records -------------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ class AnalyticsSuite:
                "over time, and SAS's storage throughput test in MB/s per core.")
     targets_help = ("One directory: DATA, WORK and UTIL go in DIR/data, DIR/work and DIR/util (one storage throughput "
                     "test); or three: DATA, WORK and UTIL in that order, like --data-dir, --work-dir and --util-dir. Each "
-                    "is an existing directory, or a new one in a directory that exists.")
+                    "is an existing directory; what refbench puts there is removed at the end (--keep-work keeps it).")
     examples = [
         "refbench analytics /mnt/data /mnt/work /mnt/util     # the mixed analytics paper's three file systems",
         "refbench analytics                                   # quick: 19 jobs, 2 at a time, 2 M rows",
@@ -128,6 +128,12 @@ class AnalyticsSuite:
         o = ctx.options
         locations = self._locations(ctx)
         note_directory_targets(ctx)
+        # Every place refbench writes in DATA, WORK and UTIL (a location it creates: the whole of it) goes with the
+        # run's work data; what else a location holds stays.
+        jobs = launcher.schedule([all_tests()[name] for name in o["tests"]], o["jobs"])
+        ctx.claim(*(locations["DATA"] / f for name in inputs.FILES for f in (name, f"{name}.partial")),
+                  locations["DATA"] / inputs.MARKER, *(locations[n] / job.id for n in ("WORK", "UTIL") for job in jobs),
+                  *(path / "iotest" for path in locations.values()))
         for name, path in locations.items():
             writable_directory(path, f"the {name} location")
         with ctx.task(f"inputs for {o['rows']:,} rows in {locations['DATA']}", total=None):

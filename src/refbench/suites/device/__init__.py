@@ -53,7 +53,7 @@ class DeviceSuite:
                "TARGETs are files, directories or block devices (block devices need --destroy-data); "
                "with none, a test file in the run's work directory.")
     targets_help = ("Files, directories or block devices to measure: a directory gets a test file inside it; a path "
-                    "that does not exist becomes a new test file, if its directory exists; an existing file is only "
+                    "that does not exist is refused; an existing file is only "
                     "overwritten with --destroy-data; a block device needs --destroy-data and is refused while it, or "
                     "anything stacked on it, is mounted, swap or in use, or while it holds a file system, RAID/LVM or "
                     "partition table signature. A path on an fstab mount point that is not mounted is refused. Default: "
@@ -166,6 +166,8 @@ class DeviceSuite:
             _check_region(target, o)
             targets[target.label] = target
             ctx.log(f"{target.label}: {target.description}; {target.size_bytes / GiB:.2f} GiB measured")
+            if target.directory:  # what the tests write in a directory goes with the run's work data, even after a kill
+                ctx.claim(Path(target.path), Path(target.directory) / checks.FS_STRESS_DIR)
             self._create(ctx, target)
         ctx.state["targets"] = targets
 

@@ -121,11 +121,14 @@ def dd_write_read(target: Target, size: int) -> CheckResult:
                              f"(write {metrics['write_mb_s']} MB/s, read {metrics['read_mb_s']} MB/s)", metrics)
 
 
+FS_STRESS_DIR = "refbench-fs-stress"
+
+
 def fs_stress(directory: Path, files: int, seed: int = 1) -> CheckResult:
     """Many files with block sizes from 4 KiB to 1 MiB: write + fsync, drop from the page cache, read,
     verify the checksum, delete."""
     rng = random.Random(seed)
-    work = directory / "refbench-fs-stress"
+    work = directory / FS_STRESS_DIR
     work.mkdir(exist_ok=True)
     sizes = [4096 * 2 ** rng.randrange(0, 9) for _ in range(files)]  # 4 KiB … 1 MiB
     digests, total = {}, 0

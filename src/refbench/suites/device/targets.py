@@ -1,9 +1,11 @@
 """What a TARGET is, and whether refbench may write to it.
 
-A device-suite target is a file (created at --size), a directory (a test file inside it), or a block device; the
-other suites take directories to keep their data in. Every target is checked before a run directory exists:
+A target is the storage under test. A device-suite target is a file, a directory (a test file inside it), or a
+block device; the other suites take directories to keep their data in. Every target is checked before a run
+directory exists:
 
-- A path that does not exist is only taken as something new (a file, a directory) in a directory that exists.
+- A path that does not exist is refused: refbench creates no target, so a mistyped path or a file system that is
+  not mounted is never measured in place of the storage under test (whatever holds the path's parent).
 - A path on a mount point that fstab names but that is not mounted is refused: refbench would write to, and rate,
   the file system underneath.
 - A path refbench may not write to is refused.
@@ -23,7 +25,7 @@ import stat
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from refbench.errors import UserError
 from refbench.plan import Plan, PlanError
@@ -68,30 +70,30 @@ def resolve(spec: str, index: int, options: dict[str, Any], profile: str) -> Tar
         _check_free_space(file, size)
         return Target(label, spec, str(file), "file", size, str(path), device_of(path), True,
                       f"directory {shown} {on_what(path)}, test file {file.name} in it")
-    if path.exists():
-        if not path.is_file():
-            raise UserError(f"target {spec} is neither a regular file, a directory nor a block device.")
-        if not os.access(path, os.W_OK):
-            raise UserError(f"target {spec} is not writable by this user.")
-        current = path.stat().st_size
-        made_by_us = created_by_refbench(path)  # by an interrupted run of this target, say
-        if current and not (made_by_us or path.name.startswith(TEST_FILE_PREFIX)) and not options["destroy_data"]:
-            raise UserError(f"target {spec} is an existing file with data that the tests would overwrite; "
-                            "pass --destroy-data to allow it, or name a new file or a directory.")
-        size = wanted or current or DEFAULT_FILE_SIZE[profile]
-        _check_free_space(path, max(0, size - current))
-        return Target(label, spec, str(path), "file", size, None, device_of(path), made_by_us,
-                      f"new file {shown} {on_what(path)} (created by refbench)" if made_by_us
-                      else f"existing file {shown} {on_what(path)}")
-    if not path.parent.is_dir():
-        raise UserError(f"target {spec} does not exist, and neither does its directory {path.parent}.")
-    if Path(os.path.realpath(path.parent)).parts[1:2] in (("dev",), ("proc",), ("sys",)):
-        raise UserError(f"target {spec} does not exist: there is no such device (refbench creates test files, never device nodes).")
-    _require_writable(path.parent, spec)
-    size = wanted or DEFAULT_FILE_SIZE[profile]
-    _check_free_space(path, size)
-    return Target(label, spec, str(path), "file", size, None, device_of(path.parent), True,
-                  f"new file {shown} {on_what(path.parent)}")
+    if not path.exists():
+        missing(spec)
+    if not path.is_file():
+        raise UserError(f"target {spec} is neither a regular file, a directory nor a block device.")
+    if not os.access(path, os.W_OK):
+        raise UserError(f"target {spec} is not writable by this user.")
+    current = path.stat().st_size
+    made_by_us = created_by_refbench(path)  # the test file of an interrupted run, named itself
+    if current and not (made_by_us or path.name.startswith(TEST_FILE_PREFIX)) and not options["destroy_data"]:
+        raise UserError(f"target {spec} is an existing file with data that the tests would overwrite; "
+                        "pass --destroy-data to allow it, or name a directory (refbench makes its test file in it).")
+    size = wanted or current or DEFAULT_FILE_SIZE[profile]
+    _check_free_space(path, max(0, size - current))
+    return Target(label, spec, str(path), "file", size, None, device_of(path), made_by_us,
+                  f"test file {shown} {on_what(path)} (created by refbench)" if made_by_us
+                  else f"existing file {shown} {on_what(path)}")
+
+
+def missing(spec: str) -> NoReturn:
+    """Refuses a target that does not exist, in one sentence that says what to name instead."""
+    if Path(os.path.realpath(Path(spec).parent)).parts[1:2] in (("dev",), ("proc",), ("sys",)):
+        raise UserError(f"target {spec} does not exist: there is no such device.")
+    raise UserError(f"target {spec} does not exist; refbench creates no target (a mistyped or unmounted path would "
+                    "measure whatever disk holds its parent): mount the storage under test and name a directory on it.")
 
 
 def mark_created(fd: int) -> None:
@@ -110,8 +112,8 @@ def created_by_refbench(path: Path) -> bool:
 
 
 def directory_target(spec: str) -> str:
-    """Checks a target a suite keeps its data in (oltp, dss, dw, analytics): an existing directory, or a new one in
-    a directory that exists. Returns what it is, e.g. "new directory /x on vda"; raises UserError otherwise."""
+    """Checks a target a suite keeps its data in (oltp, dss, dw, analytics): an existing directory this user may
+    write in. Returns what it is, e.g. "existing directory /x on vda"; raises UserError otherwise."""
     path = Path(spec)
     if path.is_block_device():
         raise UserError(f"target {spec} is a block device, but this suite keeps its data in a directory; mount a file "
@@ -123,10 +125,7 @@ def directory_target(spec: str) -> str:
         return f"existing directory {shown} {on_what(path)}"
     if path.exists():
         raise UserError(f"target {spec} is not a directory; this suite keeps its data in a directory.")
-    if not path.parent.is_dir():
-        raise UserError(f"target {spec} does not exist, and neither does its parent directory {path.parent}.")
-    _require_writable(path.parent, spec)
-    return f"new directory {shown} {on_what(path.parent)}"
+    missing(spec)
 
 
 def note_directory_targets(ctx) -> None:
@@ -147,6 +146,19 @@ def check_one_directory_target(plan: Plan, suite: str, same_as: str) -> None:
         raise PlanError(f"[{suite}] the target {plan.targets[0]} and {same_as} ({plan.options[suite][same_as]}) both say "
                         f"where the data goes; give one of them (--{same_as.replace('_', '-')} or the target).")
     directory_target(plan.targets[0])
+
+
+
+def require_server_reach(directory: Path, named: str) -> None:
+    """Refuses a place for a managed PostgreSQL's data directory that its account cannot reach: as root, refbench
+    runs the server as the postgres account, and a directory on the way closed to other users would fail initdb
+    once the run has started."""
+    from refbench.engines.postgres import ManagedPostgres
+
+    if not ManagedPostgres.reachable(directory):
+        raise UserError(f"{named} {directory} is not writable by the managed PostgreSQL: the postgres system user that "
+                        "runs it cannot reach it (a directory on the way is closed to other users; chmod o+x it, or "
+                        "choose another).")
 
 
 # ---- mounts ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
-    check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space,
+    check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,
 )
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine, QueryTimeout
@@ -48,8 +48,8 @@ class DssSuite:
     summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store) and "
                "PostgreSQL (row store) — each query cold and warm, one stream with the refresh functions (power), "
                "parallel streams in the specification's orders (throughput) — with every answer checked.")
-    targets_help = ("One directory for the data (existing, or new in a directory that exists): the generated data, "
-                    "the DuckDB database and the managed PostgreSQL go there, like --data-dir DIR.")
+    targets_help = ("One directory for the data (existing): the generated data, the DuckDB database and "
+                    "the managed PostgreSQL go there, like --data-dir DIR, and are removed at the end unless --keep-work.")
     examples = [
         "refbench dss /mnt/nvme0 --sf 1                  # data and databases on /mnt/nvme0",
         "refbench dss                                    # quick: SF 0.01, both engines, every mode",
@@ -321,6 +321,12 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
             require_server_binaries()
             check_server_settings(managed_settings(o), setting_origins(suite, o))
             pg_server_memory(o)  # a cache bound that cannot work is refused here
+            # The run's work directory may be closed to the server's account (_pg_data_dir moves it then); a place
+            # the user named may not be: that is the storage under test.
+            if o["pg_data_dir"]:
+                require_server_reach(Path(o["pg_data_dir"]).parent, "the directory of pg_data_dir")
+            elif o["data_dir"] or plan.targets:
+                require_server_reach(Path(o["data_dir"] or plan.targets[0]), "data_dir" if o["data_dir"] else "target")
     require_space(suite, plan, engines)
     return engines
 
@@ -455,6 +461,8 @@ def prepare_data_and_engines(ctx) -> None:
     base = Path(o["data_dir"]) if o["data_dir"] else Path(ctx.plan.targets[0]) if ctx.plan.targets else ctx.work_dir
     note_directory_targets(ctx)
     data = base / f"tpch-sf{o['sf']:g}"
+    # What this run creates in the data directory is removed with its work data; an earlier run's, reused, is not.
+    ctx.claim(data, *(base / f"{data.name}{end}" for end in (".duckdb", ".duckdb.wal", ".duckdb.tmp", "-loads.json")))
     with ctx.task(f"generating SF {o['sf']:g} with tpchgen-cli"):
         ctx.state["data"] = datagen.generate(data, o["sf"])
     ctx.log(f"data: {data} ({'reused' if ctx.state['data']['reused'] else 'generated'}, on "
@@ -473,6 +481,7 @@ def prepare_data_and_engines(ctx) -> None:
                                      managed_settings(o), ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
                                      cache_bytes=storage.ServerMemory.cache_bytes(memory))
             ctx.state["server"] = server
+            ctx.claim(server.data_dir, server.log_file)
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
             engines["postgres"] = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)

@@ -42,8 +42,8 @@ class DwSuite:
                "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
                "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "
                "rated and maximum user data capacity; throughput relative to a reference run; the rating sheet.")
-    targets_help = ("One directory for the data (existing, or new in a directory that exists): the generated data, "
-                    "the DuckDB database and the managed PostgreSQL go there, like --data-dir DIR.")
+    targets_help = ("One directory for the data (existing): the generated data, the DuckDB database and "
+                    "the managed PostgreSQL go there, like --data-dir DIR, and are removed at the end unless --keep-work.")
     examples = [
         "refbench dw /mnt/nvme0                           # rate the storage under /mnt/nvme0",
         "refbench dw                                      # quick: SF 0.1, both stores, 2 sessions, 10 s each",

@@ -23,6 +23,7 @@ from refbench.plan import PROFILES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
+    require_server_reach,
 )
 from refbench.suites.oltp import consistency, database, driver
 
@@ -101,8 +102,8 @@ class OltpSuite:
     summary = ("Order processing like the OLTP orders-per-minute paper (derived from TPC-C) on PostgreSQL: virtual users against W "
                "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
                "a user-count scaling series, and the consistency conditions checked before and after.")
-    targets_help = ("One directory for the database (existing, or new in a directory that exists): the managed "
-                    "PostgreSQL's data goes in DIR/oltp-pgdata, like --data-dir DIR/oltp-pgdata; not with --dsn.")
+    targets_help = ("One directory for the database (existing): the managed PostgreSQL's data goes in "
+                    "DIR/oltp-pgdata, like --data-dir DIR/oltp-pgdata, and is removed at the end unless --keep-work; not with --dsn.")
     examples = [
         "refbench oltp /mnt/nvme0                       # the database on /mnt/nvme0",
         "refbench oltp                                  # managed PostgreSQL, quick profile",
@@ -144,6 +145,10 @@ class OltpSuite:
             raise PlanError(f"[oltp] dsn and the target {plan.targets[0]} exclude each other: the target places the managed "
                             "server, dsn replaces it.")
         check_one_directory_target(plan, self.name, "data_dir")
+        if plan.targets:
+            require_server_reach(Path(plan.targets[0]), "target")
+        elif o["data_dir"]:
+            require_server_reach(Path(o["data_dir"]).parent, "the directory of data_dir")
         where = _load_dir(plan)
         if o["warehouses"] == 0:
             # Resolved once, here, before the plan is written into the run: a resumed run keeps this count.
@@ -188,6 +193,7 @@ class OltpSuite:
                                      ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
                                      cache_bytes=storage.ServerMemory.cache_bytes(memory))
             ctx.state["server"] = server
+            ctx.claim(server.data_dir, server.log_file)
             with ctx.task("starting the managed PostgreSQL"):
                 server.start()
             ctx.state["dsn"] = server.database("refbench")
