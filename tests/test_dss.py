@@ -236,12 +236,12 @@ def test_the_space_check_names_what_each_engine_needs_where(tmp_path):
     assert "generated CSV" not in space_needed({**o, "sf": 0.01}, tmp_path / "small", ["duckdb"])[tmp_path / "small"]
 
 
-def test_a_scale_factor_that_does_not_fit_is_refused_before_anything_is_written(refbench, tmp_path):
-    result = refbench("dss", "--sf", "100000", "--data-dir", str(tmp_path / "tpch"), "--runs-dir", "runs")
+def test_a_scale_factor_that_does_not_fit_is_refused_before_anything_is_written(refbench, tmp_path, reachable_dir):
+    result = refbench("dss", "--sf", "100000", "--data-dir", str(reachable_dir / "tpch"), "--runs-dir", "runs")
     assert result.code != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "not enough free space in" in result.stderr and "SF 100000 (" in result.stderr
     assert "generated CSV 113,300.0 GB" in result.stderr and "GiB free" in result.stderr
-    assert not (tmp_path / "tpch").exists()
+    assert not (reachable_dir / "tpch").exists() and not (tmp_path / "runs").exists()
 
 
 def test_the_managed_server_loads_from_a_data_directory_given_relative_to_refbench(reachable_dir, monkeypatch):
