@@ -1,5 +1,5 @@
-"""The device suite: what the SSD paper did to an SSD, on fio — compatibility checks, preconditioning, and the
-access-mode × queue-depth × block-size sweep — plus a steady-state test per point.
+"""The device suite: what the SSD characterization paper did to an SSD, on fio — compatibility checks,
+preconditioning, and the access-mode × queue-depth × block-size sweep — plus a steady-state test per point.
 
 Cases, in order, per target: the checks (probe, verify, dd, fs-stress for directories, accounting), the two
 preconditioning phases, then the sweep points. Every one is a recorded case, so an interrupted run resumes at

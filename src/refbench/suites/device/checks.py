@@ -1,5 +1,5 @@
-"""Compatibility checks, after the HCTS sequence of the SSD paper: probe, raw read/write with verification, a
-dd-style full write and read-back, a file-system stress test, and an I/O accounting check.
+"""Compatibility checks, after the HCTS sequence of the SSD characterization paper: probe, raw read/write with
+verification, a dd-style full write and read-back, a file-system stress test, and an I/O accounting check.
 
 Each returns a CheckResult; the suite records it as a case and reports it as a pass/fail finding.
 """

@@ -1,4 +1,5 @@
-"""The performance sweep of the SSD paper and its preconditioning, on fio, with a steady-state stop per point.
+"""The performance sweep of the SSD characterization paper and its preconditioning, on fio, with a steady-state stop
+per point.
 
 Six access modes (random/sequential × 0/30/100% writes) × queue depths × block sizes, each point run by
 ``numjobs`` fio workers. IOPS is sampled every second; a point stops once the SNIA steady-state criteria hold

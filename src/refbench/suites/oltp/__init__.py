@@ -1,4 +1,4 @@
-"""The OLTP suite: the OLTP paper's order-processing workload, derived from TPC-C, on PostgreSQL.
+"""The OLTP suite: the OLTP orders-per-minute paper's order-processing workload, derived from TPC-C, on PostgreSQL.
 
 Where things are: the transactions are server-side functions, one file each, in sql/ (new_order.sql is
 New-Order); driver.py is the load generator; load.py fills the tables; consistency.py holds the checks.
@@ -94,7 +94,7 @@ def _server_settings(o: dict[str, Any]) -> dict[str, str]:
 class OltpSuite:
     name = "oltp"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count,
-    # as the OLTP paper charts orders per minute by node count.
+    # as the OLTP orders-per-minute paper charts orders per minute by node count.
     node_figures = {"nopm": "sum", "tpm": "sum", "new_order_lat_avg_ms": "mean", "new_order_lat_p999_ms": "mean"}
     # Wall time on the 2-core VM: quick measured with `refbench oltp --profile quick` (README); the others as README says.
     profile_times = {"quick": "33 s", "standard": "31 min",
