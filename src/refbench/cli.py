@@ -152,16 +152,18 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
         for v in verdicts:
             for i, h in enumerate(v["headlines"] or [None]):
                 text = "no headline figures" if h is None else (
-                    f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}[/bold]" + (f" ({escape(h['note'])})" if h["note"] else ""))
+                    f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}".rstrip() + "[/bold]"
+                    + (f" ({escape(h['note'])})" if h["note"] else ""))
                 table.add_row(v["suite"] if i == 0 else "", text)
             style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
             table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
             table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
         if out.is_terminal:
             out.print(table)
-        else:  # a pipe or a file gets no padding to the table's width at the end of each line
-            with out.capture() as captured:
-                out.print(table)
+        else:  # a pipe or a file gets whole lines, without padding to the table's width
+            wide = Console(highlight=False, width=1000)
+            with wide.capture() as captured:
+                wide.print(table)
             print("\n".join(line.rstrip() for line in captured.get().splitlines()))
     _print_thresholds(thresholds)
 
