@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import signal
 import sys
 import traceback
@@ -53,8 +54,10 @@ def _examples(*examples: str) -> str:
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Validate and rate a server + storage stack for database and analytics workloads.\n\n"
-    "Every command that measures writes a run directory (printed as the last line) that "
-    "'refbench report' and 'refbench compare' take.",
+    "Every command that measures ends with its verdict (headline figures, checks and bottleneck per suite) and "
+    "the run directory as the last line, which 'refbench report', 'compare' and 'check' take.\n\n"
+    "Exit status: 0 all passed; 1 a correctness check failed; 2 bad input; 3 an acceptance threshold failed; "
+    "70 internal error; 75 a resource ran out; 130 interrupted.",
     epilog=_examples("refbench host", "refbench run --plan lab.toml --dry-run  # what it would run, how long, what space",
                      "refbench run --plan lab.toml", "refbench compare RUN_A RUN_B",
                      "refbench oltp --help  # add --debug to any command for a traceback"),
@@ -189,7 +192,7 @@ def _tls_options():
             typer.Option(None, "--tls-key", help="TLS: this end's private key (PEM)."))
 
 
-@app.command(epilog=_examples(
+@app.command(short_help="Run a plan's suites into a new run directory, then the report.", epilog=_examples(
     "refbench run  # host inventory + audit, then the report",
     "refbench run --plan lab.toml --dry-run  # options and their origin, cases, time, space",
     "refbench run --plan lab.toml --hosts 1,2,4 --scheduler tcp://10.0.0.1:8786  # a scaling series",
@@ -229,7 +232,8 @@ def _counts(text: str | None) -> list[int] | None:
     return None if text is None else TOP_LEVEL["hosts"].parse_flag(text, "--hosts")
 
 
-@app.command(epilog=_examples("refbench scheduler  # loopback only: 127.0.0.1:8786",
+@app.command(short_help="Start a Dask scheduler for refbench workers.",
+             epilog=_examples("refbench scheduler  # loopback only: 127.0.0.1:8786",
                               "refbench scheduler --host 10.0.0.1 --tls-ca-file ca.pem --tls-cert sched.pem --tls-key sched.key"))
 def scheduler(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
@@ -243,7 +247,8 @@ def scheduler(
     serve_scheduler(host, port, tls_ca_file or "", tls_cert or "", tls_key or "", err)
 
 
-@app.command(epilog=_examples("refbench worker --scheduler tcp://127.0.0.1:8786",
+@app.command(short_help="Start a Dask worker that runs plans on this host.",
+             epilog=_examples("refbench worker --scheduler tcp://127.0.0.1:8786",
                               "refbench worker --scheduler tls://10.0.0.1:8786 --tls-ca-file ca.pem --tls-cert db1.pem --tls-key db1.key"))
 def worker(
     scheduler: str = typer.Option(..., "--scheduler", help="The scheduler's address (tcp:// or tls://)."),
@@ -257,7 +262,7 @@ def worker(
     serve_worker(scheduler, name, tls_ca_file or "", tls_cert or "", tls_key or "", err)
 
 
-@app.command(epilog=_examples("refbench resume runs/20261122T070000Z-lab-a"))
+@app.command(short_help="Continue an interrupted run.", epilog=_examples("refbench resume runs/20261122T070000Z-lab-a"))
 def resume(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
@@ -293,8 +298,9 @@ def _require_current_options(found: Run) -> None:
                                 f"{', '.join(missing)}: resume it with that version, or start a new run.")
 
 
-@app.command(epilog=_examples("refbench clean runs/20261122T070000Z-lab-a  # a kept or interrupted run",
-                             "refbench clean --all-work --runs-dir /data/refbench-runs  # every run not running"))
+@app.command(short_help="Remove the work data a kept or interrupted run left.",
+             epilog=_examples("refbench clean runs/20261122T070000Z-lab-a  # a kept or interrupted run",
+                              "refbench clean --all-work --runs-dir /data/refbench-runs  # every run not running"))
 def clean(
     run_ref: Optional[str] = typer.Argument(None, metavar="RUN", help="Run directory, or a unique part of its name."),
     all_work: bool = typer.Option(False, "--all-work", help="Every run in the runs directory that is not running."),
@@ -341,7 +347,8 @@ def list_runs_cmd(
     out.print(table)
 
 
-@app.command(epilog=_examples("refbench report runs/20261122T070000Z-lab-a && xdg-open runs/*/report.html"))
+@app.command(short_help="Write a run's tables, charts and report.html again.",
+             epilog=_examples("refbench report runs/20261122T070000Z-lab-a && xdg-open runs/*/report.html"))
 def report(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
@@ -387,8 +394,9 @@ def check(
         raise typer.Exit(accept.EXIT_THRESHOLD_FAILED)
 
 
-@app.command(epilog="Examples:\n\n  refbench compare runs/…-sas-ssd runs/…-nvme\n\n"
-             "  refbench compare BASE NEW1 NEW2 --metric iops\n\n  refbench compare BASE NEW --all --json > diff.json")
+@app.command(short_help="Compare runs: headline figures and significant changes.",
+             epilog="Examples:\n\n  refbench compare runs/…-sas-ssd runs/…-nvme\n\n"
+                    "  refbench compare BASE NEW1 NEW2 --metric iops\n\n  refbench compare BASE NEW --all --json > diff.json")
 def compare(
     runs: list[str] = typer.Argument(..., metavar="RUN", show_default=False,
                                      help="Two or more runs: the baseline first, then the runs compared with it."),
@@ -467,7 +475,8 @@ def compare(
     err.print(f"comparison: {path}")
 
 
-@app.command(epilog=_examples("refbench host", "refbench host --json > host.json",
+@app.command(short_help="Inventory the host and audit its tuning.",
+             epilog=_examples("refbench host", "refbench host --json > host.json",
                               "refbench host --tuned-profile /etc/tuned/refbench-performance/tuned.conf"))
 def host(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -578,7 +587,9 @@ def _add_suite_command(name: str) -> None:
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = suite.summary
     examples = getattr(suite, "examples", None) or [f"refbench {name} --profile quick --name {name}-lab-a"]
-    app.command(name=name, epilog=_examples(*examples, f"refbench {name} --profile standard --dry-run  # time and space first"))(command)
+    # The list of commands shows what the suite does and its paper: the summary up to its first ':' or ' ('.
+    short = re.split(r":| \(", suite.summary, maxsplit=1)[0].rstrip(".") + "."
+    app.command(name=name, short_help=short, epilog=_examples(*examples, f"refbench {name} --profile standard --dry-run  # time and space first"))(command)
 
 
 def _profile_help(suite) -> str:
