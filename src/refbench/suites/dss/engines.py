@@ -37,11 +37,12 @@ def _duckdb_run(conn, query: str, timeout_s: float | None) -> tuple[list[tuple],
     statement timeout of its own). The lock keeps a late timer from interrupting the next query instead."""
     import duckdb
 
-    lock, running = threading.Lock(), [True]
+    lock, running, fired = threading.Lock(), [True], [False]
 
     def interrupt() -> None:
         with lock:
             if running[0]:
+                fired[0] = True
                 conn.interrupt()
 
     timer = threading.Timer(timeout_s, interrupt) if timeout_s else None
@@ -50,8 +51,16 @@ def _duckdb_run(conn, query: str, timeout_s: float | None) -> tuple[list[tuple],
         timer.start()
     try:
         rows = conn.execute(query).fetchall()
-    except duckdb.InterruptException:
-        raise QueryTimeout(timeout_s) from None
+    except (duckdb.InterruptException, RuntimeError) as exc:
+        if fired[0]:
+            raise QueryTimeout(timeout_s) from None
+        # In the main thread, an interrupt that is not the timeout's is Ctrl-C or SIGTERM reaching the query (DuckDB
+        # turns the signal into "Query interrupted"): the run is being stopped, not failing. In another thread it
+        # is the caller's cancel(), which the caller expects as the engine's error.
+        interrupted = isinstance(exc, duckdb.InterruptException) or "interrupted" in str(exc).lower()
+        if interrupted and threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt from exc
+        raise
     finally:
         with lock:
             running[0] = False
