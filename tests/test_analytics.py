@@ -93,7 +93,9 @@ def test_a_quick_run_measures_every_job_and_each_location_gets_its_io(three_file
 
     # DATA is read, not written; WORK is written; UTIL holds the sort's spill; nothing is left in WORK or UTIL.
     t0, t1 = record["extra"]["interval_epoch_s"]
-    samples = Telemetry(run / "telemetry" / "samples.jsonl").between(t0, t1)
+    # Only the seconds wholly inside the jobs' interval: on a loaded machine one sample can span several seconds, and
+    # one that began while the inputs were written (about 300 MB of CSV, fsynced just before) would count them too.
+    samples = [s for s in Telemetry(run / "telemetry" / "samples.jsonl").between(t0, t1) if s["t"] - s["dt"] >= t0]
 
     def moved(device: str, key: str) -> float:
         return sum(s["disks"].get(device, {}).get(key, 0) * s["dt"] for s in samples)
