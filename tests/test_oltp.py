@@ -36,8 +36,10 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
         assert abs(m["nopm"] - m["new_orders_schema_delta"] / (m["measured_s"] / 60)) <= 0.001 * m["nopm"]
         # The driver's own count agrees, up to the orders committed while the two snapshots were read: on a loaded
         # machine they are read up to a few hundred ms after the window's edges, and this window is 4 s (4 of 350
-        # seen beside a demo, 9 of 428 in CI beside the other tests).
-        assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= max(users, 0.05 * m["new_orders_schema_delta"])
+        # seen beside a demo, 9 of 428 and 71 of 1,285 — 0.22 s of orders — in clean-clone runs beside the other
+        # tests). So the allowance is in time: 0.4 s of the case's New-Order rate.
+        per_s = m["new_orders_schema_delta"] / m["measured_s"]
+        assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= max(users, 0.4 * per_s)
         assert m["new_order_lat_p50_ms"] <= m["new_order_lat_p99_ms"] <= m["new_order_lat_p999_ms"] <= m["new_order_lat_max_ms"]
         assert sum(m[f"{tx}_count"] for tx in TX) > 0 and m["errors"] == 0
         assert 0 < m["driver_cpu_share_pct"] < 100
