@@ -152,7 +152,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
         second = refbench(*args, "--modes", "power")
         assert second.code == 1, second.stderr
         assert "FAILED" in second.stderr and "cross-engine agreement Q1 " in second.stderr
-        compared = refbench("compare", str(run), str(tmp_path / second.last_line), "--json")
+        compared = refbench("compare", str(run), str(tmp_path / second.last_line), "--json", "--all")
         assert compared.code == 0, compared.stderr
         in_both = {(f["case"], f["metric"]) for f in compared.json()["figures"]}
         assert {("duckdb-power", "elapsed_s"), ("postgres-power", "power"), ("postgres-power", "Q17_s")} <= in_both
