@@ -176,7 +176,6 @@ def diagnose(exc: Exception, run: Run) -> UserError | None:
 
 def _execute(run: Run, console: Console) -> bool:
     from refbench.report import build_report
-    from refbench.report.verdict import run_verdict
 
     with run.running():
         run.clean_interrupted_writes()
@@ -186,10 +185,9 @@ def _execute(run: Run, console: Console) -> bool:
                 _run_suite(run, plan, get_suite(name), console)
         if plan.accept:
             run.write_json(run.accept_path, accept.evaluate(run, accept.parse(plan.accept, str)))
-        # Inside running(): a run killed while its report is written is not complete, and resume writes it.
+        # Inside running(): a run killed while its report is written is not complete, and resume writes it. The report
+        # writes verdict.json too, from the tables it makes.
         build_report(run, console)
-        if not plan.hosts:
-            run.write_json(run.verdict_path, [v.to_dict() for v in run_verdict(run)])
         if not plan.keep_work:
             if removed := remove_work_data(run, console):
                 console.print(f"work data removed: {sum(size for _, size in removed) / 1e6:,.1f} MB (keep it with "
