@@ -13,13 +13,10 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 from pypdf import PdfReader
 
 from conftest import cli_env, refbench_command
 from refbench.children import die_with_parent
-
-CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright's own download is not needed (scripts/setup.sh installs this)
 
 # A device run small enough for a test: a 64 MiB file, two block sizes, two queue depths, reads and writes.
 DEVICE_PLAN = """
@@ -47,14 +44,6 @@ def report(request, tmp_path_factory) -> Path:
                        timeout=300, cwd=work, env=cli_env(), preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
     assert p.returncode == 0, p.stderr
     return work / p.stdout.strip().splitlines()[-1] / "report.html"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        yield b
-        b.close()
 
 
 def _open(browser, report: Path, width: int, height: int):

@@ -29,8 +29,8 @@ from refbench.dashboard.gate import Gate, Outside, is_loopback, run_dir, run_fil
 from refbench.errors import UserError
 from refbench.runstore import Run
 
-# The catalog is brought up to date at most this often: a page of the dashboard then costs a query, not a look at
-# every run directory, and a new run or figure shows within the second.
+# The catalog is brought up to date at most this often, or when a run directory comes or goes: a page of the
+# dashboard then costs a query, not a look into every run directory, and a new figure shows within the second.
 UPDATE_EVERY_S = 1.0
 
 
@@ -38,7 +38,7 @@ class Dashboard:
     def __init__(self, runs_dir: Path):
         self.root = runs_dir.resolve()
         self._updating = threading.Lock()
-        self._updated_at = 0.0
+        self._updated_at, self._root_mtime_ns = 0.0, 0
         self.warnings: list[str] = []
 
     @contextmanager
@@ -46,10 +46,11 @@ class Dashboard:
         catalog = Catalog(self.root)
         try:
             with self._updating:
-                if time.monotonic() - self._updated_at >= UPDATE_EVERY_S:
+                root_mtime_ns = self.root.stat().st_mtime_ns
+                if time.monotonic() - self._updated_at >= UPDATE_EVERY_S or root_mtime_ns != self._root_mtime_ns:
                     warnings: list[str] = []
                     catalog.update(warnings.append)
-                    self.warnings, self._updated_at = warnings, time.monotonic()
+                    self.warnings, self._updated_at, self._root_mtime_ns = warnings, time.monotonic(), root_mtime_ns
             yield catalog
         finally:
             catalog.close()
@@ -78,6 +79,8 @@ class Dashboard:
             return HTMLResponse(pages.message("Compare", "Tick two or more runs on the runs page, then Compare."))
         if len(names) < 2:
             raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
+        if request.query_params.get("order") == "oldest":  # from the runs page's ticks: the oldest is the baseline
+            names = sorted(names)  # a run directory's name starts with its start time
         runs = [Run(run_dir(self.root, name)) for name in names]
         for run in runs:
             run.check_readable()
@@ -135,6 +138,7 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        sock.listen()  # before the URL is printed: a browser opening it at once waits in the backlog, not refused
     except OSError as exc:
         raise UserError(f"cannot listen on {host} port {port}: {exc.strerror or exc}.") from None
     bound = sock.getsockname()[1]

@@ -92,10 +92,10 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
     count = (f"{len(runs):,} run{'s' if len(runs) != 1 else ''}" if show_all or len(runs) <= PAGE_RUNS else
              f"the newest {PAGE_RUNS:,} of {len(runs):,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>")
     body = [
-        "<h1>Runs</h1>", f'<p class="sub">{count}, newest first. Tick two or more to compare them; the first ticked '
+        "<h1>Runs</h1>", f'<p class="sub">{count}, newest first. Tick two or more to compare them; the oldest ticked '
         "is the baseline (A).</p>", _filters_form("/", filters),
         *(f'<p class="note">{h.esc(w)}</p>' for w in warnings),
-        '<form method="get" action="/compare">' + h.scroll(
+        '<form method="get" action="/compare"><input type="hidden" name="order" value="oldest">' + h.scroll(
             '<table><thead><tr><th>compare</th><th>run</th><th>status</th><th>started (UTC)</th><th>host</th>'
             "<th>profile</th><th>suites</th><th>tags</th><th>headline figures</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>") + "<button>Compare ticked runs</button></form>"
@@ -130,9 +130,13 @@ def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
     from refbench.report.compare import html_body, selected, shared_figures, title
 
     rows = selected(shared_figures(runs, metric), everything)
-    switch = link("/compare", run=[r.path.name for r in runs], metric=metric, **({} if everything else {"all": "1"}))
+    names = [r.path.name for r in runs]
+    switch = link("/compare", run=names, metric=metric, **({} if everything else {"all": "1"}))
+    baselines = " · ".join(f'<a href="{link("/compare", run=[n] + names[:i] + names[i + 1:], metric=metric, all="1" if everything else None)}">'
+                           f"{h.esc(n)}</a>" for i, n in enumerate(names) if i)
     body = (f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
-            " · the same comparison as <code>refbench compare</code>.</p>" + html_body(runs, rows, everything, metric))
+            f" · the same comparison as <code>refbench compare</code> · another baseline: {baselines}</p>"
+            + html_body(runs, rows, everything, metric))
     return page(title(runs), body)
 
 
