@@ -154,12 +154,18 @@ def _case_name(records: list[Record]) -> str:
     return first.case_id
 
 
+def figure_cases(run: Run) -> dict[tuple[str, str], str]:
+    """(suite, record's case) -> the case its figure is named by: a repeated case's figure carries the name of
+    its group ("u4-r1" -> "u4")."""
+    return {(r.suite, r.case_id): case for (_, case), records in _repeat_groups(run).items() for r in records}
+
+
 def _headline_figures(run: Run) -> set[tuple[str, str, str]]:
-    """headline_keys names records; a repeated case's figure carries the name of its group."""
+    """headline_keys names records; the figures name their groups."""
     keys = headline_keys(run)
     if not keys or run.plan.hosts:
         return set()
-    case_of = {(r.suite, r.case_id): case for (_, case), records in _repeat_groups(run).items() for r in records}
+    case_of = figure_cases(run)
     return {(suite, case_of.get((suite, case), case), metric) for suite, case, metric in keys}
 
 
