@@ -156,3 +156,13 @@ def browser():
         b = p.chromium.launch(executable_path="/usr/bin/chromium")
         yield b
         b.close()
+
+
+def hovered_tip(page) -> str:
+    """Hovers the first chart point on a page and returns the value it shows, hidden until then."""
+    point = page.locator("figure .pt").first
+    tip = point.locator("text")
+    assert not tip.is_visible()
+    point.locator("circle").hover()
+    assert tip.is_visible()
+    return tip.text_content()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_env, refbench_command, wait_for
+from conftest import cli_env, hovered_tip, refbench_command, wait_for
 from refbench.children import die_with_parent
 
 # A tag value a browser would run if the page did not escape it.
@@ -117,6 +117,19 @@ def test_the_compare_page_lists_the_figures_of_the_ticked_runs(browser, server, 
     assert "ops_per_s" in figures.inner_text() and re.search(r"2\.00× (faster|slower)", figures.inner_text())
     page.get_by_role("link", name="Every figure the runs share").click()
     assert "lat_ms" in page.locator("table", has_text="B vs A").inner_text()
+
+
+def test_a_trend_chart_shows_a_value_on_hover(browser, server, work):
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(server.base)
+    page.locator("tbody tr", has_text=work[1][1]).get_by_role("link", name="8,000 ops/s").click()
+    assert "sleepy.ops_per_s" in page.locator("h1").inner_text()
+    assert page.locator("tbody tr").count() == 2  # one point per run
+    tip = hovered_tip(page)
+    assert re.search(r"^\S+-(base|faster): [\d,]+ ops/s", tip), tip
+    # A figure no run has: said on the page, with the names the runs do have.
+    response = page.goto(server.base + "history?figure=sleepy.ops_per_min")
+    assert response.status == 404 and "did you mean sleepy.ops_per_s" in page.locator("main").inner_text()
 
 
 def _raw_status(port: int, target: str, headers: str = "") -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
-from conftest import cli_env, refbench_command
+from conftest import cli_env, hovered_tip, refbench_command
 from refbench.children import die_with_parent
 
 # A device run small enough for a test: a 64 MiB file, two block sizes, two queue depths, reads and writes.
@@ -90,12 +90,8 @@ def test_nothing_overflows_a_phone_screen(browser, report):
 
 def test_hovering_a_chart_point_shows_its_value(browser, report):
     page = _open(browser, report, 1400, 900)
-    point = page.locator("figure .pt").first
-    tip = point.locator("text")
-    assert not tip.is_visible()
-    point.locator("circle").hover()
-    assert tip.is_visible()
-    assert re.search(r"\d", tip.text_content()), tip.text_content()
+    tip = hovered_tip(page)
+    assert re.search(r"\d", tip), tip
     assert not page.locator('[src^="http"], [href^="http"], script[src]').count()  # nothing from the network
 
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from refbench.errors import UserError
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
 CATALOG_FILE = "catalog.sqlite"
@@ -215,3 +218,19 @@ def _fingerprint(run_path: Path) -> str:
         except FileNotFoundError:
             continue
     return hashlib.sha1("\n".join(sorted(stamps)).encode()).hexdigest()
+
+
+def since_utc(text: str | None) -> str | None:
+    """A --since filter as the catalog compares it (ISO 8601 UTC): a date, a date and time, or Nd / Nh ago."""
+    if text is None:
+        return None
+    if m := re.fullmatch(r"(\d+)([dh])", text.strip()):
+        ago = timedelta(days=int(m.group(1))) if m.group(2) == "d" else timedelta(hours=int(m.group(1)))
+        return (datetime.now(timezone.utc) - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for form in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text.strip(), form).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            continue
+    raise UserError(f"since {text!r} must be a date (2026-11-01), a UTC date and time (2026-11-01T08:00) or an age "
+                    "(7d, 12h).")

@@ -23,11 +23,11 @@ from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from refbench.catalog import Catalog
+from refbench.catalog import Catalog, since_utc
 from refbench.dashboard import pages
 from refbench.dashboard.gate import Gate, Outside, is_loopback, run_dir, run_file
 from refbench.errors import UserError
-from refbench.runstore import Run
+from refbench.runstore import Run, parse_tags
 
 # The catalog is brought up to date at most this often, or when a run directory comes or goes: a page of the
 # dashboard then costs a query, not a look into every run directory, and a new figure shows within the second.
@@ -57,10 +57,12 @@ class Dashboard:
 
     def runs(self, request: Request) -> Response:
         filters = _filters(request)
+        show_all = bool(request.query_params.get("all"))
         with self.catalog() as catalog:
-            runs = catalog.runs(suite=filters["suite"], host=filters["host"], tags=pages.parse_tags(filters["tag"]),
-                                since=filters["since"])
-        return HTMLResponse(pages.runs_page(runs, filters, bool(request.query_params.get("all")), self.warnings))
+            # One more than a page: whether there are more to show is all the page says of them.
+            runs = catalog.runs(filters["suite"], filters["host"], parse_tags(filters["tag"]), since_utc(filters["since"]),
+                                None if show_all else pages.PAGE_RUNS + 1)
+        return HTMLResponse(pages.runs_page(runs, filters, show_all, self.warnings))
 
     def history(self, request: Request) -> Response:
         from refbench.history import history
@@ -68,10 +70,15 @@ class Dashboard:
         filters = _filters(request)
         figure = (request.query_params.get("figure") or "").strip()
         with self.catalog() as catalog:
-            suggestions = sorted({pages.figure_name(x) for r in catalog.runs() for x in r["headlines"]})
-            points = history(catalog, figure, suite=filters["suite"], host=filters["host"],
-                             tags=pages.parse_tags(filters["tag"]), since=filters["since"]) if figure else []
-        return HTMLResponse(pages.history_page(figure, filters, points, suggestions))
+            suggestions = [f"{suite}.{metric}" for suite, metric in
+                           catalog.values("SELECT DISTINCT suite, metric FROM headlines ORDER BY suite, metric", ())]
+            try:
+                points = history(catalog, figure, filters["host"], parse_tags(filters["tag"]),
+                                 since_utc(filters["since"])) if figure else []
+                problem = None
+            except UserError as exc:  # no such figure: said on the page, with the form to try another
+                points, problem = [], str(exc)
+        return HTMLResponse(pages.history_page(figure, filters, points, suggestions, problem), 404 if problem else 200)
 
     def compare(self, request: Request) -> Response:
         names = request.query_params.getlist("run")

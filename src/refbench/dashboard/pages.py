@@ -43,36 +43,27 @@ def link(path: str, **params: Any) -> str:
     return h.esc(path + ("?" + urlencode(pairs) if pairs else ""))
 
 
-def parse_tags(values: list[str]) -> dict[str, str]:
-    tags = {}
-    for value in values:
-        key, sep, tag = value.partition("=")
-        if not sep or not key:
-            raise UserError(f"a tag filter is written NAME=VALUE, not {value!r}.")
-        tags[key] = tag
-    return tags
-
-
 def figure_name(headline: dict[str, Any]) -> str:
-    """How `refbench history` names a headline figure: suite.metric."""
+    """How `refbench history` names a headline figure: SUITE.METRIC."""
     return f"{headline['suite']}.{headline['metric']}"
 
 
-def _filters_form(action: str, values: dict[str, Any], extra: str = "") -> str:
+def _filters_form(action: str, values: dict[str, Any], extra: str = "", suite: bool = True) -> str:
     def box(name: str, label: str, hint: str) -> str:
         value = values.get(name) or ""
         value = ", ".join(value) if isinstance(value, list) else value
         return (f'<label>{h.esc(label)}<input name="{name}" value="{h.esc(value)}" placeholder="{h.esc(hint)}"></label>')
 
     tags = "".join(f'<input type="hidden" name="tag" value="{h.esc(t)}">' for t in values.get("tag", [])[1:])
-    return (f'<form class="filters" method="get" action="{action}">{extra}{box("suite", "suite", "oltp")}'
+    return (f'<form class="filters" method="get" action="{action}">{extra}{box("suite", "suite", "oltp") if suite else ""}'
             f'{box("host", "host", "db-1")}<label>tag<input name="tag" value="{h.esc((values.get("tag") or [""])[0])}" '
-            f'placeholder="firmware=2.1"></label>{tags}{box("since", "since (UTC)", "2026-11-01")}'
+            f'placeholder="firmware=2.1"></label>{tags}{box("since", "since (UTC)", "2026-11-01 or 30d")}'
             "<button>Show</button></form>")
 
 
 def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: bool, warnings: list[str]) -> str:
-    shown = runs if show_all else runs[:PAGE_RUNS]
+    more = not show_all and len(runs) > PAGE_RUNS
+    shown = runs[:PAGE_RUNS] if more else runs
     rows = []
     for r in shown:
         name = r["run"]
@@ -89,8 +80,8 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
             f'<td>{h.esc(r["started_utc"] or "—")}</td><td>{h.esc(r["host"] or "—")}</td><td>{h.esc(r["profile"] or "—")}</td>'
             f'<td>{h.esc(", ".join(r["suites"]) or "(host only)")}</td><td class="tags">{tags}</td>'
             f'<td class="figures">{figures}</td></tr>')
-    count = (f"{len(runs):,} run{'s' if len(runs) != 1 else ''}" if show_all or len(runs) <= PAGE_RUNS else
-             f"the newest {PAGE_RUNS:,} of {len(runs):,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>")
+    count = (f"the newest {PAGE_RUNS:,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>" if more
+             else f"{len(runs):,} run{'s' if len(runs) != 1 else ''}")
     body = [
         "<h1>Runs</h1>", f'<p class="sub">{count}, newest first. Tick two or more to compare them; the oldest ticked '
         "is the baseline (A).</p>", _filters_form("/", filters),
@@ -104,24 +95,25 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
     return page("refbench runs", "".join(body))
 
 
-def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str]) -> str:
-    from refbench.history import trend_chart
+def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str],
+                 problem: str | None) -> str:
+    from refbench.history import spread_text, trend_chart
     from refbench.report.charts import render_figure
 
     options = "".join(f'<option value="{h.esc(s)}">' for s in suggestions)
     form = _filters_form("/history", filters, extra=f'<label>figure<input name="figure" list="figures" value="{h.esc(figure)}" '
-                         f'placeholder="oltp.nopm" required></label><datalist id="figures">{options}</datalist>')
+                         f'placeholder="oltp.nopm" required></label><datalist id="figures">{options}</datalist>', suite=False)
     body = [f"<h1>History{': ' + h.esc(figure) if figure else ''}</h1>",
             '<p class="sub">A figure over the runs that measured it, oldest first; hover a point for its value.</p>', form]
-    if figure and not points:
-        body.append('<p class="note">No run matching these filters has this figure.</p>')
+    if problem:
+        body.append(f'<p class="banner none">{h.esc(problem)}</p>')
     elif points:
         chart = trend_chart(figure, points)
         with _CHARTS, tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
             body.append(h.chart(render_figure(chart, Path(scratch)), chart.title))
         rows = [{"run": p["run"], "started (UTC)": p["started_utc"], "host": p["host"], "series": p["series"],
-                 f"value ({p['unit']})": p["value"], "low": p.get("low"), "high": p.get("high"), "measurements": p.get("n"),
-                 "tags": ", ".join(f"{k}={v}" for k, v in sorted((p.get("tags") or {}).items()))} for p in points]
+                 "value": f"{h.fmt(p['value'])} {p['unit']}".rstrip(), "spread (low–high over n)": spread_text(p),
+                 "tags": ", ".join(f"{k}={v}" for k, v in sorted(p["tags"].items()))} for p in points]
         body.append(h.table(rows, max_rows=5000))
     return page(f"refbench history {figure}", "".join(body))
 
