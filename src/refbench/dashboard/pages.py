@@ -3,6 +3,8 @@ number with its unit."""
 
 from __future__ import annotations
 
+import functools
+import json
 import tempfile
 import threading
 from datetime import datetime, timezone
@@ -97,8 +99,7 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
 
 def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str],
                  problem: str | None) -> str:
-    from refbench.history import spread_text, trend_chart
-    from refbench.report.charts import render_figure
+    from refbench.history import spread_text
 
     options = "".join(f'<option value="{h.esc(s)}">' for s in suggestions)
     form = _filters_form("/history", filters, extra=f'<label>figure<input name="figure" list="figures" value="{h.esc(figure)}" '
@@ -108,14 +109,24 @@ def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, An
     if problem:
         body.append(f'<p class="banner none">{h.esc(problem)}</p>')
     elif points:
-        chart = trend_chart(figure, points)
-        with _CHARTS, tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
-            body.append(h.chart(render_figure(chart, Path(scratch)), chart.title))
+        body.append(_trend_svg(figure, json.dumps(points)))
         rows = [{"run": p["run"], "started (UTC)": p["started_utc"], "host": p["host"], "series": p["series"],
                  "value": f"{h.fmt(p['value'])} {p['unit']}".rstrip(), "spread (low–high over n)": spread_text(p),
                  "tags": ", ".join(f"{k}={v}" for k, v in sorted(p["tags"].items()))} for p in points]
         body.append(h.table(rows, max_rows=5000))
     return page(f"refbench history {figure}", "".join(body))
+
+
+@functools.lru_cache(maxsize=32)
+def _trend_svg(figure: str, points_json: str) -> str:
+    """The trend chart inline with its hover layer; drawn again only when the figure's points change (matplotlib
+    takes most of the page's time: 0.2–0.5 s for 1,000 runs here)."""
+    from refbench.history import trend_chart
+    from refbench.report.charts import render_figure
+
+    chart = trend_chart(figure, json.loads(points_json))
+    with _CHARTS, tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
+        return h.chart(render_figure(chart, Path(scratch)), chart.title)
 
 
 def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
