@@ -353,7 +353,7 @@ def _tag_filter(tags: list[str] | None) -> dict[str, str]:
 
 
 def _headline_text(h: dict[str, Any]) -> str:
-    from refbench.history import series_name
+    from refbench.catalog.history import series_name
     from refbench.report.html import fmt
 
     return f"{h['suite']} {series_name(h['label'])}: {fmt(h['value'])} {h['unit']}".rstrip()
@@ -439,7 +439,7 @@ def history(
     """A figure's values over the runs that have it, oldest first, with each run's spread (the lowest and highest
     of the repeats or per-second samples behind the value), and a trend chart of them."""
     from refbench.catalog import Catalog
-    from refbench.history import history as figure_history, spread_text, trend_chart
+    from refbench.catalog.history import history as figure_history, spread_text, trend_chart
     from refbench.report.charts import render_figure
     from refbench.report.html import fmt
 

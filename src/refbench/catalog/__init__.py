@@ -115,7 +115,7 @@ class Catalog:
     def runs(self, suite: str | None = None, host: str | None = None, tags: dict[str, str] | None = None,
              since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The runs, newest first, with their headline figures; filtered by suite, host, tags and start date."""
-        where, args = _filters(suite, host, tags, since)
+        where, args = run_filters(suite, host, tags, since)
         query = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY started_utc DESC, run DESC"
         if limit:
             query += f" LIMIT {int(limit)}"
@@ -157,7 +157,7 @@ def index_run(run: Run, console: Any) -> None:
                       "'refbench runs' updates it.", markup=False, soft_wrap=True)
 
 
-def _filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
+def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
              table: str = "runs") -> tuple[str, list[Any]]:
     """A WHERE clause over the runs table and its arguments."""
     where, args = [], []
