@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from refbench.errors import UserError
+from refbench.plan import TAG
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
 CATALOG_FILE = "catalog.sqlite"
@@ -168,6 +170,8 @@ def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None
         where.append(f"{table}.host = ?")
         args.append(host)
     for name, value in (tags or {}).items():
+        if not TAG.fullmatch(f"{name}={value}"):  # the name goes into a JSON path
+            raise UserError(f"tag filter {name}={value} is not NAME=VALUE (letters, digits, '.', '_' or '-' in NAME).")
         where.append(f"json_extract({table}.tags, ?) = ?")
         args += [f'$."{name}"', value]
     if since:
