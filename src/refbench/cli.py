@@ -335,7 +335,7 @@ def _tag_filter(tags: list[str] | None) -> dict[str, str]:
 
 
 def _headline_text(h: dict[str, Any]) -> str:
-    from refbench.history import series_name
+    from refbench.catalog.history import series_name
     from refbench.report.html import fmt
 
     return f"{h['suite']} {series_name(h['label'])}: {fmt(h['value'])} {h['unit']}".rstrip()
@@ -370,13 +370,16 @@ def list_runs_cmd(
         return
     table = RichTable()
     table.add_column("run", no_wrap=True)
-    for column in ("status", "profile", "host", "tags", "headline figures", "records", "started (UTC)"):
+    for column in ("status", "profile", "host", "tags", "lead figure per suite", "records", "started (UTC)"):
         table.add_column(column)
     for r in listed:
         style = {"complete": "green", "interrupted": "yellow", "failed": "red"}.get(r["status"], "")
         if r["status"].startswith("corrupt"):
             style = "bold red"
-        figures = "\n".join(_headline_text(h) for h in r["headlines"]) or ", ".join(r["suites"]) or "(host only)"
+        # Each suite's first headline (NOPM, peak IOPS, power…) keeps a run to a few lines; --json has them all.
+        leads = {h["suite"]: h for h in reversed(r["headlines"])}
+        figures = "\n".join(_headline_text(leads[s]) for s in dict.fromkeys(h["suite"] for h in r["headlines"]))
+        figures = figures or ", ".join(r["suites"]) or "(host only)"
         table.add_row(r["run"], f"[{style}]{r['status']}[/{style}]" if style else r["status"], r["profile"] or "",
                       r["host"] or "", escape(" ".join(f"{k}={v}" for k, v in r["tags"].items())), escape(figures),
                       str(r["records"] if r["records"] is not None else ""), r["started_utc"] or "")
@@ -418,7 +421,7 @@ def history(
     """A figure's values over the runs that have it, oldest first, with each run's spread (the lowest and highest
     of the repeats or per-second samples behind the value), and a trend chart of them."""
     from refbench.catalog import Catalog, since_utc
-    from refbench.history import history as figure_history, spread_text, trend_chart
+    from refbench.catalog.history import history as figure_history, spread_text, trend_chart
     from refbench.report.charts import render_figure
     from refbench.report.html import fmt
 

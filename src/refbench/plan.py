@@ -295,8 +295,12 @@ def load_plan(
             plan.origins[key] = in_file("", key)
     for key, value in (flags or {}).items():
         if value is not None:
-            setattr(plan, key, TOP_LEVEL[key].coerce(value, f"--{key.replace('_', '-')}"))
-            plan.origins[key] = "argument TARGET" if key == "targets" else f"flag --{key.replace('_', '-')}"
+            flag = "--tag" if key == "tags" else f"--{key.replace('_', '-')}"
+            value = TOP_LEVEL[key].coerce(value, flag)
+            if key == "tags":  # --tag adds to the plan's tags, or changes one of the same name
+                value = [f"{k}={v}" for k, v in dict(TAG.fullmatch(t).groups() for t in plan.tags + value).items()]
+            setattr(plan, key, value)
+            plan.origins[key] = "argument TARGET" if key == "targets" else f"flag {flag}"
 
     if suites is not None:
         plan.suites = list(suites)

@@ -83,7 +83,7 @@ class Dashboard:
         return HTMLResponse(pages.runs_page(runs, filters, show_all, self.warnings))
 
     def history(self, request: Request) -> Response:
-        from refbench.history import history
+        from refbench.catalog.history import history
 
         filters = _filters(request)
         figure = (request.query_params.get("figure") or "").strip()

@@ -99,7 +99,7 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
 
 def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str],
                  problem: str | None) -> str:
-    from refbench.history import spread_text
+    from refbench.catalog.history import spread_text
 
     options = "".join(f'<option value="{h.esc(s)}">' for s in suggestions)
     form = _filters_form("/history", filters, extra=f'<label>figure<input name="figure" list="figures" value="{h.esc(figure)}" '
@@ -121,7 +121,7 @@ def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, An
 def _trend_svg(figure: str, points_json: str) -> str:
     """The trend chart inline with its hover layer; drawn again only when the figure's points change (matplotlib
     takes most of the page's time: 0.2–0.5 s for 1,000 runs here)."""
-    from refbench.history import trend_chart
+    from refbench.catalog.history import trend_chart
     from refbench.report.charts import render_figure
 
     chart = trend_chart(figure, json.loads(points_json))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from datetime import datetime
 from typing import Any
 
-from refbench.catalog import Catalog, _filters
+from refbench.catalog import Catalog, run_filters
 from refbench.errors import UserError
 from refbench.report.html import fmt
 from refbench.suites import Chart, suite_names
@@ -36,7 +37,7 @@ def history(catalog: Catalog, figure: str, host: str | None = None, tags: dict[s
     """The figure's values over the matching runs, oldest first: one dict per run and series, with run,
     started_utc, host, tags, series, label, value, unit, low, high, n."""
     suite, case, metric = parse_figure(figure)
-    where, args = _filters(None, host, tags, since, table="r")
+    where, args = run_filters(None, host, tags, since, table="r")
     extra = f"AND {where[len('WHERE '):]}" if where else ""
     common = "r.run, r.started_utc, r.host, r.tags, x.value, x.low, x.high, x.n"
     if case is None:
@@ -71,22 +72,25 @@ def spread_text(point: dict[str, Any]) -> str:
 
 
 def trend_chart(figure: str, points: list[dict[str, Any]], name: str = "trend") -> Chart:
-    """The figure against the runs' start times (days since the first), a line per series, each run's spread as a
+    """The figure against the runs' start times (minutes, hours or days since the first), a line per series, each run's spread as a
     bar; hovering a point names its run."""
     first = min(_started(p) for p in points)
+    span_s = (max(_started(p) for p in points) - first).total_seconds()
+    per, unit_name = next((d, w) for limit, d, w in ((7200, 60, "minutes"), (3 * 86400, 3600, "hours"), (math.inf, 86400, "days"))
+                          if span_s <= limit)
     series: dict[str, list[tuple[float, float]]] = {}
     ranges: dict[str, list[tuple[float, float, float]]] = {}
     tips: dict[str, list[str]] = {}
     for p in points:
-        day = (_started(p) - first).total_seconds() / 86400
-        series.setdefault(p["series"], []).append((day, p["value"]))
+        at = (_started(p) - first).total_seconds() / per
+        series.setdefault(p["series"], []).append((at, p["value"]))
         if p["n"] is not None:
-            ranges.setdefault(p["series"], []).append((day, p["low"], p["high"]))
+            ranges.setdefault(p["series"], []).append((at, p["low"], p["high"]))
         spread = "" if p["n"] is None else f", spread {spread_text(p)}"
         tips.setdefault(p["series"], []).append(f"{p['run']}: {fmt(p['value'])} {p['unit']}".rstrip() + spread)
     unit = next((p["unit"] for p in points if p["unit"]), "")
     return Chart(name, f"{figure} across {len({p['run'] for p in points})} runs",
-                 f"days since the first run ({first:%Y-%m-%d %H:%M} UTC)", f"{figure} ({unit})" if unit else figure,
+                 f"{unit_name} since the first run ({first:%Y-%m-%d %H:%M} UTC)", f"{figure} ({unit})" if unit else figure,
                  series, ranges=ranges, tips=tips)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.errors import UserError
+from refbench.plan import TAG
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
 CATALOG_FILE = "catalog.sqlite"
@@ -57,6 +58,8 @@ class Catalog:
         writable = os.access(self.runs_dir, os.W_OK) and (not self.path.exists() or os.access(self.path, os.W_OK))
         self.db = sqlite3.connect(self.path if writable else ":memory:", timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
+        # A commit is not fsynced: what a crash loses, the next update indexes again from the run directories.
+        self.db.execute("PRAGMA synchronous=NORMAL")
         if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             # An older layout is rebuilt from the run directories, which hold everything.
             for table in ("runs", "headlines", "figures"):
@@ -116,7 +119,7 @@ class Catalog:
     def runs(self, suite: str | None = None, host: str | None = None, tags: dict[str, str] | None = None,
              since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The runs, newest first, with their headline figures; filtered by suite, host, tags and start date."""
-        where, args = _filters(suite, host, tags, since)
+        where, args = run_filters(suite, host, tags, since)
         query = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY started_utc DESC, run DESC"
         if limit:
             query += f" LIMIT {int(limit)}"
@@ -158,7 +161,7 @@ def index_run(run: Run, console: Any) -> None:
                       "'refbench runs' updates it.", markup=False, soft_wrap=True)
 
 
-def _filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
+def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
              table: str = "runs") -> tuple[str, list[Any]]:
     """A WHERE clause over the runs table and its arguments."""
     where, args = [], []
@@ -169,6 +172,8 @@ def _filters(suite: str | None, host: str | None, tags: dict[str, str] | None, s
         where.append(f"{table}.host = ?")
         args.append(host)
     for name, value in (tags or {}).items():
+        if not TAG.fullmatch(f"{name}={value}"):  # the name goes into a JSON path
+            raise UserError(f"tag filter {name}={value} is not NAME=VALUE (letters, digits, '.', '_' or '-' in NAME).")
         where.append(f"json_extract({table}.tags, ?) = ?")
         args += [f'$."{name}"', value]
     if since:
@@ -179,18 +184,19 @@ def _filters(suite: str | None, host: str | None, tags: dict[str, str] | None, s
 
 def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """A run's catalog row, its headline figures and every figure of its records, each with its spread."""
-    from refbench.report.compare import figure_cases, figures
+    from refbench.report.compare import figure_cases, figures, repeat_groups
 
     meta = run.meta
     plan = meta["plan"]
-    found = figures(run)  # reads every record, so a corrupt one ends here
+    groups = repeat_groups(run)  # reads every record, so a corrupt one ends here
+    found = figures(run, groups)
     run.findings()
     row = {"name": meta.get("name"), "status": run.status(), "profile": plan.get("profile"), "host": meta.get("host"),
            "started_utc": meta.get("started_utc"), "ended_utc": meta.get("ended_utc"),
            "suites": json.dumps(plan.get("suites", [])), "tags": json.dumps(run.tags()),
-           "records": len(run.records()), "plan": json.dumps(plan)}
+           "records": sum(map(len, groups.values())), "plan": json.dumps(plan)}
     rows = [(suite, case, metric, f.value, *_spread(f.samples)) for (suite, case, metric), f in found.items()]
-    case_of = figure_cases(run) if not run.plan.hosts else {}
+    case_of = figure_cases(run, groups) if not run.plan.hosts else {}
     headlines = []
     for v in run.read_json(run.verdict_path) or []:
         for h in v["headlines"]:
