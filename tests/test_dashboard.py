@@ -127,6 +127,8 @@ def test_a_trend_chart_shows_a_value_on_hover(browser, server, work):
     assert page.locator("tbody tr").count() == 2  # one point per run
     tip = hovered_tip(page)
     assert re.search(r"^\S+-(base|faster): [\d,]+ ops/s", tip), tip
+    box, chart = page.locator("figure .pt text").first.bounding_box(), page.locator("figure svg").bounding_box()
+    assert chart["x"] <= box["x"] and box["x"] + box["width"] <= chart["x"] + chart["width"], (box, chart)  # not cut
     # A figure no run has: said on the page, with the names the runs do have.
     response = page.goto(server.base + "history?figure=sleepy.ops_per_min")
     assert response.status == 404 and "did you mean sleepy.ops_per_s" in page.locator("main").inner_text()
