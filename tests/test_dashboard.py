@@ -169,7 +169,7 @@ def test_the_progress_page_follows_a_running_run(browser, server, work):
     base = work[0]
     before = set((base / "runs").iterdir())
     running = _refbench("sleepy", "--runs-dir", "runs", "--name", "live", "--set", "sleepy.sleep_s=1", "--set",
-                        "sleepy.cases=4", cwd=base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        "sleepy.cases=5", cwd=base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         run = wait_for(lambda: [p for p in (base / "runs").iterdir() if p not in before and p.is_dir()
                                 and list(p.glob("records/sleepy/*.json"))], 60, "the run's first record")[0]
@@ -177,13 +177,13 @@ def test_the_progress_page_follows_a_running_run(browser, server, work):
         page.goto(server.base)
         page.locator("tbody tr", has_text=run.name).get_by_role("link", name="running — progress").click()
         text = page.locator("main").inner_text()
-        assert "status running" in text and re.search(r"\b[1-3] of 4 cases", text), text
+        assert "status running" in text and re.search(r"\b[1-4] of 5 cases", text), text
         assert re.search(r"about \d+ s left", text) and "ops (per s)" in text, text  # the ETA and the last figures
         assert page.locator('meta[http-equiv="refresh"]').count() == 1
         assert running.wait(timeout=120) == 0
         page.reload()
         text = page.locator("main").inner_text()
-        assert "status complete" in text and "4 of 4 cases" in text, text
+        assert "status complete" in text and "5 of 5 cases" in text, text
         assert page.locator('meta[http-equiv="refresh"]').count() == 0
     finally:
         running.kill()
