@@ -320,6 +320,9 @@ def clean(
               else f"no work data left by {where}", soft_wrap=True)
 
 
+RUNS_TABLE_LIMIT = 50  # a screenful or two; 1,000 runs as a table take Rich 0.7 s to lay out
+
+
 def _run_filters():
     return (typer.Option(None, "--suite", metavar="SUITE", help="Only runs that include this suite."),
             typer.Option(None, "--host", metavar="HOST", help="Only runs made on this host."),
@@ -348,7 +351,8 @@ def list_runs_cmd(
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
     suite: Optional[str] = _run_filters()[0], host: Optional[str] = _run_filters()[1],
     tag: Optional[list[str]] = _run_filters()[2], since: Optional[str] = _run_filters()[3],
-    limit: int = typer.Option(0, "--limit", min=0, metavar="N", help="Only the N newest; 0 lists all."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=0, metavar="N", help="Only the N newest; 0 lists all "
+                                        f"(the table shows the {RUNS_TABLE_LIMIT} newest unless told, --json all)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List the runs, newest first, with their status, tags and headline figures. The list comes from the runs
@@ -356,9 +360,12 @@ def list_runs_cmd(
     that cannot be read is listed as corrupt with one warning."""
     from refbench.catalog import Catalog, since_utc
 
+    shown = limit if limit is not None else 0 if as_json else RUNS_TABLE_LIMIT
     with Catalog(runs_dir) as catalog:
         catalog.update()
-        listed = catalog.runs(suite, host, _tag_filter(tag), since_utc(since), limit)
+        listed = catalog.runs(suite, host, _tag_filter(tag), since_utc(since), shown + 1 if shown else None)
+    more = shown and len(listed) > shown
+    listed = listed[:shown] if more else listed
     for r in listed:
         if r["problem"]:  # the other runs are still listed
             err.print(f"refbench: warning: {r['problem']}", markup=False, highlight=False, soft_wrap=True)
@@ -384,6 +391,8 @@ def list_runs_cmd(
                       r["host"] or "", escape(" ".join(f"{k}={v}" for k, v in r["tags"].items())), escape(figures),
                       str(r["records"] if r["records"] is not None else ""), r["started_utc"] or "")
     out.print(table)
+    if more:
+        err.print(f"showing the {shown} newest runs; --limit 0 lists them all")
 
 
 @app.command(short_help="Set or change a run's tags.",
