@@ -118,9 +118,10 @@ class Dashboard:
         return HTMLResponse(pages.progress_page(Run(run_dir(self.root, request.path_params["run"]))))
 
     def run_file(self, request: Request) -> Response:
-        relative = request.path_params["path"] or "report.html"
-        path = run_file(self.root, request.path_params["run"], relative)
-        return FileResponse(path, content_disposition_type="inline")
+        name, relative = request.path_params["run"], request.path_params["path"] or "report.html"
+        if relative == "report.html" and not (run_dir(self.root, name) / relative).is_file():
+            return HTMLResponse(pages.no_report(name), 404)
+        return FileResponse(run_file(self.root, name, relative), content_disposition_type="inline")
 
 
 def _filters(request: Request) -> dict:

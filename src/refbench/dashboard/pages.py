@@ -65,6 +65,11 @@ def _filters_form(action: str, values: dict[str, Any], extra: str = "", suite: b
             "<button>Show</button></form>")
 
 
+def no_report(run: str) -> str:
+    return page("No report yet", f"<h1>No report yet</h1><p>{h.esc(run)} has no report.html: the run writes it when it "
+                f'ends, or <code>refbench report {h.esc(run)}</code> does. <a href="{link("/progress/" + run)}">Its progress</a>.</p>')
+
+
 def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: bool, warnings: list[str]) -> str:
     more = not show_all and len(runs) > PAGE_RUNS
     shown = runs[:PAGE_RUNS] if more else runs
