@@ -23,7 +23,8 @@ from refbench.suites import get_suite
 # figures is 1 MB of HTML that nobody reads to the end.
 PAGE_RUNS = 200
 REFRESH_S = 5
-LAST_FIGURES = 8
+LAST_RECORDS = 8  # the progress page's last recorded cases, newest first
+FIGURES_SHOWN = 8  # of each of them: the first figures, a suite's main ones
 # matplotlib's pyplot keeps global state; the server answers on several threads.
 _CHARTS = threading.Lock()
 
@@ -204,14 +205,14 @@ def progress_page(run: Run) -> str:
     if status != "running":
         body.append(f'<p class="note">Not running any more ({h.esc(status)}): <a href="{link("/runs/" + run.path.name + "/")}">'
                     "the run's report</a>.</p>")
-    last = sorted(records, key=lambda r: r.ended_epoch_s)[-8:][::-1]
+    last = sorted(records, key=lambda r: r.ended_epoch_s)[-LAST_RECORDS:][::-1]
     body.append("<h2>Last figures recorded</h2>")
     body.append(h.table([{"suite": r.suite, "case": r.case_id, "ended (UTC)": r.ended_utc, "figures": _first_figures(r.metrics)}
                          for r in last]) if last else '<p class="note">No case recorded yet.</p>')
     return page(f"refbench progress {run.path.name}", "".join(body), REFRESH_S if status == "running" else None)
 
 
-def _first_figures(metrics: dict[str, Any], shown: int = LAST_FIGURES) -> str:
+def _first_figures(metrics: dict[str, Any], shown: int = FIGURES_SHOWN) -> str:
     """A record's first figures, as the suite put them first (its main ones): a case of oltp has 60."""
     numbers = [f"{h.header(k)} {h.fmt(v)}" for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return ", ".join(numbers[:shown]) + (f" … and {len(numbers) - shown} more in the report" if len(numbers) > shown else "")
