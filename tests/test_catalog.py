@@ -4,6 +4,7 @@ incrementally, rebuilt when deleted."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -13,6 +14,7 @@ from conftest import cli_env, refbench_command
 from refbench.catalog import CATALOG_FILE, Catalog
 from refbench.catalog.history import parse_figure
 from refbench.errors import UserError
+from refbench.runstore import Run
 
 SLEEPY = ("sleepy", "--set", "sleepy.sleep_s=0", "--runs-dir", "runs")
 
@@ -59,6 +61,16 @@ def test_the_catalog_indexes_new_runs_marks_a_corrupt_one_and_rebuilds_from_the_
     listed = {r["run"]: r for r in catalog.runs()}
     assert listed[slow]["status"].startswith("corrupt") and not listed[slow]["headlines"]
     assert listed[middle]["status"] == "complete" and listed[middle]["headlines"]
+
+    # A run measured now, then killed: its files do not change, its lock is left free.
+    meta = runs / fast / "run.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "status": "running"}))
+    holder = Run(runs / fast)
+    holder.lock()
+    catalog.update()
+    assert catalog.runs(since="2000-01-01T00:00:00Z", limit=1)[0]["status"] == "running"
+    os.close(holder._lock_fd)  # as a kill -9 leaves it
+    assert catalog.update() == 1 and catalog.runs(limit=1)[0]["status"] == "interrupted"
     catalog.close()
 
     (runs / CATALOG_FILE).unlink()

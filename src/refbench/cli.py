@@ -591,7 +591,7 @@ def serve(
 ) -> None:
     """Serve the runs list, each run's report, figure trends, N-way comparisons and the progress of running runs
     as web pages, from the runs catalog and the run directories; nothing is loaded from the network."""
-    from refbench.dashboard import serve as serve_dashboard
+    from refbench.web import serve as serve_dashboard
 
     serve_dashboard(runs_dir, host, port, err)
 

@@ -82,13 +82,16 @@ class Catalog:
     def update(self, warn: Callable[[str], None] = lambda message: None) -> int:
         """Indexes the runs that are new or changed and forgets the ones whose directories are gone; returns how
         many were indexed. ``warn`` hears one sentence per run that could not be read."""
-        known = dict(self.db.execute("SELECT run, fingerprint FROM runs"))
+        known = {run: (fingerprint, status) for run, fingerprint, status in
+                 self.db.execute("SELECT run, fingerprint, status FROM runs")}
         present = set()
         indexed = 0
         for run in list_runs(self.runs_dir):
             present.add(run.path.name)
             fingerprint = _fingerprint(run.path)
-            if known.get(run.path.name) != fingerprint:
+            before, status = known.get(run.path.name, (None, None))
+            # A run killed while running changes no file: its free lock is what says it was interrupted.
+            if before != fingerprint or (status == "running" and not run.in_use()):
                 self.index(run, fingerprint, warn)
                 indexed += 1
         with self.db:

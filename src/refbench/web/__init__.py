@@ -26,8 +26,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from refbench.catalog import CATALOG_FILE, Catalog, since_utc
-from refbench.dashboard import pages
-from refbench.dashboard.gate import Gate, Outside, is_loopback, run_dir, run_file
+from refbench.web import pages
+from refbench.web.gate import Gate, Outside, is_loopback, run_dir, run_file
 from refbench.errors import UserError
 from refbench.runstore import Run, parse_tags
 
@@ -146,7 +146,7 @@ def create_app(dashboard: Dashboard, token: str | None) -> Starlette:
             Route("/compare", dashboard.compare),
             Route("/progress/{run}", dashboard.progress),
             Route("/runs/{run}/{path:path}", dashboard.run_file),
-            Mount("/static", app=StaticFiles(packages=[("refbench.dashboard", "static")]), name="static"),
+            Mount("/static", app=StaticFiles(packages=[("refbench.web", "static")]), name="static"),
         ],
         middleware=[Middleware(Gate, token=token)],
         exception_handlers={UserError: _user_error, Outside: _not_found},
