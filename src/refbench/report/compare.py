@@ -333,6 +333,16 @@ def default_html_path(runs: list[Run], metric: str | None, everything: bool) -> 
 
 
 def write_html(runs: list[Run], rows: list[dict[str, Any]], out: Path, everything: bool, metric: str | None) -> Path:
+    atomic_write_text(out, h.page(title(runs), html_body(runs, rows, everything, metric)))
+    return out
+
+
+def title(runs: list[Run]) -> str:
+    return "refbench compare " + " vs ".join(r.path.name for r in runs)
+
+
+def html_body(runs: list[Run], rows: list[dict[str, Any]], everything: bool, metric: str | None) -> str:
+    """The comparison as HTML inside a page's <main>: the compare command's file and the dashboard's compare page."""
     names = letters(runs)
     legend = " · ".join(f"{n} = {h.esc(r.path.name)}" for n, r in zip(names, runs))
     figure_rows = []
@@ -359,8 +369,7 @@ def write_html(runs: list[Run], rows: list[dict[str, Any]], out: Path, everythin
         "" if significant else "<p class='banner none'>no significant change</p>",
         h.table(figure_rows, max_rows=5000) if figure_rows else "<p class='note'>No figure to show.</p>",
     ]
-    atomic_write_text(out, h.page("refbench compare " + " vs ".join(r.path.name for r in runs), "".join(body)))
-    return out
+    return "".join(body)
 
 
 def _is_number(value: Any) -> bool:

@@ -1,0 +1,195 @@
+"""The dashboard's pages, in the report's look (refbench.report.html): every value from a run directory escaped, every
+number with its unit."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from refbench.dryrun import duration
+from refbench.errors import UserError
+from refbench.report import html as h
+from refbench.runstore import Run, utc_now
+from refbench.suites import get_suite
+
+# The runs page shows the newest runs first, this many unless asked for all: a page of 1,000 runs with their
+# figures is 1 MB of HTML that nobody reads to the end.
+PAGE_RUNS = 200
+REFRESH_S = 5
+# matplotlib's pyplot keeps global state; the server answers on several threads.
+_CHARTS = threading.Lock()
+
+
+def page(title: str, body: str, refresh_s: int | None = None) -> str:
+    nav = ('<nav class="top"><b>refbench</b><a href="/">Runs</a><a href="/history">History</a>'
+           '<a href="/compare">Compare</a></nav>')
+    head = '<link rel="stylesheet" href="/static/dashboard.css">'
+    if refresh_s:
+        head += f'<meta http-equiv="refresh" content="{refresh_s}">'
+    return h.page(title, nav + body).replace("</head>", head + "</head>", 1)
+
+
+def message(title: str, sentence: str) -> str:
+    return page(title, f"<h1>{h.esc(title)}</h1><p>{h.esc(sentence)}</p>")
+
+
+def link(path: str, **params: Any) -> str:
+    """A URL with its query, escaped for an attribute; list values repeat the parameter."""
+    pairs = [(k, x) for k, v in params.items() for x in (v if isinstance(v, list) else [v]) if x not in (None, "", [])]
+    return h.esc(path + ("?" + urlencode(pairs) if pairs else ""))
+
+
+def parse_tags(values: list[str]) -> dict[str, str]:
+    tags = {}
+    for value in values:
+        key, sep, tag = value.partition("=")
+        if not sep or not key:
+            raise UserError(f"a tag filter is written NAME=VALUE, not {value!r}.")
+        tags[key] = tag
+    return tags
+
+
+def figure_name(headline: dict[str, Any]) -> str:
+    """How `refbench history` names a headline figure: suite.metric."""
+    return f"{headline['suite']}.{headline['metric']}"
+
+
+def _filters_form(action: str, values: dict[str, Any], extra: str = "") -> str:
+    def box(name: str, label: str, hint: str) -> str:
+        value = values.get(name) or ""
+        value = ", ".join(value) if isinstance(value, list) else value
+        return (f'<label>{h.esc(label)}<input name="{name}" value="{h.esc(value)}" placeholder="{h.esc(hint)}"></label>')
+
+    tags = "".join(f'<input type="hidden" name="tag" value="{h.esc(t)}">' for t in values.get("tag", [])[1:])
+    return (f'<form class="filters" method="get" action="{action}">{extra}{box("suite", "suite", "oltp")}'
+            f'{box("host", "host", "db-1")}<label>tag<input name="tag" value="{h.esc((values.get("tag") or [""])[0])}" '
+            f'placeholder="firmware=2.1"></label>{tags}{box("since", "since (UTC)", "2026-11-01")}'
+            "<button>Show</button></form>")
+
+
+def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: bool, warnings: list[str]) -> str:
+    shown = runs if show_all else runs[:PAGE_RUNS]
+    rows = []
+    for r in shown:
+        name = r["run"]
+        status = r["status"] or "unknown"
+        status_cell = (f'<a class="running" href="{link("/progress/" + name)}">running — progress</a>'
+                       if status == "running" else f'<span class="{h.esc(status)}">{h.esc(status)}</span>')
+        figures = "<br>".join(
+            f'{h.esc(x["suite"])} {h.esc(x["label"])}: <a href="{link("/history", figure=figure_name(x))}">'
+            f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>' for x in r["headlines"]) or "—"
+        tags = "".join(f"<span>{h.esc(k)}={h.esc(v)}</span>" for k, v in sorted(r["tags"].items()))
+        rows.append(
+            f'<tr><td><input type="checkbox" name="run" value="{h.esc(name)}" aria-label="compare {h.esc(name)}"></td>'
+            f'<td><a href="{link("/runs/" + name + "/")}">{h.esc(name)}</a></td><td>{status_cell}</td>'
+            f'<td>{h.esc(r["started_utc"] or "—")}</td><td>{h.esc(r["host"] or "—")}</td><td>{h.esc(r["profile"] or "—")}</td>'
+            f'<td>{h.esc(", ".join(r["suites"]) or "(host only)")}</td><td class="tags">{tags}</td>'
+            f'<td class="figures">{figures}</td></tr>')
+    count = (f"{len(runs):,} run{'s' if len(runs) != 1 else ''}" if show_all or len(runs) <= PAGE_RUNS else
+             f"the newest {PAGE_RUNS:,} of {len(runs):,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>")
+    body = [
+        "<h1>Runs</h1>", f'<p class="sub">{count}, newest first. Tick two or more to compare them; the first ticked '
+        "is the baseline (A).</p>", _filters_form("/", filters),
+        *(f'<p class="note">{h.esc(w)}</p>' for w in warnings),
+        '<form method="get" action="/compare">' + h.scroll(
+            '<table><thead><tr><th>compare</th><th>run</th><th>status</th><th>started (UTC)</th><th>host</th>'
+            "<th>profile</th><th>suites</th><th>tags</th><th>headline figures</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>") + "<button>Compare ticked runs</button></form>"
+        if rows else '<p class="note">No run matches.</p>',
+    ]
+    return page("refbench runs", "".join(body))
+
+
+def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str]) -> str:
+    from refbench.history import trend_chart
+    from refbench.report.charts import render_figure
+
+    options = "".join(f'<option value="{h.esc(s)}">' for s in suggestions)
+    form = _filters_form("/history", filters, extra=f'<label>figure<input name="figure" list="figures" value="{h.esc(figure)}" '
+                         f'placeholder="oltp.nopm" required></label><datalist id="figures">{options}</datalist>')
+    body = [f"<h1>History{': ' + h.esc(figure) if figure else ''}</h1>",
+            '<p class="sub">A figure over the runs that measured it, oldest first; hover a point for its value.</p>', form]
+    if figure and not points:
+        body.append('<p class="note">No run matching these filters has this figure.</p>')
+    elif points:
+        chart = trend_chart(figure, points)
+        with _CHARTS, tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
+            body.append(h.chart(render_figure(chart, Path(scratch)), chart.title))
+        rows = [{"run": p["run"], "started (UTC)": p["started_utc"], "host": p["host"], "series": p["series"],
+                 f"value ({p['unit']})": p["value"], "low": p.get("low"), "high": p.get("high"), "measurements": p.get("n"),
+                 "tags": ", ".join(f"{k}={v}" for k, v in sorted((p.get("tags") or {}).items()))} for p in points]
+        body.append(h.table(rows, max_rows=5000))
+    return page(f"refbench history {figure}", "".join(body))
+
+
+def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
+    from refbench.report.compare import html_body, selected, shared_figures, title
+
+    rows = selected(shared_figures(runs, metric), everything)
+    switch = link("/compare", run=[r.path.name for r in runs], metric=metric, **({} if everything else {"all": "1"}))
+    body = (f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
+            " · the same comparison as <code>refbench compare</code>.</p>" + html_body(runs, rows, everything, metric))
+    return page(title(runs), body)
+
+
+def progress_page(run: Run) -> str:
+    """A run's progress: per suite the cases recorded against the cases its plan asks for, the time left at the pace
+    of the cases already measured (before the first, the suite's own estimate as the dry run prints it), and the
+    last figures recorded."""
+    meta = run.meta
+    status = run.status()
+    plan = run.plan
+    records = run.records()
+    rows, left_s, unknown = [], 0.0, []
+    for name in plan.suites:
+        done = [r for r in records if r.suite == name]
+        try:
+            suite = get_suite(name)
+            cases = suite.cases(plan)
+        except UserError as exc:
+            rows.append({"suite": name, "cases recorded": len(done), "cases planned": None, "left": str(exc)})
+            unknown.append(name)
+            continue
+        recorded = {r.case_id for r in done}
+        todo = [c for c in cases if c.id not in recorded]
+        if done:
+            suite_left = sum(r.elapsed_s for r in done) / len(done) * len(todo)
+            how = f"{duration(suite_left)} at {duration(sum(r.elapsed_s for r in done) / len(done))} a case"
+        elif (estimate := getattr(suite, "estimate", None)) and cases:
+            suite_left = estimate(plan, cases).seconds
+            how = f"{duration(suite_left)} (the dry run's estimate)"
+        else:
+            suite_left, how = 0.0, "not estimated"
+            unknown.append(name)
+        left_s += suite_left if todo else 0
+        rows.append({"suite": name, "cases recorded": len(recorded & {c.id for c in cases}), "cases planned": len(cases),
+                     "left": how if todo else "done"})
+    planned = sum(r["cases planned"] or 0 for r in rows)
+    finished = sum(r["cases recorded"] for r in rows)
+    started = meta.get("started_utc") or ""
+    try:
+        elapsed = duration((utc_now() - datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)).total_seconds())
+    except ValueError:
+        elapsed = "—"
+    eta = ("" if status != "running" else
+           f" · about {duration(left_s)} left" + (f" ({', '.join(unknown)} not estimated)" if unknown else ""))
+    body = [f"<h1>Progress — {h.esc(meta['name'])}</h1>",
+            f'<p class="sub">{h.esc(run.path.name)} · status <b class="{h.esc(status)}">{h.esc(status)}</b> · started '
+            f"{h.esc(started)} UTC · {h.esc(elapsed)} ago · page read at {h.esc(utc_now().strftime('%H:%M:%S'))} UTC"
+            + (f" · refreshes every {REFRESH_S} s" if status == "running" else "") + "</p>",
+            f'<p><progress max="{max(planned, 1)}" value="{finished}"></progress> <b>{finished} of {planned} cases</b>'
+            f"{h.esc(eta)}</p>", h.table(rows)]
+    if status != "running":
+        body.append(f'<p class="note">The run is {h.esc(status)}: <a href="{link("/runs/" + run.path.name + "/")}">its report</a>.</p>')
+    last = sorted(records, key=lambda r: r.ended_epoch_s)[-8:][::-1]
+    body.append("<h2>Last figures recorded</h2>")
+    body.append(h.table([{"suite": r.suite, "case": r.case_id, "ended (UTC)": r.ended_utc,
+                          "figures": ", ".join(f"{h.header(k)} {h.fmt(v)}" for k, v in r.metrics.items()
+                                               if isinstance(v, (int, float)) and not isinstance(v, bool))}
+                         for r in last]) if last else '<p class="note">No case recorded yet.</p>')
+    return page(f"refbench progress {run.path.name}", "".join(body), REFRESH_S if status == "running" else None)
+
