@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -160,6 +161,7 @@ class Timings:
         self.times: dict[str, list[float]] = {}
         self.commands: dict[str, str] = {}
         self.loads: list[float] = []
+        self.sizes: dict[str, int] = {}  # bytes of each page
 
     def take(self, what: str, command: str, action: Callable[[], Any]) -> Any:
         self.loads.append(os.getloadavg()[0])
@@ -245,27 +247,31 @@ def measure_serve(t: Timings, runs: Path, repeats: int, pages: dict[str, str]) -
             try:
                 get(base + "/")
                 break
-            except OSError:
+            except urllib.error.HTTPError as exc:
+                raise SystemExit(f"GET {base}/ answered {exc.code}: {exc.read()[-2000:]!r}") from None
+            except OSError:  # not listening yet
                 if server.poll() is not None or time.time() > deadline:
                     raise SystemExit(f"refbench serve did not answer on {base}: {server.stderr.read()[-2000:] if server.stderr else ''}")
                 time.sleep(0.2)
         for _ in range(repeats):
             for what, path in pages.items():
-                t.take(f"GET {what}", f"GET {path}", lambda: get(base + path))
+                t.sizes[f"GET {what}"] = len(t.take(f"GET {what}", f"GET {path}", lambda: get(base + path)))
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
 def serve_pages(runs: Path) -> dict[str, str]:
-    """The pages to time, with runs that exist in RUNS: the newest oltp run's report and three runs to compare."""
+    """The pages to time, with runs that exist in RUNS: the newest oltp run's report and progress, and the three newest
+    oltp runs compared."""
     catalog = Catalog(runs)
     try:
         oltp = [r["run"] for r in catalog.runs(suite="oltp")]
     finally:
         catalog.close()
-    return {"runs list": "/", "run report": f"/runs/{oltp[0]}", "trend": "/history/oltp.nopm",
-            "compare (3 runs)": "/compare?" + "&".join(f"run={r}" for r in oltp[:3]), "progress": "/progress"}
+    return {"runs list": "/", "runs list, all 1,000": "/?all=1", "runs list, filtered": "/?suite=oltp&host=db-a01&tag=firmware%3D2.3",
+            "run report": f"/runs/{oltp[0]}/", "trend": "/history?figure=oltp.nopm",
+            "compare (3 runs)": "/compare?" + "&".join(f"run={r}" for r in oltp[:3]), "progress": f"/progress/{oltp[0]}"}
 
 
 # ---- main -------------------------------------------------------------------------------------------------
@@ -296,7 +302,10 @@ def main() -> None:
         measure_cli(t, runs, args.repeats, history)
         serve = has_command("serve")
         if serve:
-            measure_serve(t, runs, args.repeats, serve_pages(runs))
+            pages = serve_pages(runs)
+            if not history:  # the trend page is the history command's
+                del pages["trend"]
+            measure_serve(t, runs, args.repeats, pages)
     finally:
         if not args.keep:
             shutil.rmtree(runs, ignore_errors=True)
@@ -312,7 +321,8 @@ def print_table(t: Timings, args: argparse.Namespace, history: bool, serve: bool
     for what, times in t.times.items():
         target = targets.get(what, 1.0 if what.startswith("GET ") else None)
         verdict = "" if target is None else f"< {target:g} s ({'ok' if statistics.median(times) < target else 'MISSED'})"
-        print(f"| {what} | `{t.commands[what]}` | {statistics.median(times):.3f} | {max(times):.3f} | {verdict} |")
+        size = f" ({t.sizes[what] / 1000:,.0f} kB)" if what in t.sizes else ""
+        print(f"| {what}{size} | `{t.commands[what]}` | {statistics.median(times):.3f} | {max(times):.3f} | {verdict} |")
     if not history:
         print("\n`refbench history` is not in this checkout: not measured.")
     if not serve:
