@@ -6,12 +6,15 @@ file, which SQLite's WAL mode allows (readers never wait for the writer) and Duc
 database file for writing). The catalog's queries are small lookups and filters, where SQLite is at home.
 
 A run is indexed again when its fingerprint changes: the modification times of run.json, verdict.json, tags.json and
-its records directory. A run directory that cannot be read is skipped with one warning; the others are indexed.
+its records directories. A run directory that cannot be read is listed as corrupt, with the sentence that says why,
+and without figures; the others are indexed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -20,28 +23,39 @@ from typing import Any
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
 CATALOG_FILE = "catalog.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# A figure's spread is the lowest and highest of the measurements behind it (repeats, or per-second samples) and
+# how many there were; NULL when it was measured once.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
-    run TEXT PRIMARY KEY, path TEXT NOT NULL, fingerprint TEXT NOT NULL, name TEXT, status TEXT, profile TEXT,
-    host TEXT, started_utc TEXT, ended_utc TEXT, suites TEXT, tags TEXT, plan TEXT);
+    run TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, name TEXT, status TEXT, problem TEXT,
+    profile TEXT, host TEXT, started_utc TEXT, ended_utc TEXT, suites TEXT, tags TEXT, records INTEGER, plan TEXT);
 CREATE TABLE IF NOT EXISTS headlines (
-    run TEXT NOT NULL, suite TEXT NOT NULL, label TEXT, value REAL, unit TEXT, case_id TEXT, metric TEXT);
+    run TEXT NOT NULL, suite TEXT NOT NULL, label TEXT, value REAL, unit TEXT, case_id TEXT, metric TEXT, note TEXT,
+    low REAL, high REAL, n INTEGER);
 CREATE TABLE IF NOT EXISTS figures (
-    run TEXT NOT NULL, suite TEXT NOT NULL, case_id TEXT NOT NULL, metric TEXT NOT NULL, value REAL);
+    run TEXT NOT NULL, suite TEXT NOT NULL, case_id TEXT NOT NULL, metric TEXT NOT NULL, value REAL,
+    low REAL, high REAL, n INTEGER);
 CREATE INDEX IF NOT EXISTS headlines_run ON headlines (run);
+CREATE INDEX IF NOT EXISTS headlines_metric ON headlines (suite, metric);
 CREATE INDEX IF NOT EXISTS figures_run ON figures (run);
-CREATE INDEX IF NOT EXISTS figures_metric ON figures (suite, metric);
+CREATE INDEX IF NOT EXISTS figures_metric ON figures (suite, case_id, metric);
 """
-TAGS_FILE = "tags.json"
+RUN_COLUMNS = ("run", "name", "status", "problem", "profile", "host", "started_utc", "ended_utc", "suites",
+               "tags", "records")
+HEADLINE_COLUMNS = ("suite", "label", "value", "unit", "case", "metric", "note", "low", "high", "n")
 
 
 class Catalog:
     def __init__(self, runs_dir: str | Path):
         self.runs_dir = Path(runs_dir)
         self.path = self.runs_dir / CATALOG_FILE
-        self.db = sqlite3.connect(self.path, timeout=30)
+        # Someone else's runs directory that this user may read but not write is catalogued in memory, every time.
+        writable = os.access(self.runs_dir, os.W_OK) and (not self.path.exists() or os.access(self.path, os.W_OK))
+        self.db = sqlite3.connect(self.path if writable else ":memory:", timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
+        # A commit is not fsynced: what a crash loses, the next update indexes again from the run directories.
+        self.db.execute("PRAGMA synchronous=NORMAL")
         if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             # An older layout is rebuilt from the run directories, which hold everything.
             for table in ("runs", "headlines", "figures"):
@@ -49,99 +63,158 @@ class Catalog:
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self.db.executescript(SCHEMA)
 
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def close(self) -> None:
         self.db.close()
 
     def update(self, warn: Callable[[str], None] = lambda message: None) -> int:
         """Indexes the runs that are new or changed and forgets the ones whose directories are gone; returns how
-        many were indexed."""
+        many were indexed. ``warn`` hears one sentence per run that could not be read."""
         known = dict(self.db.execute("SELECT run, fingerprint FROM runs"))
         present = set()
         indexed = 0
         for run in list_runs(self.runs_dir):
             present.add(run.path.name)
             fingerprint = _fingerprint(run.path)
-            if known.get(run.path.name) == fingerprint:
-                continue
-            try:
-                self._index(run, fingerprint)
+            if known.get(run.path.name) != fingerprint:
+                self.index(run, fingerprint, warn)
                 indexed += 1
-            except (CorruptRunFile, OSError, ValueError, KeyError, TypeError) as exc:
-                warn(f"catalog: skipped {run.path.name}: {exc}")
-                with self.db:  # what it held before is no longer what the directory says
-                    self._forget(run.path.name)
         with self.db:
             for gone in set(known) - present:
                 self._forget(gone)
         return indexed
 
-    def _index(self, run: Run, fingerprint: str) -> None:
-        meta = run.meta
-        plan = meta["plan"]
-        verdicts = run.read_json(run.verdict_path) or []
-        tags = read_tags(run.path)
-        rows = [(run.path.name, r.suite, r.case_id, metric, float(value)) for r in run.records()
-                for metric, value in r.metrics.items() if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    def index(self, run: Run, fingerprint: str | None = None, warn: Callable[[str], None] = lambda message: None) -> None:
+        fingerprint = fingerprint or _fingerprint(run.path)
+        try:
+            row, headlines, figures = _read_run(run)
+        except (CorruptRunFile, OSError, ValueError, KeyError, TypeError) as exc:
+            where = exc.where if isinstance(exc, CorruptRunFile) else "its files"
+            warn(str(exc))
+            row, headlines, figures = {"status": f"corrupt: {where}", "problem": str(exc), "suites": "[]", "tags": "{}"}, [], []
         with self.db:
             self._forget(run.path.name)
-            self.db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
-                run.path.name, str(run.path), fingerprint, meta.get("name"), run.status(), plan.get("profile"),
-                meta.get("host"), meta.get("started_utc"), meta.get("ended_utc"), json.dumps(plan.get("suites", [])),
-                json.dumps(tags), json.dumps(plan)))
-            self.db.executemany("INSERT INTO headlines VALUES (?,?,?,?,?,?,?)", [
-                (run.path.name, v["suite"], h["label"], h["value"], h["unit"], h["case"], h["metric"])
-                for v in verdicts for h in v["headlines"]])
-            self.db.executemany("INSERT INTO figures VALUES (?,?,?,?,?)", rows)
+            self.db.execute("INSERT INTO runs (run, fingerprint, name, status, problem, profile, host, started_utc, "
+                            "ended_utc, suites, tags, records, plan) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                                run.path.name, fingerprint, row.get("name"), row["status"],
+                                row.get("problem"), row.get("profile"), row.get("host"), row.get("started_utc"),
+                                row.get("ended_utc"), row["suites"], row["tags"], row.get("records"), row.get("plan")))
+            self.db.executemany("INSERT INTO headlines VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                [(run.path.name, *h) for h in headlines])
+            self.db.executemany("INSERT INTO figures VALUES (?,?,?,?,?,?,?,?)", [(run.path.name, *f) for f in figures])
 
     def _forget(self, run: str) -> None:
         for table in ("runs", "headlines", "figures"):
             self.db.execute(f"DELETE FROM {table} WHERE run = ?", (run,))
 
     def runs(self, suite: str | None = None, host: str | None = None, tags: dict[str, str] | None = None,
-             since: str | None = None) -> list[dict[str, Any]]:
+             since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The runs, newest first, with their headline figures; filtered by suite, host, tags and start date."""
-        query, args = "SELECT run, path, name, status, profile, host, started_utc, ended_utc, suites, tags FROM runs", []
-        where = []
-        if host:
-            where.append("host = ?")
-            args.append(host)
-        if since:
-            where.append("started_utc >= ?")
-            args.append(since)
-        if where:
-            query += " WHERE " + " AND ".join(where)
-        out = []
-        for row in self.db.execute(query + " ORDER BY started_utc DESC, run DESC", args):
-            item = dict(zip(("run", "path", "name", "status", "profile", "host", "started_utc", "ended_utc"), row[:8]))
-            item["suites"], item["tags"] = json.loads(row[8]), json.loads(row[9])
-            if suite and suite not in item["suites"]:
-                continue
-            if tags and any(item["tags"].get(k) != v for k, v in tags.items()):
-                continue
-            item["headlines"] = [dict(zip(("suite", "label", "value", "unit", "case", "metric"), h)) for h in self.db.execute(
-                "SELECT suite, label, value, unit, case_id, metric FROM headlines WHERE run = ?", (item["run"],))]
-            out.append(item)
+        where, args = _filters(suite, host, tags, since)
+        query = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY started_utc DESC, run DESC"
+        if limit:
+            query += f" LIMIT {int(limit)}"
+        out = [self._run_dict(row) for row in self.db.execute(query, args)]
+        by_run = {r["run"]: r for r in out}
+        for r in out:
+            r["headlines"] = []
+        if by_run:
+            rows = self.db.execute(
+                f"SELECT run, {', '.join(c if c != 'case' else 'case_id' for c in HEADLINE_COLUMNS)} FROM headlines "
+                f"WHERE run IN (SELECT run FROM runs {where}) ORDER BY rowid", args)
+            for run, *values in rows:
+                if run in by_run:
+                    by_run[run]["headlines"].append(dict(zip(HEADLINE_COLUMNS, values)))
         return out
 
+    def _run_dict(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        item = dict(zip(RUN_COLUMNS, row))
+        item["suites"], item["tags"] = json.loads(item["suites"]), json.loads(item["tags"])
+        item["path"] = str(self.runs_dir / item["run"])  # the directory's own place, even when it was copied or moved
+        return item
 
-def read_tags(run_path: Path) -> dict[str, str]:
-    path = run_path / TAGS_FILE
-    if not path.exists():
-        return {}
-    data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise ValueError(f"{path} is not an object of tag names and values")
-    return data
+    def count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+    def values(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Rows of a query over the catalog's tables (history.py's two kinds of figure)."""
+        return list(self.db.execute(sql, args))
+
+
+def index_run(run: Run, console: Any) -> None:
+    """Adds a finished run to its runs directory's catalog. The run is complete without it (the next catalog
+    update indexes it), so a catalog that cannot be written is a warning, not a failed run."""
+    try:
+        with Catalog(run.path.parent) as catalog:
+            catalog.index(run, warn=lambda message: console.print(f"warning: {message}", markup=False, soft_wrap=True))
+    except (sqlite3.Error, OSError) as exc:
+        console.print(f"warning: the runs catalog {run.path.parent / CATALOG_FILE} was not updated ({exc}); "
+                      "'refbench runs' updates it.", markup=False, soft_wrap=True)
+
+
+def _filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
+             table: str = "runs") -> tuple[str, list[Any]]:
+    """A WHERE clause over the runs table and its arguments."""
+    where, args = [], []
+    if suite:
+        where.append(f"EXISTS (SELECT 1 FROM json_each({table}.suites) WHERE value = ?)")
+        args.append(suite)
+    if host:
+        where.append(f"{table}.host = ?")
+        args.append(host)
+    for name, value in (tags or {}).items():
+        where.append(f"json_extract({table}.tags, ?) = ?")
+        args += [f'$."{name}"', value]
+    if since:
+        where.append(f"{table}.started_utc >= ?")
+        args.append(since)
+    return ("WHERE " + " AND ".join(where)) if where else "", args
+
+
+def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A run's catalog row, its headline figures and every figure of its records, each with its spread."""
+    from refbench.report.compare import figure_cases, figures, repeat_groups
+
+    meta = run.meta
+    plan = meta["plan"]
+    groups = repeat_groups(run)  # reads every record, so a corrupt one ends here
+    found = figures(run, groups)
+    run.findings()
+    row = {"name": meta.get("name"), "status": run.status(), "profile": plan.get("profile"), "host": meta.get("host"),
+           "started_utc": meta.get("started_utc"), "ended_utc": meta.get("ended_utc"),
+           "suites": json.dumps(plan.get("suites", [])), "tags": json.dumps(run.tags()),
+           "records": sum(map(len, groups.values())), "plan": json.dumps(plan)}
+    rows = [(suite, case, metric, f.value, *_spread(f.samples)) for (suite, case, metric), f in found.items()]
+    case_of = figure_cases(run, groups) if not run.plan.hosts else {}
+    headlines = []
+    for v in run.read_json(run.verdict_path) or []:
+        for h in v["headlines"]:
+            figure = found.get((v["suite"], case_of.get((v["suite"], h["case"]), h["case"]), h["metric"]))
+            headlines.append((v["suite"], h["label"], h["value"], h["unit"], h["case"], h["metric"], h.get("note", ""),
+                              *_spread(figure.samples if figure else [])))
+    return row, headlines, rows
+
+
+def _spread(samples: list[float]) -> tuple[float | None, float | None, int | None]:
+    return (min(samples), max(samples), len(samples)) if len(samples) > 1 else (None, None, None)
 
 
 def _fingerprint(run_path: Path) -> str:
+    """Name, size and modification time of every file the catalog reads from a run: a file edited in place changes
+    its own time, not its directory's."""
     stamps = []
-    for name in ("run.json", "verdict.json", TAGS_FILE, "records"):
+    for directory in (run_path, run_path / "findings", *sorted((run_path / "records").glob("*/"))):
         try:
-            stamps.append(str((run_path / name).stat().st_mtime_ns))
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".json") and entry.is_file():
+                        st = entry.stat()
+                        stamps.append(f"{directory.name}/{entry.name}:{st.st_size}:{st.st_mtime_ns}")
         except FileNotFoundError:
-            stamps.append("-")
-    records = run_path / "records"
-    if records.is_dir():  # a record added to an existing suite changes that suite's directory, not records/
-        stamps += [str(p.stat().st_mtime_ns) for p in sorted(records.iterdir()) if p.is_dir()]
-    return ":".join(stamps)
+            continue
+    return hashlib.sha1("\n".join(sorted(stamps)).encode()).hexdigest()

@@ -23,7 +23,7 @@ from refbench.errors import UserError
 from refbench.exhaustion import explain
 from refbench.fileio import atomic_write_text
 from refbench.plan import TOP_LEVEL, load_plan
-from refbench.runstore import SET_ASIDE_SUFFIX, Run, iter_summaries, list_runs
+from refbench.runstore import SET_ASIDE_SUFFIX, Run, list_runs
 from refbench.suites import get_suite, suite_names
 
 # Piped or captured output gets a wide page instead of Rich's 80 columns, so tables do not wrap.
@@ -68,6 +68,7 @@ RUNS_DIR_HELP = "Directory holding run directories."
 PLAN_RUNS_DIR_HELP = f"Directory holding run directories (default: {TOP_LEVEL['runs_dir'].default})."
 RUN_JSON_HELP = "Print the verdict as one line of JSON instead of a table (the run directory stays the last line)."
 KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (default: removed)."
+TAG_HELP = "Tag the run, e.g. --tag firmware=2.1 (repeatable); 'refbench runs --tag' and 'history' filter by tags."
 DRY_RUN_HELP = ("Check the plan as a run would, then print every option with its value and where it came from, the "
                 "cases, the estimated time and the space each directory needs; write nothing.")
 # Measured on the 2-core VM with the demo's plan (README); each suite's --profile help has its own times.
@@ -209,6 +210,7 @@ def run(
     set_: Optional[list[str]] = typer.Option(None, "--set", metavar="SUITE.KEY=VALUE",
                                              help="Override a suite option (repeatable)."),
     keep_work: Optional[bool] = typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP),
+    tag: Optional[list[str]] = typer.Option(None, "--tag", metavar="NAME=VALUE", help=TAG_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
     hosts: Optional[str] = typer.Option(None, "--hosts", metavar="N[,N…]", help="Run on this many nodes at once; "
                                         "several counts make a scaling series (1,2,4)."),
@@ -222,7 +224,7 @@ def run(
     many nodes of a Dask cluster at once, each measuring its own host."""
     _start_and_execute({
         "path": plan, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": targets or None,
-                                "keep_work": keep_work, "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
+                                "keep_work": keep_work, "tags": tag or None, "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
                                 "tls_cert": tls_cert, "tls_key": tls_key},
         "sets": set_, "suites": suite or None,
     }, as_json, dry_run)
@@ -318,33 +320,144 @@ def clean(
               else f"no work data left by {where}", soft_wrap=True)
 
 
-@app.command("runs", epilog=_examples("refbench runs --runs-dir /data/refbench-runs"))
+def _since(text: str | None) -> str | None:
+    """--since as the catalog compares it (ISO 8601 UTC): a date, a date and time, or Nd / Nh ago."""
+    from datetime import datetime, timedelta, timezone
+
+    if text is None:
+        return None
+    if m := re.fullmatch(r"(\d+)([dh])", text.strip()):
+        ago = timedelta(days=int(m.group(1))) if m.group(2) == "d" else timedelta(hours=int(m.group(1)))
+        return (datetime.now(timezone.utc) - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for form in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text.strip(), form).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            continue
+    raise UserError(f"--since {text!r} must be a date (2026-11-01), a UTC date and time (2026-11-01T08:00) or an age "
+                    "(7d, 12h).")
+
+
+def _run_filters():
+    return (typer.Option(None, "--suite", metavar="SUITE", help="Only runs that include this suite."),
+            typer.Option(None, "--host", metavar="HOST", help="Only runs made on this host."),
+            typer.Option(None, "--tag", metavar="NAME=VALUE", help="Only runs with this tag (repeatable: all of them)."),
+            typer.Option(None, "--since", metavar="WHEN", help="Only runs started since: 2026-11-01, 2026-11-01T08:00 "
+                         "(UTC), 7d or 12h ago."))
+
+
+def _tag_filter(tags: list[str] | None) -> dict[str, str]:
+    from refbench.runstore import parse_tags
+
+    return parse_tags(tags or [])
+
+
+def _headline_text(h: dict[str, Any]) -> str:
+    from refbench.history import series_name
+    from refbench.report.html import fmt
+
+    return f"{h['suite']} {series_name(h['label'])}: {fmt(h['value'])} {h['unit']}".rstrip()
+
+
+@app.command("runs", short_help="List the runs with their headline figures, filtered by suite, host, tag or date.",
+             epilog=_examples("refbench runs --runs-dir /data/refbench-runs", "refbench runs --suite oltp --since 30d",
+                              "refbench runs --tag firmware=2.1 --host db1 --json"))
 def list_runs_cmd(
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+    suite: Optional[str] = _run_filters()[0], host: Optional[str] = _run_filters()[1],
+    tag: Optional[list[str]] = _run_filters()[2], since: Optional[str] = _run_filters()[3],
+    limit: int = typer.Option(0, "--limit", min=0, metavar="N", help="Only the N newest; 0 lists all."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """List the runs in a runs directory."""
-    summaries = list(iter_summaries(runs_dir))
-    for s in summaries:
-        if "problem" in s:  # the other runs are still listed
-            err.print(f"refbench: warning: {s['problem']}", markup=False, highlight=False, soft_wrap=True)
+    """List the runs, newest first, with their status, tags and headline figures. The list comes from the runs
+    catalog (catalog.sqlite in the runs directory), brought up to date from the run directories first; a run
+    that cannot be read is listed as corrupt with one warning."""
+    from refbench.catalog import Catalog
+
+    with Catalog(runs_dir) as catalog:
+        catalog.update()
+        listed = catalog.runs(suite, host, _tag_filter(tag), _since(since), limit)
+    for r in listed:
+        if r["problem"]:  # the other runs are still listed
+            err.print(f"refbench: warning: {r['problem']}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
-        print(json.dumps(summaries, indent=2))
+        print(json.dumps(listed, indent=2))
         return
-    if not summaries:
-        err.print(f"no runs in {runs_dir}")
+    if not listed:
+        err.print(f"no runs in {runs_dir}" + (" match" if suite or host or tag or since else ""))
         return
     table = RichTable()
     table.add_column("run", no_wrap=True)
-    for column in ("status", "profile", "suites", "records", "started (UTC)", "ended (UTC)"):
+    for column in ("status", "profile", "host", "tags", "lead figure per suite", "records", "started (UTC)"):
         table.add_column(column)
-    for s in summaries:
-        style = {"complete": "green", "interrupted": "yellow", "failed": "red"}.get(s["status"], "")
-        if s["status"].startswith("corrupt"):
+    for r in listed:
+        style = {"complete": "green", "interrupted": "yellow", "failed": "red"}.get(r["status"], "")
+        if r["status"].startswith("corrupt"):
             style = "bold red"
-        table.add_row(s["run"], f"[{style}]{s['status']}[/{style}]" if style else s["status"], s["profile"] or "",
-                      ", ".join(s["suites"]) or "(host only)", str(s["records"]), s["started_utc"] or "", s["ended_utc"] or "")
+        # Each suite's first headline (NOPM, peak IOPS, power…) keeps a run to a few lines; --json has them all.
+        leads = {h["suite"]: h for h in reversed(r["headlines"])}
+        figures = "\n".join(_headline_text(leads[s]) for s in dict.fromkeys(h["suite"] for h in r["headlines"]))
+        figures = figures or ", ".join(r["suites"]) or "(host only)"
+        table.add_row(r["run"], f"[{style}]{r['status']}[/{style}]" if style else r["status"], r["profile"] or "",
+                      r["host"] or "", escape(" ".join(f"{k}={v}" for k, v in r["tags"].items())), escape(figures),
+                      str(r["records"] if r["records"] is not None else ""), r["started_utc"] or "")
     out.print(table)
+
+
+@app.command(short_help="Set or change a run's tags.",
+             epilog=_examples("refbench tag runs/20261122T070000Z-lab-a firmware=2.1 array=raid10",
+                              "refbench tag lab-a array=  # an empty value removes the tag"))
+def tag(
+    run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
+    tags: list[str] = typer.Argument(..., metavar="NAME=VALUE", help="Tags to set; NAME= removes one."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+) -> None:
+    """Set, change or remove a run's tags (kept in its tags.json; 'refbench runs --tag' and history filter by them)."""
+    from refbench.runstore import parse_tags
+
+    found = Run.find(run_ref, runs_dir)
+    found.meta  # a corrupt run.json ends the command before tags.json is written
+    changes = parse_tags(tags)
+    now = found.set_tags(changes)
+    err.print(f"tags of {found.path.name}: " + (" ".join(f"{k}={v}" for k, v in now.items()) or "(none)"),
+              markup=False, soft_wrap=True)
+
+
+@app.command(short_help="A figure across runs: values, spread and a trend chart.",
+             epilog=_examples("refbench history oltp.nopm", "refbench history dss.power --tag array=raid10 --since 90d",
+                              "refbench history device.t0-rand-w0-qd32-bs4k.iops --json"))
+def history(
+    figure: str = typer.Argument(..., metavar="FIGURE", help="SUITE.METRIC, a headline figure (oltp.nopm, dss.power, "
+                                 "device.iops), or SUITE.CASE.METRIC, one case's figure."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+    host: Optional[str] = _run_filters()[1], tag: Optional[list[str]] = _run_filters()[2],
+    since: Optional[str] = _run_filters()[3],
+    chart_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Where to write the trend chart "
+                                             "(PNG and SVG; default: RUNS_DIR/history)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """A figure's values over the runs that have it, oldest first, with each run's spread (the lowest and highest
+    of the repeats or per-second samples behind the value), and a trend chart of them."""
+    from refbench.catalog import Catalog
+    from refbench.history import history as figure_history, spread_text, trend_chart
+    from refbench.report.charts import render_figure
+    from refbench.report.html import fmt
+
+    with Catalog(runs_dir) as catalog:
+        catalog.update()
+        points = figure_history(catalog, figure, host, _tag_filter(tag), _since(since))
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", figure)
+    rendered = render_figure(trend_chart(figure, points, f"history-{safe}"), chart_dir or Path(runs_dir) / "history")
+    if as_json:
+        print(json.dumps({"figure": figure, "chart": str(rendered.svg), "points": points}, indent=2))
+        return
+    table = RichTable("run", "started (UTC)", "host", "tags", "series", "value", "spread (low–high over n)",
+                      title=f"{figure} over {len({p['run'] for p in points})} runs", title_justify="left")
+    for p in points:
+        table.add_row(p["run"], p["started_utc"] or "", p["host"] or "", escape(" ".join(f"{k}={v}" for k, v in p["tags"].items())),
+                      escape(p["series"]), f"{fmt(p['value'])} {escape(p['unit'])}".rstrip(), spread_text(p))
+    out.print(table)
+    err.print(f"trend chart: {rendered.svg} (and .png)")
 
 
 @app.command(short_help="Write a run's tables, charts and report.html again.",
@@ -577,6 +690,8 @@ def _add_suite_command(name: str) -> None:
                                                help="Override an option, as in a plan (repeatable).")),
         inspect.Parameter("keep_work", kw, annotation=Optional[bool],
                           default=typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP)),
+        inspect.Parameter("tags", kw, annotation=Optional[list[str]],
+                          default=typer.Option(None, "--tag", metavar="NAME=VALUE", help=TAG_HELP)),
         inspect.Parameter("dry_run", kw, annotation=bool, default=typer.Option(False, "--dry-run", help=DRY_RUN_HELP)),
         inspect.Parameter("as_json", kw, annotation=bool, default=typer.Option(False, "--json", help=RUN_JSON_HELP)),
     ]
@@ -597,7 +712,7 @@ def _add_suite_command(name: str) -> None:
         _start_and_execute({
             "path": kwargs["plan_path"], "sets": kwargs["sets"], "suites": [name], "defaults": {"name": name},
             "flags": {"profile": kwargs["profile"], "runs_dir": kwargs["runs_dir"], "name": kwargs["run_name"],
-                      "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"]},
+                      "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"], "tags": kwargs["tags"] or None},
             "suite_flags": {name: suite_options},
         }, kwargs["as_json"], kwargs["dry_run"])
 

@@ -9,6 +9,7 @@ file:line when we can find it).
     suites = ["device"]           # in order; default: the suite sections present in the file
     targets = ["/mnt/nvme0"]      # what the storage suites measure
     engines = ["duckdb", "postgres"]
+    tags = ["firmware=2.1"]       # NAME=VALUE labels for history and filters (also --tag)
 
     [accept]                      # acceptance thresholds (accept.py)
     "device.t0-rand-w0-qd32-bs4k.read_iops" = ">= 10000"
@@ -171,6 +172,14 @@ def _safe_name(value: str) -> str | None:
     return None
 
 
+TAG = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,63})=([^\x00-\x1f\x7f]{0,200})")
+
+
+def _tag(value: str) -> str | None:
+    return None if TAG.fullmatch(value) and not value.endswith("=") else (
+        "must be NAME=VALUE: a name of letters, digits, '.', '_' or '-', and a value of 1-200 characters")
+
+
 def _not_blank(value: str) -> str | None:
     return "must not be empty" if not value.strip() else None
 
@@ -189,6 +198,8 @@ TOP_LEVEL: dict[str, Option] = {
                                  "scheduler, refbench starts a local cluster on loopback."),
     "hosts": Option(list, [], "Node counts to run the plan on, one step each (e.g. [1, 2, 4]: a scaling series).",
                     item=int, minimum=1, maximum=1024),
+    "tags": Option(list, [], "NAME=VALUE labels of the run (firmware=2.1), for 'refbench runs --tag' and history.",
+                   item=str, check=_tag),
     "tls_ca_file": Option(str, "", "TLS: the certificate authority that signed the cluster's certificates (PEM)."),
     "tls_cert": Option(str, "", "TLS: this end's certificate (PEM)."),
     "tls_key": Option(str, "", "TLS: this end's private key (PEM; may be in the certificate file)."),
@@ -207,6 +218,7 @@ class Plan:
     engines: list[str] = field(default_factory=lambda: list(ENGINES))
     scheduler: str = ""
     hosts: list[int] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
     tls_ca_file: str = ""
     tls_cert: str = ""
     tls_key: str = ""
@@ -283,8 +295,12 @@ def load_plan(
             plan.origins[key] = in_file("", key)
     for key, value in (flags or {}).items():
         if value is not None:
-            setattr(plan, key, TOP_LEVEL[key].coerce(value, f"--{key.replace('_', '-')}"))
-            plan.origins[key] = "argument TARGET" if key == "targets" else f"flag --{key.replace('_', '-')}"
+            flag = "--tag" if key == "tags" else f"--{key.replace('_', '-')}"
+            value = TOP_LEVEL[key].coerce(value, flag)
+            if key == "tags":  # --tag adds to the plan's tags, or changes one of the same name
+                value = [f"{k}={v}" for k, v in dict(TAG.fullmatch(t).groups() for t in plan.tags + value).items()]
+            setattr(plan, key, value)
+            plan.origins[key] = "argument TARGET" if key == "targets" else f"flag {flag}"
 
     if suites is not None:
         plan.suites = list(suites)

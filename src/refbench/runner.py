@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from refbench import accept
+from refbench.catalog import index_run
 from refbench.engines.postgres import last_panic
 from refbench.errors import UserError
 from refbench.exhaustion import ResourceExhausted, explain
@@ -192,6 +193,7 @@ def _execute(run: Run, console: Console) -> bool:
             if removed := remove_work_data(run, console):
                 console.print(f"work data removed: {sum(size for _, size in removed) / 1e6:,.1f} MB (keep it with "
                               "--keep-work)")
+    index_run(run, console)
     return findings_passed(run.findings())
 
 

@@ -11,6 +11,7 @@ lost or duplicated when a run is interrupted (Ctrl-C, kill -9, power loss) and r
       charts/*.png, *.svg       figures
       report.html               self-contained report
       secrets/                  0700: what must not be shown (passwords of the plan's DSNs, managed servers')
+      tags.json                 the run's tags ({"firmware": "2.1"}): set by --tag, changed by 'refbench tag'
       work.json                 the places outside work/ the suites wrote to (targets, data_dir options): what
                                 removing the run's work data removes, and what it must leave to others
       run.lock                  while a process runs the run (flock); gone when it ends
@@ -33,7 +34,7 @@ from typing import Any, Iterator
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_json, remove_temp_files, writable_directory
-from refbench.plan import Plan
+from refbench.plan import TAG, Plan
 from refbench.redaction import merge_secrets, read_private, redact, split_secrets, write_private
 from refbench.suites import Finding, Record
 
@@ -94,6 +95,8 @@ class Run:
             write_private(run.secret_path("plan.json"), json.dumps(hidden))
         if "argv" in meta:
             meta = {**meta, "argv": [redact(arg) for arg in meta["argv"]]}
+        if plan.tags:
+            run.set_tags(parse_tags(plan.tags))
         atomic_write_json(
             run.run_file,
             {"format": RUN_FORMAT, "name": plan.name, "status": "running", "started_utc": iso(started),
@@ -387,6 +390,22 @@ class Run:
         """A run file written by write_json, or None when there is none; a corrupt one ends with CorruptRunFile."""
         return self._read(path) if path.exists() else None
 
+    @property
+    def tags_path(self) -> Path:
+        return self.path / "tags.json"
+
+    def tags(self) -> dict[str, str]:
+        data = self.read_json(self.tags_path) or {}
+        if not isinstance(data, dict) or not all(isinstance(v, str) and TAG.fullmatch(f"{k}={v}") for k, v in data.items()):
+            raise CorruptRunFile(self.path, self.tags_path, "is not an object of tag names and text values")
+        return data
+
+    def set_tags(self, changes: dict[str, str]) -> dict[str, str]:
+        """Adds or changes tags; an empty value removes the tag."""
+        tags = {k: v for k, v in {**self.tags(), **changes}.items() if v}
+        self.write_json(self.tags_path, tags)
+        return tags
+
     def write_findings(self, suite: str, findings: list[Finding]) -> None:
         atomic_write_json(self.path / "findings" / f"{suite}.json", [dataclasses.asdict(f) for f in findings])
 
@@ -413,6 +432,17 @@ class Run:
         self.findings()
 
 
+def parse_tags(words: list[str]) -> dict[str, str]:
+    """["firmware=2.1", "array=raid10"] -> {"firmware": "2.1", "array": "raid10"}."""
+    tags = {}
+    for word in words:
+        if not (m := TAG.fullmatch(word)):
+            raise UserError(f"tag {word!r} must be NAME=VALUE: a name of letters, digits, '.', '_' or '-', and a "
+                            "value of at most 200 characters on one line (an empty value removes the tag).")
+        tags[m.group(1)] = m.group(2)
+    return tags
+
+
 def list_runs(runs_dir: str | Path) -> list[Run]:
     base = Path(runs_dir)
     try:
@@ -422,25 +452,6 @@ def list_runs(runs_dir: str | Path) -> list[Run]:
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read the runs directory {base}: {getattr(exc, 'strerror', None) or exc}.") from None
     return sorted(runs, key=lambda r: r.path.name)
-
-
-def iter_summaries(runs_dir: str | Path) -> Iterator[dict[str, Any]]:
-    """One summary per run; a run with a corrupt file is listed too, with status "corrupt: FILE line N" and the
-    whole sentence under "problem"."""
-    for run in list_runs(runs_dir):
-        summary: dict[str, Any] = {"run": run.path.name, "path": str(run.path), "name": None, "status": "",
-                                   "started_utc": None, "ended_utc": None, "profile": None, "suites": [],
-                                   "records": len(run._record_files())}
-        try:
-            meta = run.meta
-            summary.update(name=meta["name"], started_utc=meta.get("started_utc"), ended_utc=meta.get("ended_utc"),
-                           profile=meta["plan"].get("profile"), suites=meta["plan"].get("suites", []))
-            run.records()
-            run.findings()
-            summary["status"] = run.status()
-        except CorruptRunFile as corrupt:
-            summary.update(status=f"corrupt: {corrupt.where}", problem=str(corrupt))
-        yield summary
 
 
 def _json_kind(value: Any) -> str:

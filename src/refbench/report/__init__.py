@@ -7,20 +7,19 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
 from refbench.report import html as h
-from refbench.report.charts import Rendered, render_all
-from refbench.report.telemetry import telemetry_charts
 from refbench.report.verdict import SuiteVerdict, run_verdict
 from refbench.runstore import Run, iso, utc_now
 from refbench.suites import Chart, Record, Table, get_suite, storage
+
+if TYPE_CHECKING:  # the report's heavy modules (matplotlib, pyarrow) load when a report is written, not with every command
+    from refbench.report.charts import Rendered
 
 UNITS_NOTE = (
     "Units: MB = 10<sup>6</sup> bytes and MB/s = 10<sup>6</sup> bytes per second (as storage vendors quote them); "
@@ -31,6 +30,9 @@ UNITS_NOTE = (
 
 def write_table(directory: Path, table: Table) -> None:
     """One table as Parquet and CSV, each written atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     rows = table.rows
     sink = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows), sink)
@@ -54,6 +56,8 @@ def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> 
     for t in tables:
         write_table(run.tables_dir / suite_name, t)
     charts = suite.charts(tables) if tables else []
+    from refbench.report.charts import render_all
+
     charts = list(zip(charts, render_all(charts, run.charts_dir / suite_name)))
     return tables, charts, records
 
@@ -69,6 +73,9 @@ def phases(run: Run, suites: list[str]) -> list[tuple[float, float, str]]:
 
 
 def telemetry_outputs(run: Run, suites: list[str] = ()) -> list[tuple[Chart, Rendered]]:
+    from refbench.report.charts import render_all
+    from refbench.report.telemetry import telemetry_charts
+
     charts = telemetry_charts(run.telemetry_path, run.tables_dir, phases(run, list(suites)))
     return list(zip(charts, render_all(charts, run.charts_dir)))
 

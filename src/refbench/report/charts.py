@@ -75,10 +75,13 @@ def render_figure(chart: Chart, directory: Path) -> Rendered:
     else:
         for label, points in chart.series.items():
             xs = [categories.index(x) if categorical else x for x, _ in points]
-            ax.plot(xs, [y for _, y in points], marker="o" if len(points) <= HOVER_POINTS else None, markersize=3,
-                    linewidth=1.5, label=str(label))
+            (line,) = ax.plot(xs, [y for _, y in points], marker="o" if len(points) <= HOVER_POINTS else None,
+                              markersize=3, linewidth=1.5, label=str(label))
+            if label in chart.ranges:
+                ax.vlines(*zip(*chart.ranges[label]), color=line.get_color(), alpha=0.45, linewidth=2)
             step = -(-len(points) // HOVER_POINTS)
-            hover += [(px, y, _tip(chart, label, x, y)) for px, (x, y) in list(zip(xs, points))[::step] if y is not None]
+            tips = chart.tips.get(label) or [_tip(chart, label, x, y) for x, y in points]
+            hover += [(px, y, tip) for px, (x, y), tip in list(zip(xs, points, tips))[::step] if y is not None]
         if categorical:
             _category_ticks(ax, categories)
     for start, end, name in chart.spans:

@@ -113,14 +113,14 @@ def _read_json_list(path: Path) -> list[float]:
     return [float(v) for v in data if _is_number(v)] if isinstance(data, list) else []
 
 
-def figures(run: Run) -> dict[tuple[str, str, str], Figure]:
+def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str, str], Figure]:
     """(suite, case, metric) -> the figure. Records that differ only in a repeat number are one figure (their
     mean, with the repeats as its samples; the case is named without the repeat). A cluster run's figures are
     its totals across nodes, one case per node count ("u4-r1@2n": the case on 2 nodes), measured once."""
     if run.plan.hosts:
         return _cluster_figures(run)
     out: dict[tuple[str, str, str], Figure] = {}
-    for (suite, case), records in _repeat_groups(run).items():
+    for (suite, case), records in (groups or repeat_groups(run)).items():
         for metric in dict.fromkeys(m for r in records for m in r.metrics):
             values = [r.metrics[metric] for r in records if _is_number(r.metrics.get(metric))]
             if not values:
@@ -133,7 +133,7 @@ def figures(run: Run) -> dict[tuple[str, str, str], Figure]:
     return out
 
 
-def _repeat_groups(run: Run) -> dict[tuple[str, str], list[Record]]:
+def repeat_groups(run: Run) -> dict[tuple[str, str], list[Record]]:
     """(suite, case) -> the records that differ only in a repeat number, the case named without it ("u4")."""
     groups: dict[tuple[str, str], list[Record]] = {}
     for r in run.records():
@@ -154,12 +154,18 @@ def _case_name(records: list[Record]) -> str:
     return first.case_id
 
 
+def figure_cases(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str], str]:
+    """(suite, record's case) -> the case its figure is named by: a repeated case's figure carries the name of
+    its group ("u4-r1" -> "u4")."""
+    return {(r.suite, r.case_id): case for (_, case), records in (groups or repeat_groups(run)).items() for r in records}
+
+
 def _headline_figures(run: Run) -> set[tuple[str, str, str]]:
-    """headline_keys names records; a repeated case's figure carries the name of its group."""
+    """headline_keys names records; the figures name their groups."""
     keys = headline_keys(run)
     if not keys or run.plan.hosts:
         return set()
-    case_of = {(r.suite, r.case_id): case for (_, case), records in _repeat_groups(run).items() for r in records}
+    case_of = figure_cases(run)
     return {(suite, case_of.get((suite, case), case), metric) for suite, case, metric in keys}
 
 

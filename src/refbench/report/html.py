@@ -5,9 +5,10 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from refbench.report.charts import Rendered
+if TYPE_CHECKING:
+    from refbench.report.charts import Rendered
 
 CSS = """
 *{box-sizing:border-box}

@@ -89,6 +89,8 @@ class Chart:
     logy: bool = False
     note: str = ""
     spans: list[tuple[float, float, str]] = field(default_factory=list)  # shaded x ranges with a name: phases of a run
+    ranges: dict[str, list[tuple[float, float, float]]] = field(default_factory=dict)  # series -> (x, low, high) bars
+    tips: dict[str, list[str]] = field(default_factory=dict)  # series -> what hovering each point shows, if not its value
 
 
 @dataclass(frozen=True)
