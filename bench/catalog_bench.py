@@ -47,8 +47,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from refbench.catalog import CATALOG_FILE, TAGS_FILE, Catalog  # noqa: E402
-from refbench.runstore import iso, list_runs  # noqa: E402
+from refbench.catalog import CATALOG_FILE, Catalog  # noqa: E402
+from refbench.runstore import Run, iso, list_runs  # noqa: E402
 
 REFBENCH = [sys.executable, "-m", "refbench"]
 SOURCES = [  # (name, the CLI arguments after `refbench`): real quick runs, about 1 min 15 s, 1 min and 2 min here
@@ -61,7 +61,7 @@ FIRMWARE = ["2.0", "2.1", "2.2", "2.3"]  # in time order; each release a little 
 ARRAYS = ["raid10", "raid5", "jbod"]
 FIRST_START = datetime(2026, 4, 1, tzinfo=timezone.utc)
 SPAN = timedelta(days=210)
-THROUGHPUT = ("iops", "mb_s", "nopm", "tpm", "_per_s", "_count")
+THROUGHPUT = ("iops", "mb_s", "nopm", "tpm", "_per_s", "_per_min", "_count")
 LATENCY = ("lat_",)
 
 
@@ -110,11 +110,16 @@ def copy_run(source: Path, runs: Path, index: int, count: int, rng: random.Rando
         return iso(_parse(stamp) + timedelta(seconds=shift_s)) if stamp else stamp
 
     for item in source.iterdir():  # what the catalog does not read is shared with the source
-        if item.name not in ("run.json", "verdict.json", "records", TAGS_FILE, "run.lock", "work"):
+        if item.name not in ("run.json", "verdict.json", "records", "tags.json", "run.lock", "work"):
             _link_tree(item, path / item.name)
     for record_file in sorted((source / "records").glob("*/*.json")):
         record = json.loads(record_file.read_text())
         record["metrics"] = {k: scaled(k, v, factor) for k, v in record["metrics"].items()}
+        extra = record["extra"]  # the samples behind a figure's spread move with it
+        if "samples" in extra:
+            extra["samples"] = {k: [scaled(k, v, factor) for v in values] for k, values in extra["samples"].items()}
+        if "series" in extra:
+            extra["series"] = [{k: scaled(k, v, factor) for k, v in point.items()} for point in extra["series"]]
         record.update(host=host, started_utc=shifted(record.get("started_utc")), ended_utc=shifted(record.get("ended_utc")),
                       started_epoch_s=record["started_epoch_s"] + shift_s, ended_epoch_s=record["ended_epoch_s"] + shift_s)
         target = path / "records" / record_file.parent.name / record_file.name
@@ -125,7 +130,7 @@ def copy_run(source: Path, runs: Path, index: int, count: int, rng: random.Rando
         for headline in verdict["headlines"]:
             headline["value"] = scaled(headline["metric"], headline["value"], factor)
     (path / "verdict.json").write_text(json.dumps(verdicts, indent=2))
-    (path / TAGS_FILE).write_text(json.dumps(tags))
+    Run(path).tags_path.write_text(json.dumps(tags))
     meta.update(name=name, host=host, started_utc=shifted(meta["started_utc"]), ended_utc=shifted(meta["ended_utc"]),
                 plan={**meta["plan"], "name": name, "runs_dir": str(runs)})
     (path / "run.json").write_text(json.dumps(meta, indent=2))
@@ -214,6 +219,8 @@ def measure_cli(t: Timings, runs: Path, repeats: int, history: bool) -> None:
     t.take("python + refbench import", "refbench --version", cli("--version"))  # the floor under every command
     for _ in range(repeats):
         t.take("runs", f"refbench runs --runs-dir {runs}", cli("runs", "--runs-dir", str(runs)))
+        t.take("runs, filtered", f"refbench runs --runs-dir {runs} --suite oltp --host db-a01 --tag firmware=2.3",
+               cli("runs", "--runs-dir", str(runs), "--suite", "oltp", "--host", "db-a01", "--tag", "firmware=2.3"))
         listed = t.take("runs --json", f"refbench runs --runs-dir {runs} --json", cli("runs", "--runs-dir", str(runs), "--json"))
         if history:
             t.take("history", f"refbench history oltp.nopm --runs-dir {runs}", cli("history", "oltp.nopm", "--runs-dir", str(runs)))
@@ -313,7 +320,8 @@ def main() -> None:
 
 
 def print_table(t: Timings, args: argparse.Namespace, history: bool, serve: bool) -> None:
-    targets = {"one new run": 0.2, "runs": 1.0, "runs --json": 1.0, "history": 1.0, "history --json": 1.0}
+    targets = {"one new run": 0.2, "runs": 1.0, "runs, filtered": 1.0, "runs --json": 1.0, "history": 1.0,
+               "history --json": 1.0}
     print(f"\n{args.runs} runs, {args.repeats} repeats, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
           f"load average (1 min) during the measurements: {min(t.loads):.1f}–{max(t.loads):.1f}\n")
     print("| measurement | command | median s | max s | target |")
