@@ -144,3 +144,25 @@ def reachable_dir():
 def data_dir(reachable_dir):
     """A managed server's data directory the postgres system user can reach."""
     return reachable_dir / "pgdata"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium: Debian's chromium package (scripts/setup.sh installs it) driven by Playwright, whose own
+    browser download is not needed."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path="/usr/bin/chromium")
+        yield b
+        b.close()
+
+
+def hovered_tip(page) -> str:
+    """Hovers the first chart point on a page and returns the value it shows, hidden until then."""
+    point = page.locator("figure .pt").first
+    tip = point.locator("text")
+    assert not tip.is_visible()
+    point.locator("circle").hover()
+    assert tip.is_visible()
+    return tip.text_content()

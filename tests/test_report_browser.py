@@ -13,13 +13,10 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 from pypdf import PdfReader
 
-from conftest import cli_env, refbench_command
+from conftest import cli_env, hovered_tip, refbench_command
 from refbench.children import die_with_parent
-
-CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright's own download is not needed (scripts/setup.sh installs this)
 
 # A device run small enough for a test: a 64 MiB file, two block sizes, two queue depths, reads and writes.
 DEVICE_PLAN = """
@@ -47,14 +44,6 @@ def report(request, tmp_path_factory) -> Path:
                        timeout=300, cwd=work, env=cli_env(), preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
     assert p.returncode == 0, p.stderr
     return work / p.stdout.strip().splitlines()[-1] / "report.html"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        yield b
-        b.close()
 
 
 def _open(browser, report: Path, width: int, height: int):
@@ -101,12 +90,8 @@ def test_nothing_overflows_a_phone_screen(browser, report):
 
 def test_hovering_a_chart_point_shows_its_value(browser, report):
     page = _open(browser, report, 1400, 900)
-    point = page.locator("figure .pt").first
-    tip = point.locator("text")
-    assert not tip.is_visible()
-    point.locator("circle").hover()
-    assert tip.is_visible()
-    assert re.search(r"\d", tip.text_content()), tip.text_content()
+    tip = hovered_tip(page)
+    assert re.search(r"\d", tip), tip
     assert not page.locator('[src^="http"], [href^="http"], script[src]').count()  # nothing from the network
 
 

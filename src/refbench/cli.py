@@ -320,24 +320,6 @@ def clean(
               else f"no work data left by {where}", soft_wrap=True)
 
 
-def _since(text: str | None) -> str | None:
-    """--since as the catalog compares it (ISO 8601 UTC): a date, a date and time, or Nd / Nh ago."""
-    from datetime import datetime, timedelta, timezone
-
-    if text is None:
-        return None
-    if m := re.fullmatch(r"(\d+)([dh])", text.strip()):
-        ago = timedelta(days=int(m.group(1))) if m.group(2) == "d" else timedelta(hours=int(m.group(1)))
-        return (datetime.now(timezone.utc) - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for form in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(text.strip(), form).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except ValueError:
-            continue
-    raise UserError(f"--since {text!r} must be a date (2026-11-01), a UTC date and time (2026-11-01T08:00) or an age "
-                    "(7d, 12h).")
-
-
 def _run_filters():
     return (typer.Option(None, "--suite", metavar="SUITE", help="Only runs that include this suite."),
             typer.Option(None, "--host", metavar="HOST", help="Only runs made on this host."),
@@ -353,7 +335,7 @@ def _tag_filter(tags: list[str] | None) -> dict[str, str]:
 
 
 def _headline_text(h: dict[str, Any]) -> str:
-    from refbench.history import series_name
+    from refbench.catalog.history import series_name
     from refbench.report.html import fmt
 
     return f"{h['suite']} {series_name(h['label'])}: {fmt(h['value'])} {h['unit']}".rstrip()
@@ -372,11 +354,11 @@ def list_runs_cmd(
     """List the runs, newest first, with their status, tags and headline figures. The list comes from the runs
     catalog (catalog.sqlite in the runs directory), brought up to date from the run directories first; a run
     that cannot be read is listed as corrupt with one warning."""
-    from refbench.catalog import Catalog
+    from refbench.catalog import Catalog, since_utc
 
     with Catalog(runs_dir) as catalog:
         catalog.update()
-        listed = catalog.runs(suite, host, _tag_filter(tag), _since(since), limit)
+        listed = catalog.runs(suite, host, _tag_filter(tag), since_utc(since), limit)
     for r in listed:
         if r["problem"]:  # the other runs are still listed
             err.print(f"refbench: warning: {r['problem']}", markup=False, highlight=False, soft_wrap=True)
@@ -438,14 +420,14 @@ def history(
 ) -> None:
     """A figure's values over the runs that have it, oldest first, with each run's spread (the lowest and highest
     of the repeats or per-second samples behind the value), and a trend chart of them."""
-    from refbench.catalog import Catalog
-    from refbench.history import history as figure_history, spread_text, trend_chart
+    from refbench.catalog import Catalog, since_utc
+    from refbench.catalog.history import history as figure_history, spread_text, trend_chart
     from refbench.report.charts import render_figure
     from refbench.report.html import fmt
 
     with Catalog(runs_dir) as catalog:
         catalog.update()
-        points = figure_history(catalog, figure, host, _tag_filter(tag), _since(since))
+        points = figure_history(catalog, figure, host, _tag_filter(tag), since_utc(since))
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", figure)
     rendered = render_figure(trend_chart(figure, points, f"history-{safe}"), chart_dir or Path(runs_dir) / "history")
     if as_json:

@@ -3,6 +3,8 @@ number with its unit."""
 
 from __future__ import annotations
 
+import functools
+import json
 import tempfile
 import threading
 from datetime import datetime, timezone
@@ -43,36 +45,27 @@ def link(path: str, **params: Any) -> str:
     return h.esc(path + ("?" + urlencode(pairs) if pairs else ""))
 
 
-def parse_tags(values: list[str]) -> dict[str, str]:
-    tags = {}
-    for value in values:
-        key, sep, tag = value.partition("=")
-        if not sep or not key:
-            raise UserError(f"a tag filter is written NAME=VALUE, not {value!r}.")
-        tags[key] = tag
-    return tags
-
-
 def figure_name(headline: dict[str, Any]) -> str:
-    """How `refbench history` names a headline figure: suite.metric."""
+    """How `refbench history` names a headline figure: SUITE.METRIC."""
     return f"{headline['suite']}.{headline['metric']}"
 
 
-def _filters_form(action: str, values: dict[str, Any], extra: str = "") -> str:
+def _filters_form(action: str, values: dict[str, Any], extra: str = "", suite: bool = True) -> str:
     def box(name: str, label: str, hint: str) -> str:
         value = values.get(name) or ""
         value = ", ".join(value) if isinstance(value, list) else value
         return (f'<label>{h.esc(label)}<input name="{name}" value="{h.esc(value)}" placeholder="{h.esc(hint)}"></label>')
 
     tags = "".join(f'<input type="hidden" name="tag" value="{h.esc(t)}">' for t in values.get("tag", [])[1:])
-    return (f'<form class="filters" method="get" action="{action}">{extra}{box("suite", "suite", "oltp")}'
+    return (f'<form class="filters" method="get" action="{action}">{extra}{box("suite", "suite", "oltp") if suite else ""}'
             f'{box("host", "host", "db-1")}<label>tag<input name="tag" value="{h.esc((values.get("tag") or [""])[0])}" '
-            f'placeholder="firmware=2.1"></label>{tags}{box("since", "since (UTC)", "2026-11-01")}'
+            f'placeholder="firmware=2.1"></label>{tags}{box("since", "since (UTC)", "2026-11-01 or 30d")}'
             "<button>Show</button></form>")
 
 
 def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: bool, warnings: list[str]) -> str:
-    shown = runs if show_all else runs[:PAGE_RUNS]
+    more = not show_all and len(runs) > PAGE_RUNS
+    shown = runs[:PAGE_RUNS] if more else runs
     rows = []
     for r in shown:
         name = r["run"]
@@ -89,13 +82,13 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
             f'<td>{h.esc(r["started_utc"] or "—")}</td><td>{h.esc(r["host"] or "—")}</td><td>{h.esc(r["profile"] or "—")}</td>'
             f'<td>{h.esc(", ".join(r["suites"]) or "(host only)")}</td><td class="tags">{tags}</td>'
             f'<td class="figures">{figures}</td></tr>')
-    count = (f"{len(runs):,} run{'s' if len(runs) != 1 else ''}" if show_all or len(runs) <= PAGE_RUNS else
-             f"the newest {PAGE_RUNS:,} of {len(runs):,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>")
+    count = (f"the newest {PAGE_RUNS:,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>" if more
+             else f"{len(runs):,} run{'s' if len(runs) != 1 else ''}")
     body = [
-        "<h1>Runs</h1>", f'<p class="sub">{count}, newest first. Tick two or more to compare them; the first ticked '
+        "<h1>Runs</h1>", f'<p class="sub">{count}, newest first. Tick two or more to compare them; the oldest ticked '
         "is the baseline (A).</p>", _filters_form("/", filters),
         *(f'<p class="note">{h.esc(w)}</p>' for w in warnings),
-        '<form method="get" action="/compare">' + h.scroll(
+        '<form method="get" action="/compare"><input type="hidden" name="order" value="oldest">' + h.scroll(
             '<table><thead><tr><th>compare</th><th>run</th><th>status</th><th>started (UTC)</th><th>host</th>'
             "<th>profile</th><th>suites</th><th>tags</th><th>headline figures</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>") + "<button>Compare ticked runs</button></form>"
@@ -104,35 +97,49 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
     return page("refbench runs", "".join(body))
 
 
-def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str]) -> str:
-    from refbench.history import trend_chart
-    from refbench.report.charts import render_figure
+def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str],
+                 problem: str | None) -> str:
+    from refbench.catalog.history import spread_text
 
     options = "".join(f'<option value="{h.esc(s)}">' for s in suggestions)
     form = _filters_form("/history", filters, extra=f'<label>figure<input name="figure" list="figures" value="{h.esc(figure)}" '
-                         f'placeholder="oltp.nopm" required></label><datalist id="figures">{options}</datalist>')
+                         f'placeholder="oltp.nopm" required></label><datalist id="figures">{options}</datalist>', suite=False)
     body = [f"<h1>History{': ' + h.esc(figure) if figure else ''}</h1>",
             '<p class="sub">A figure over the runs that measured it, oldest first; hover a point for its value.</p>', form]
-    if figure and not points:
-        body.append('<p class="note">No run matching these filters has this figure.</p>')
+    if problem:
+        body.append(f'<p class="banner none">{h.esc(problem)}</p>')
     elif points:
-        chart = trend_chart(figure, points)
-        with _CHARTS, tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
-            body.append(h.chart(render_figure(chart, Path(scratch)), chart.title))
+        body.append(_trend_svg(figure, json.dumps(points)))
         rows = [{"run": p["run"], "started (UTC)": p["started_utc"], "host": p["host"], "series": p["series"],
-                 f"value ({p['unit']})": p["value"], "low": p.get("low"), "high": p.get("high"), "measurements": p.get("n"),
-                 "tags": ", ".join(f"{k}={v}" for k, v in sorted((p.get("tags") or {}).items()))} for p in points]
+                 "value": f"{h.fmt(p['value'])} {p['unit']}".rstrip(), "spread (low–high over n)": spread_text(p),
+                 "tags": ", ".join(f"{k}={v}" for k, v in sorted(p["tags"].items()))} for p in points]
         body.append(h.table(rows, max_rows=5000))
     return page(f"refbench history {figure}", "".join(body))
+
+
+@functools.lru_cache(maxsize=32)
+def _trend_svg(figure: str, points_json: str) -> str:
+    """The trend chart inline with its hover layer; drawn again only when the figure's points change (matplotlib
+    takes most of the page's time: 0.2–0.5 s for 1,000 runs here)."""
+    from refbench.catalog.history import trend_chart
+    from refbench.report.charts import render_figure
+
+    chart = trend_chart(figure, json.loads(points_json))
+    with _CHARTS, tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
+        return h.chart(render_figure(chart, Path(scratch)), chart.title)
 
 
 def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
     from refbench.report.compare import html_body, selected, shared_figures, title
 
     rows = selected(shared_figures(runs, metric), everything)
-    switch = link("/compare", run=[r.path.name for r in runs], metric=metric, **({} if everything else {"all": "1"}))
+    names = [r.path.name for r in runs]
+    switch = link("/compare", run=names, metric=metric, **({} if everything else {"all": "1"}))
+    baselines = " · ".join(f'<a href="{link("/compare", run=[n] + names[:i] + names[i + 1:], metric=metric, all="1" if everything else None)}">'
+                           f"{h.esc(n)}</a>" for i, n in enumerate(names) if i)
     body = (f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
-            " · the same comparison as <code>refbench compare</code>.</p>" + html_body(runs, rows, everything, metric))
+            f" · the same comparison as <code>refbench compare</code> · another baseline: {baselines}</p>"
+            + html_body(runs, rows, everything, metric))
     return page(title(runs), body)
 
 
@@ -154,10 +161,11 @@ def progress_page(run: Run) -> str:
             rows.append({"suite": name, "cases recorded": len(done), "cases planned": None, "left": str(exc)})
             unknown.append(name)
             continue
-        recorded = {r.case_id for r in done}
-        todo = [c for c in cases if c.id not in recorded]
+        # Counted, not matched by case id: a plan sized at the start (warehouses to the free space) may expand
+        # to other ids now.
+        todo = max(0, len(cases) - len(done))
         if done:
-            suite_left = sum(r.elapsed_s for r in done) / len(done) * len(todo)
+            suite_left = sum(r.elapsed_s for r in done) / len(done) * todo
             how = f"{duration(suite_left)} at {duration(sum(r.elapsed_s for r in done) / len(done))} a case"
         elif (estimate := getattr(suite, "estimate", None)) and cases:
             suite_left = estimate(plan, cases).seconds
@@ -166,8 +174,7 @@ def progress_page(run: Run) -> str:
             suite_left, how = 0.0, "not estimated"
             unknown.append(name)
         left_s += suite_left if todo else 0
-        rows.append({"suite": name, "cases recorded": len(recorded & {c.id for c in cases}), "cases planned": len(cases),
-                     "left": how if todo else "done"})
+        rows.append({"suite": name, "cases recorded": len(done), "cases planned": len(cases), "left": how if todo else "done"})
     planned = sum(r["cases planned"] or 0 for r in rows)
     finished = sum(r["cases recorded"] for r in rows)
     started = meta.get("started_utc") or ""

@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from refbench.catalog import Catalog, _filters
+from refbench.catalog import Catalog, run_filters
 from refbench.errors import UserError
 from refbench.report.html import fmt
 from refbench.suites import Chart, suite_names
@@ -37,7 +37,7 @@ def history(catalog: Catalog, figure: str, host: str | None = None, tags: dict[s
     """The figure's values over the matching runs, oldest first: one dict per run and series, with run,
     started_utc, host, tags, series, label, value, unit, low, high, n."""
     suite, case, metric = parse_figure(figure)
-    where, args = _filters(None, host, tags, since, table="r")
+    where, args = run_filters(None, host, tags, since, table="r")
     extra = f"AND {where[len('WHERE '):]}" if where else ""
     common = "r.run, r.started_utc, r.host, r.tags, x.value, x.low, x.high, x.n"
     if case is None:

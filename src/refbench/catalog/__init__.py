@@ -15,11 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from refbench.errors import UserError
+from refbench.plan import TAG
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
 CATALOG_FILE = "catalog.sqlite"
@@ -115,7 +119,7 @@ class Catalog:
     def runs(self, suite: str | None = None, host: str | None = None, tags: dict[str, str] | None = None,
              since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The runs, newest first, with their headline figures; filtered by suite, host, tags and start date."""
-        where, args = _filters(suite, host, tags, since)
+        where, args = run_filters(suite, host, tags, since)
         query = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY started_utc DESC, run DESC"
         if limit:
             query += f" LIMIT {int(limit)}"
@@ -157,7 +161,7 @@ def index_run(run: Run, console: Any) -> None:
                       "'refbench runs' updates it.", markup=False, soft_wrap=True)
 
 
-def _filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
+def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
              table: str = "runs") -> tuple[str, list[Any]]:
     """A WHERE clause over the runs table and its arguments."""
     where, args = [], []
@@ -168,6 +172,8 @@ def _filters(suite: str | None, host: str | None, tags: dict[str, str] | None, s
         where.append(f"{table}.host = ?")
         args.append(host)
     for name, value in (tags or {}).items():
+        if not TAG.fullmatch(f"{name}={value}"):  # the name goes into a JSON path
+            raise UserError(f"tag filter {name}={value} is not NAME=VALUE (letters, digits, '.', '_' or '-' in NAME).")
         where.append(f"json_extract({table}.tags, ?) = ?")
         args += [f'$."{name}"', value]
     if since:
@@ -218,3 +224,19 @@ def _fingerprint(run_path: Path) -> str:
         except FileNotFoundError:
             continue
     return hashlib.sha1("\n".join(sorted(stamps)).encode()).hexdigest()
+
+
+def since_utc(text: str | None) -> str | None:
+    """A --since filter as the catalog compares it (ISO 8601 UTC): a date, a date and time, or Nd / Nh ago."""
+    if text is None:
+        return None
+    if m := re.fullmatch(r"(\d+)([dh])", text.strip()):
+        ago = timedelta(days=int(m.group(1))) if m.group(2) == "d" else timedelta(hours=int(m.group(1)))
+        return (datetime.now(timezone.utc) - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for form in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text.strip(), form).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            continue
+    raise UserError(f"since {text!r} must be a date (2026-11-01), a UTC date and time (2026-11-01T08:00) or an age "
+                    "(7d, 12h).")
