@@ -127,15 +127,17 @@ def test_a_trend_chart_shows_a_value_on_hover(browser, server, work):
     assert page.locator("tbody tr").count() == 2  # one point per run
     tip = hovered_tip(page)
     assert re.search(r"^\S+-(base|faster): [\d,]+ ops/s", tip), tip
+    box, chart = page.locator("figure .pt text").first.bounding_box(), page.locator("figure svg").bounding_box()
+    assert chart["x"] <= box["x"] and box["x"] + box["width"] <= chart["x"] + chart["width"], (box, chart)  # not cut
     # A figure no run has: said on the page, with the names the runs do have.
     response = page.goto(server.base + "history?figure=sleepy.ops_per_min")
     assert response.status == 404 and "did you mean sleepy.ops_per_s" in page.locator("main").inner_text()
 
 
-def _raw_status(port: int, target: str, headers: str = "") -> int:
+def _raw_status(port: int, target: str, host: str = "127.0.0.1") -> int:
     """The status of a request sent as written, without the browser's or urllib's normalising of the path."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Connection: close\r\n\r\n".encode())
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
         head = b""
         while b"\r\n" not in head and (chunk := s.recv(4096)):
             head += chunk
@@ -155,6 +157,12 @@ def test_paths_never_leave_the_runs_directory(browser, server, work):
                    "/static/../../../../etc/passwd", "/progress/..", f"/compare?run=..&run={run}"):
         assert 400 <= _raw_status(server.port, target) < 500, target
     assert _raw_status(server.port, f"/runs/{run}/report.html") == 200
+
+
+def test_a_loopback_bind_answers_only_to_loopback_host_names(server):
+    """A web page whose name its owner rebinds to 127.0.0.1 reaches the port, but with its own name as the Host."""
+    assert _raw_status(server.port, "/", host="rebound.example") == 400
+    assert _raw_status(server.port, "/", host="localhost") == 200 and _raw_status(server.port, "/", host="[::1]") == 200
 
 
 def test_the_progress_page_follows_a_running_run(browser, server, work):

@@ -51,11 +51,14 @@ HEADLINE_COLUMNS = ("suite", "label", "value", "unit", "case", "metric", "note",
 
 
 class Catalog:
-    def __init__(self, runs_dir: str | Path):
+    def __init__(self, runs_dir: str | Path, database: Path | None = None):
+        """``database``: where to keep the catalog instead of the runs directory (refbench serve's own copy of a
+        runs directory it may not write)."""
         self.runs_dir = Path(runs_dir)
-        self.path = self.runs_dir / CATALOG_FILE
+        self.path = database or self.runs_dir / CATALOG_FILE
         # Someone else's runs directory that this user may read but not write is catalogued in memory, every time.
-        writable = os.access(self.runs_dir, os.W_OK) and (not self.path.exists() or os.access(self.path, os.W_OK))
+        writable = database is not None or (os.access(self.runs_dir, os.W_OK)
+                                            and (not self.path.exists() or os.access(self.path, os.W_OK)))
         self.db = sqlite3.connect(self.path if writable else ":memory:", timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
         # A commit is not fsynced: what a crash loses, the next update indexes again from the run directories.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from refbench.catalog import Catalog, since_utc
+from refbench.catalog import CATALOG_FILE, Catalog, since_utc
 from refbench.dashboard import pages
 from refbench.dashboard.gate import Gate, Outside, is_loopback, run_dir, run_file
 from refbench.errors import UserError
@@ -37,15 +38,16 @@ UPDATE_AFTER_S = 1.0
 
 
 class Dashboard:
-    def __init__(self, runs_dir: Path):
+    def __init__(self, runs_dir: Path, database: Path | None = None):
         self.root = runs_dir.resolve()
+        self.database = database
         self._updating = threading.Lock()
         self._updated_at, self._root_mtime_ns = 0.0, 0
         self.warnings: list[str] = []
 
     @contextmanager
     def catalog(self) -> Iterator[Catalog]:
-        catalog = Catalog(self.root)
+        catalog = Catalog(self.root, self.database)
         try:
             root_mtime_ns = self.root.stat().st_mtime_ns
             if root_mtime_ns != self._root_mtime_ns:
@@ -68,7 +70,7 @@ class Dashboard:
 
     def _update_in_background(self, root_mtime_ns: int) -> None:
         try:
-            with Catalog(self.root) as catalog:
+            with Catalog(self.root, self.database) as catalog:
                 self._update(catalog, root_mtime_ns)
         finally:
             self._updating.release()
@@ -135,8 +137,7 @@ def _not_found(request: Request, exc: Exception) -> Response:
     return HTMLResponse(pages.message("Not found", "No such run or file in the runs directory."), 404)
 
 
-def create_app(runs_dir: Path, token: str | None) -> Starlette:
-    dashboard = Dashboard(runs_dir)
+def create_app(dashboard: Dashboard, token: str | None) -> Starlette:
     return Starlette(
         routes=[
             Route("/", dashboard.runs),
@@ -155,6 +156,10 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
     import uvicorn
 
     import refbench.report.charts  # noqa: F401  matplotlib, loaded now (0.6 s here) rather than by the first trend page
+
+    def say(text: str) -> None:
+        console.print(text, soft_wrap=True, markup=False, highlight=False)
+
     root = Path(runs_dir)
     if not root.is_dir():
         raise UserError(f"there is no runs directory {runs_dir} (give the one your runs went to with --runs-dir).")
@@ -167,16 +172,24 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
         sock.listen()  # before the URL is printed: a browser opening it at once waits in the backlog, not refused
     except OSError as exc:
         raise UserError(f"cannot listen on {host} port {port}: {exc.strerror or exc}.") from None
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
-    console.print(f"dashboard: {url}", soft_wrap=True, markup=False, highlight=False)
-    if token:
-        console.print("The token is needed from any address, shown only now: keep it to the people who may see the runs. "
-                      + ("Open it with this host's name or address." if host in ("0.0.0.0", "::") else ""),
-                      soft_wrap=True, markup=False, highlight=False)
-    console.print("Stop it with Ctrl-C.", markup=False, highlight=False)
-    # No access log: with a token, the first request's line holds it.
-    config = uvicorn.Config(create_app(root, token), log_level="warning", access_log=False, lifespan="off",
-                            server_header=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    with Catalog(root) as catalog:
+        in_memory = catalog.db.execute("PRAGMA database_list").fetchone()[2] == ""
+    with tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
+        # A runs directory this user may not write is catalogued in memory, afresh by every command; the pages,
+        # read on many threads, share a catalog of their own for the time the server runs.
+        database = Path(scratch) / CATALOG_FILE if in_memory else None
+        if database:
+            say(f"{runs_dir} is not writable here: its catalog is kept in {database} while serving.")
+        dashboard = Dashboard(root, database)
+        with dashboard.catalog():  # brought up to date now, so that the first page does not wait for it
+            pass
+        shown = f"[{host}]" if ":" in host else host
+        say(f"dashboard: http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else ""))
+        if token:
+            say("The token is needed from any address, shown only now: keep it to the people who may see the runs."
+                + (" Open it with this host's name or address." if host in ("0.0.0.0", "::") else ""))
+        say("Stop it with Ctrl-C.")
+        # No access log: with a token, the first request's line holds it.
+        config = uvicorn.Config(create_app(dashboard, token), log_level="warning", access_log=False, lifespan="off",
+                                server_header=False)
+        uvicorn.Server(config).run(sockets=[sock])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from refbench.catalog.history import series_name
 from refbench.dryrun import duration
 from refbench.errors import UserError
 from refbench.report import html as h
@@ -22,6 +23,7 @@ from refbench.suites import get_suite
 # figures is 1 MB of HTML that nobody reads to the end.
 PAGE_RUNS = 200
 REFRESH_S = 5
+LAST_FIGURES = 8
 # matplotlib's pyplot keeps global state; the server answers on several threads.
 _CHARTS = threading.Lock()
 
@@ -72,14 +74,18 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
         status = r["status"] or "unknown"
         status_cell = (f'<a class="running" href="{link("/progress/" + name)}">running — progress</a>'
                        if status == "running" else f'<span class="{h.esc(status)}">{h.esc(status)}</span>')
+        # Each suite's first headline (NOPM, peak IOPS, power…), as `refbench runs` shows them; the report has all.
+        leads: dict[str, dict[str, Any]] = {}
+        for x in r["headlines"]:
+            leads.setdefault(x["suite"], x)
         figures = "<br>".join(
-            f'{h.esc(x["suite"])} {h.esc(x["label"])}: <a href="{link("/history", figure=figure_name(x))}">'
-            f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>' for x in r["headlines"]) or "—"
+            f'{h.esc(x["suite"])} {h.esc(series_name(x["label"]))}: <a href="{link("/history", figure=figure_name(x))}">'
+            f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>' for x in leads.values()) or "—"
         tags = "".join(f"<span>{h.esc(k)}={h.esc(v)}</span>" for k, v in sorted(r["tags"].items()))
         rows.append(
             f'<tr><td><input type="checkbox" name="run" value="{h.esc(name)}" aria-label="compare {h.esc(name)}"></td>'
-            f'<td><a href="{link("/runs/" + name + "/")}">{h.esc(name)}</a></td><td>{status_cell}</td>'
-            f'<td>{h.esc(r["started_utc"] or "—")}</td><td>{h.esc(r["host"] or "—")}</td><td>{h.esc(r["profile"] or "—")}</td>'
+            f'<td class="nowrap"><a href="{link("/runs/" + name + "/")}">{h.esc(name)}</a></td><td>{status_cell}</td>'
+            f'<td class="nowrap">{h.esc(r["started_utc"] or "—")}</td><td>{h.esc(r["host"] or "—")}</td><td>{h.esc(r["profile"] or "—")}</td>'
             f'<td>{h.esc(", ".join(r["suites"]) or "(host only)")}</td><td class="tags">{tags}</td>'
             f'<td class="figures">{figures}</td></tr>')
     count = (f"the newest {PAGE_RUNS:,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>" if more
@@ -90,7 +96,7 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
         *(f'<p class="note">{h.esc(w)}</p>' for w in warnings),
         '<form method="get" action="/compare"><input type="hidden" name="order" value="oldest">' + h.scroll(
             '<table><thead><tr><th>compare</th><th>run</th><th>status</th><th>started (UTC)</th><th>host</th>'
-            "<th>profile</th><th>suites</th><th>tags</th><th>headline figures</th></tr></thead><tbody>"
+            "<th>profile</th><th>suites</th><th>tags</th><th>lead figure per suite</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>") + "<button>Compare ticked runs</button></form>"
         if rows else '<p class="note">No run matches.</p>',
     ]
@@ -191,12 +197,16 @@ def progress_page(run: Run) -> str:
             f'<p><progress max="{max(planned, 1)}" value="{finished}"></progress> <b>{finished} of {planned} cases</b>'
             f"{h.esc(eta)}</p>", h.table(rows)]
     if status != "running":
-        body.append(f'<p class="note">The run is {h.esc(status)}: <a href="{link("/runs/" + run.path.name + "/")}">its report</a>.</p>')
+        body.append(f'<p class="note">Not running any more ({h.esc(status)}): <a href="{link("/runs/" + run.path.name + "/")}">'
+                    "the run's report</a>.</p>")
     last = sorted(records, key=lambda r: r.ended_epoch_s)[-8:][::-1]
     body.append("<h2>Last figures recorded</h2>")
-    body.append(h.table([{"suite": r.suite, "case": r.case_id, "ended (UTC)": r.ended_utc,
-                          "figures": ", ".join(f"{h.header(k)} {h.fmt(v)}" for k, v in r.metrics.items()
-                                               if isinstance(v, (int, float)) and not isinstance(v, bool))}
+    body.append(h.table([{"suite": r.suite, "case": r.case_id, "ended (UTC)": r.ended_utc, "figures": _first_figures(r.metrics)}
                          for r in last]) if last else '<p class="note">No case recorded yet.</p>')
     return page(f"refbench progress {run.path.name}", "".join(body), REFRESH_S if status == "running" else None)
 
+
+def _first_figures(metrics: dict[str, Any], shown: int = LAST_FIGURES) -> str:
+    """A record's first figures, as the suite put them first (its main ones): a case of oltp has 60."""
+    numbers = [f"{h.header(k)} {h.fmt(v)}" for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return ", ".join(numbers[:shown]) + (f" … and {len(numbers) - shown} more in the report" if len(numbers) > shown else "")

@@ -157,7 +157,7 @@ def _hover_layer(fig, ax, points: list[tuple[float, float, str]]) -> str:
         if not (0 <= dx * scale <= width and 0 <= dy * scale <= height):
             continue  # off the axes (a zero on a log axis)
         cx, cy = dx * scale, height - dy * scale
-        tip_w = 5.6 * len(text)  # about the width of the 10 px tooltip font
+        tip_w = 6.4 * len(text)  # a digit's width in the 10 px tooltip font: tips are mostly digits (a run name, a value)
         tx = min(max(cx, tip_w / 2 + 2), width - tip_w / 2 - 2)
         ty = cy - 9 if cy > 24 else cy + 18
         out.append(f'<g class="pt"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="6"/>'
