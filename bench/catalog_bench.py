@@ -2,24 +2,27 @@
 and every page of `refbench serve` take over them.
 
 The runs are copies of real ones. Once, the benchmark makes a few real quick runs (`refbench device`, `refbench
-oltp` and `refbench run --suite device --suite oltp`, about 4 minutes, kept in DIR/sources for the next time); then it
+oltp` and `refbench run --suite device --suite oltp`, about 3 minutes, kept in DIR/sources for the next time); then it
 copies them into DIR/runs with varied names, start times (spread over seven months), hosts, tags (tags.json) and
 figures: every throughput figure of the records and headlines is multiplied, and every latency divided, by a factor
 that grows with the firmware tag and differs by host, with a few percent of noise, so that trends have a shape.
 What a copy does not change (raw output, charts, tables, report.html, telemetry) is hard-linked to the source, so
-1,000 runs take about 150 MB.
+1,000 runs take about 340 MB.
 
 Measured, each --repeats times in rounds (one of each per round, so that a neighbour's burst spreads over all):
   build           Catalog(runs).update() in this process, with no catalog file: indexing every run from nothing
-  one new run     Catalog(runs).update() after one new run directory appeared (the scan of the others included)
   no change       Catalog(runs).update() when nothing changed
-  runs            `refbench runs --runs-dir RUNS` (and --json), the CLI end to end as a subprocess
+  one new run     Catalog(runs).update() after one new run directory appeared (the scan of the others included)
+  index one run   Catalog(runs).index(run), what the runner does as a run ends
+  runs            `refbench runs --runs-dir RUNS` (all, the newest 50, filtered, --json), the CLI end to end as a
+                  subprocess, beside `refbench --version` (the floor under every command)
   history         `refbench history oltp.nopm --runs-dir RUNS` (and --json), when the checkout has the command
   serve           GET of every page of `refbench serve --runs-dir RUNS` (a subprocess on a loopback port), when the
-                  checkout has the command: the runs list, a run's report, a trend, a comparison of 3 runs, progress
+                  checkout has the command: the runs list (newest, all, filtered), a run's report, a trend, a
+                  comparison of 3 runs, a run's progress; the server's first request apart
 
 Times are absolute (the issue's targets are: < 0.2 s to index a run, < 1 s for `refbench runs` and for every page),
-so the load average of the machine is printed with them.
+so the load average of the machine is printed with them, and the CPU seconds of the process doing the work.
 
 Usage: .venv/bin/python bench/catalog_bench.py [--runs 1000] [--dir /var/tmp/s18-bench] [--repeats 5] [--keep]
 Prints a Markdown table for docs/BENCHMARKS.md.
@@ -52,7 +55,7 @@ from refbench.catalog import CATALOG_FILE, Catalog  # noqa: E402
 from refbench.runstore import Run, iso, list_runs  # noqa: E402
 
 REFBENCH = [sys.executable, "-m", "refbench"]
-SOURCES = [  # (name, the CLI arguments after `refbench`): real quick runs, about 1 min 15 s, 1 min and 2 min here
+SOURCES = [  # (name, the CLI arguments after `refbench`): real quick runs, about 1 min, 30 s and 1 min 30 s here
     ("device", ["device", "--profile", "quick"]),
     ("oltp", ["oltp", "--profile", "quick"]),
     ("mixed", ["run", "--suite", "device", "--suite", "oltp", "--profile", "quick"]),
@@ -77,7 +80,8 @@ def make_sources(sources: Path) -> list[Path]:
             out = subprocess.run([*REFBENCH, *argv, "--runs-dir", str(sources), "--name", name], capture_output=True,
                                  text=True, cwd=sources)
             if out.returncode != 0:
-                sys.exit(f"the source run '{name}' failed (exit {out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+                sys.exit(f"the source run '{name}' failed (exit {out.returncode}):\n"
+                         f"{out.stdout[-2000:]}{out.stderr[-2000:]}")
             made[name] = Path(out.stdout.strip().splitlines()[-1])
     return [made[name] for name, _ in SOURCES]
 
@@ -121,8 +125,9 @@ def copy_run(source: Path, runs: Path, index: int, count: int, rng: random.Rando
             extra["samples"] = {k: [scaled(k, v, factor) for v in values] for k, values in extra["samples"].items()}
         if "series" in extra:
             extra["series"] = [{k: scaled(k, v, factor) for k, v in point.items()} for point in extra["series"]]
-        record.update(host=host, started_utc=shifted(record.get("started_utc")), ended_utc=shifted(record.get("ended_utc")),
-                      started_epoch_s=record["started_epoch_s"] + shift_s, ended_epoch_s=record["ended_epoch_s"] + shift_s)
+        record.update(host=host, started_utc=shifted(record.get("started_utc")),
+                      ended_utc=shifted(record.get("ended_utc")), started_epoch_s=record["started_epoch_s"] + shift_s,
+                      ended_epoch_s=record["ended_epoch_s"] + shift_s)
         target = path / "records" / record_file.parent.name / record_file.name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(record, indent=2))
@@ -180,8 +185,8 @@ class Timings:
         self.times.setdefault(what, []).append(time.perf_counter() - t0)
         self.cpu.setdefault(what, []).append(cpu_s() - c0)
         self.commands[what] = command
-        print(f"{what}: {self.times[what][-1]:.3f} s, CPU {self.cpu[what][-1]:.3f} s (load average {self.loads[-1]:.1f})",
-              flush=True)
+        print(f"{what}: {self.times[what][-1]:.3f} s, CPU {self.cpu[what][-1]:.3f} s "
+              f"(load average {self.loads[-1]:.1f})", flush=True)
         return result
 
 
@@ -248,7 +253,8 @@ def measure_cli(t: Timings, runs: Path, repeats: int, history: bool) -> None:
         "runs --json": ["runs", *where, "--json"],
     }
     if history:
-        commands |= {"history": ["history", "oltp.nopm", *where], "history --json": ["history", "oltp.nopm", *where, "--json"]}
+        commands |= {"history": ["history", "oltp.nopm", *where],
+                     "history --json": ["history", "oltp.nopm", *where, "--json"]}
     for _ in range(repeats):
         for what, args in commands.items():
             t.take(what, "refbench " + " ".join(args), cli(*args), children_cpu_s)
@@ -306,8 +312,10 @@ def serve_pages(runs: Path) -> dict[str, str]:
     finally:
         catalog.close()
     return {"runs list": "/", "runs list, all runs": "/?all=1",
-            "runs list, filtered": "/?suite=oltp&host=db-a01&tag=firmware%3D2.3", "run report": f"/runs/{oltp[0]}/", "trend": "/history?figure=oltp.nopm",
-            "compare (3 runs)": "/compare?" + "&".join(f"run={r}" for r in oltp[:3]), "progress": f"/progress/{oltp[0]}"}
+            "runs list, filtered": "/?suite=oltp&host=db-a01&tag=firmware%3D2.3", "run report": f"/runs/{oltp[0]}/",
+            "trend": "/history?figure=oltp.nopm",
+            "compare (3 runs)": "/compare?" + "&".join(f"run={r}" for r in oltp[:3]),
+            "progress": f"/progress/{oltp[0]}"}
 
 
 # ---- main -------------------------------------------------------------------------------------------------
@@ -329,8 +337,8 @@ def main() -> None:
     shutil.rmtree(runs, ignore_errors=True)
     t0 = time.perf_counter()
     make_runs(sources, runs, args.runs)
-    print(f"made {args.runs} runs in {runs} from {', '.join(p.name for p in sources)} in {time.perf_counter() - t0:.1f} s",
-          flush=True)
+    print(f"made {args.runs} runs in {runs} from {', '.join(p.name for p in sources)} "
+          f"in {time.perf_counter() - t0:.1f} s", flush=True)
     t = Timings()
     try:
         measure_catalog(t, runs, sources, args.runs, args.repeats)
@@ -357,7 +365,8 @@ def print_table(t: Timings, args: argparse.Namespace, history: bool, serve: bool
     print("|---|---|---|---|---|---|")
     for what, times in t.times.items():
         target = targets.get(what, 1.0 if what.startswith("GET ") else None)
-        verdict = "" if target is None else f"< {target:g} s ({'ok' if statistics.median(times) < target else 'MISSED'})"
+        met = target is not None and statistics.median(times) < target
+        verdict = "" if target is None else f"< {target:g} s ({'ok' if met else 'MISSED'})"
         size = f" ({t.sizes[what] / 1000:,.0f} kB)" if what in t.sizes else ""
         print(f"| {what}{size} | `{t.commands[what]}` | {statistics.median(times):.3f} | {max(times):.3f} | "
               f"{statistics.median(t.cpu[what]):.3f} | {verdict} |")
