@@ -24,7 +24,7 @@ Measured, each --repeats times in rounds (one of each per round, so that a neigh
 Times are absolute (the issue's targets are: < 0.2 s to index a run, < 1 s for `refbench runs` and for every page),
 so the load average of the machine is printed with them, and the CPU seconds of the process doing the work.
 
-Usage: .venv/bin/python bench/catalog_bench.py [--runs 1000] [--dir /var/tmp/s18-bench] [--repeats 5] [--keep]
+Usage: .venv/bin/python bench/catalog_bench.py [--runs 1000] [--dir /var/tmp/refbench-catalog-bench] [--repeats 5] [--keep]
 Prints a Markdown table for docs/BENCHMARKS.md.
 """
 
@@ -247,8 +247,8 @@ def measure_cli(t: Timings, runs: Path, repeats: int, history: bool) -> None:
     where = ["--runs-dir", str(runs)]
     commands = {
         "python + refbench import": ["--version"],  # the floor under every command
-        "runs": ["runs", *where],
-        "runs --limit 50": ["runs", *where, "--limit", "50"],  # the same query, a table of 50 rows instead of all
+        "runs": ["runs", *where],  # the table of the newest 50, as a user gets it
+        "runs --limit 0": ["runs", *where, "--limit", "0"],  # the same query, a table of all of them
         "runs, filtered": ["runs", *where, "--suite", "oltp", "--host", "db-a01", "--tag", "firmware=2.3"],
         "runs --json": ["runs", *where, "--json"],
     }
@@ -323,7 +323,7 @@ def serve_pages(runs: Path) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000, help="synthetic runs in the catalog (default: 1000)")
-    parser.add_argument("--dir", type=Path, default=Path("/var/tmp/s18-bench"),
+    parser.add_argument("--dir", type=Path, default=Path("/var/tmp/refbench-catalog-bench"),
                         help="scratch directory: sources/ (real runs, kept) and runs/ (the copies, removed at the end)")
     parser.add_argument("--repeats", type=int, default=5, help="measurements of each figure (default: 5)")
     parser.add_argument("--keep", action="store_true", help="keep DIR/runs (the copies) at the end")

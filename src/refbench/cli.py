@@ -778,10 +778,13 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt)
     try:
-        registered = {c.name for c in app.registered_commands}
-        for name in suite_names():
-            if name not in registered:  # main() may run again in one process (tests call it in-process)
-                _add_suite_command(name)
+        registered = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+        # A suite's command is built from its options, which imports the suite (0.2 s for all five): a command that
+        # is not a suite's (runs, history…) goes without them.
+        if not (args and args[0] in registered):
+            for name in suite_names():
+                if name not in registered:  # main() may run again in one process (tests call it in-process)
+                    _add_suite_command(name)
         command = typer.main.get_command(app)
         _plain_types(command)
         code = command.main(args=args, prog_name="refbench", standalone_mode=False)
