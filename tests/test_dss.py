@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from refbench.engines.postgres import ManagedPostgres
+from refbench.engines.duckdb import DuckDbEngine
+from refbench.engines.postgres import ManagedPostgres, PostgresEngine
 from refbench.suites.dss import datagen
 from refbench.suites.dss.answers import as_expected, compare, engine_kinds, reference_answer
-from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import QUERIES, STREAM_ORDERS, min_streams, stream_queries
 
 
@@ -26,7 +26,7 @@ def test_duckdb_answers_match_the_reference_set_at_sf1(sf1_data):
     info = datagen.generate(data, sf)
     assert not info["reused"] and info["bytes"]["lineitem"] > 600e6
     assert datagen.generate(data, sf)["reused"]  # a complete set is not generated twice
-    engine = DuckDbEngine(data / "tpch.duckdb")
+    engine = DuckDbEngine(data / "tpch.duckdb", datagen.TPCH)
     loaded = engine.load(data, sf)
     assert loaded["rows"]["lineitem"] == 6_001_215 and engine.loaded(sf)
     try:
@@ -60,15 +60,15 @@ def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
     datagen.generate(data, sf)
     server = ManagedPostgres(base / "pgdata", {})
     server.start()
-    duck = DuckDbEngine(tmp_path / "tpch.duckdb")
+    duck = DuckDbEngine(tmp_path / "tpch.duckdb", datagen.TPCH)
     try:
         duck.load(data, sf)
         duck.open()
-        pg = PostgresEngine(server.database("tpch"), server, 2)
+        pg = PostgresEngine(server.database("tpch"), server, 2, datagen.TPCH)
         loaded = pg.load(data, sf)
         assert loaded["copy"] == "server-side COPY FREEZE"
         # A user's server (no managed server to read the files) gets the same rows through the connection.
-        through = PostgresEngine(server.database("tpch_dsn"), None, 2).load(data, sf)
+        through = PostgresEngine(server.database("tpch_dsn"), None, 2, datagen.TPCH).load(data, sf)
         assert through["copy"] == "COPY FREEZE through the connection" and through["rows"] == loaded["rows"]
         pg.open()
         # COPY FREEZE left nothing for VACUUM to freeze: every page of lineitem is all-frozen in the visibility map.
@@ -179,9 +179,11 @@ def test_compare_sums_up_each_engine_as_the_geometric_mean_of_its_query_speedups
 def test_a_runaway_query_is_cancelled_at_the_timeout_on_both_engines(tmp_path, reachable_dir):
     import time
 
-    from refbench.suites.dss.engines import DuckDbSession, PostgresSession, QueryTimeout
+    from refbench.engines import QueryTimeout
+    from refbench.engines.duckdb import DuckDbSession
+    from refbench.engines.postgres import PostgresSession
 
-    duck = DuckDbEngine(tmp_path / "empty.duckdb")
+    duck = DuckDbEngine(tmp_path / "empty.duckdb", datagen.TPCH)
     duck.open()
     server = ManagedPostgres(reachable_dir / "pgdata", {})
     server.start()
@@ -247,15 +249,13 @@ def test_a_scale_factor_that_does_not_fit_is_refused_before_anything_is_written(
 def test_the_managed_server_loads_from_a_data_directory_given_relative_to_refbench(reachable_dir, monkeypatch):
     """`make demo`'s data directory is relative to where refbench runs; the managed server reads the CSV files itself
     (server-side COPY), from its own working directory, so it must be given their absolute paths."""
-    from refbench.suites.dss.engines import PostgresEngine
-
     datagen.generate(reachable_dir / "tpch", 0.01)
     monkeypatch.chdir(reachable_dir)
     server = ManagedPostgres(reachable_dir / "pgdata", {})
     server.start()
     try:
         assert server.can_read(Path("tpch") / "lineitem.csv")  # so the server reads the files, not the client
-        engine = PostgresEngine(server.database("tpch"), server, 1)
+        engine = PostgresEngine(server.database("tpch"), server, 1, datagen.TPCH)
         loaded = engine.load(Path("tpch"), 0.01)
         assert loaded["rows"]["lineitem"] > 50_000 and engine.loaded(0.01)
         engine.close()

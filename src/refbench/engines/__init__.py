@@ -1,1 +1,237 @@
-"""The real engines refbench drives: fio (I/O), PostgreSQL and DuckDB (SQL)."""
+"""The real engines refbench drives: fio (I/O) and the SQL databases, one module each behind the one interface
+below (postgres.py, duckdb.py, mariadb.py…). A suite asks for a database engine by name — ``open_engine("duckdb",
+dataset, placement)`` — and never imports an engine's module or its client library: adding a database is one module
+here, registered in ``_MODULES``, and its dialect's SQL files in the suites it supports.
+
+What belongs to whom: the *suite* owns the workload — its tables, the generated files, its SQL files (the
+``Dataset``); the *engine* owns how a database runs it — a managed server or a user's server (DSN), connections,
+the bulk load, cold starts, counters, version and settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Protocol
+
+from refbench.errors import UserError
+
+# name -> module; each module's ENGINE is its class. Imported only when asked for: a run with DuckDB alone never
+# imports psycopg, and a refbench without one engine's client still runs the others.
+_MODULES = {"duckdb": "refbench.engines.duckdb", "postgres": "refbench.engines.postgres",
+            "mariadb": "refbench.engines.mariadb"}
+# The schemes of a URI DSN, by engine. A libpq key=value string ('host=db1 dbname=tpch') has none and is
+# PostgreSQL's: plans and the README have always given it that way.
+_DSN_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mariadb", "mariadb": "mariadb"}
+
+
+class QueryTimeout(Exception):
+    """A query ran past its time limit and was cancelled by the engine."""
+
+    def __init__(self, timeout_s: float):
+        super().__init__(f"cancelled after the {timeout_s:g} s query timeout")
+        self.timeout_s = timeout_s
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A suite's tables and SQL files. The SQL of script ``name`` for an engine is ``sql/<engine>/<name>.sql`` in
+    ``package`` when the engine has its own dialect of it, else the common ``sql/<name>.sql``.
+
+    Scripts an engine's ``load`` runs: ``schema`` (the tables; required), then, for a row store, ``indexes`` (one
+    CREATE INDEX per statement, built in parallel) and ``keys`` (constraints on them)."""
+
+    name: str                 # the database's name on a server, e.g. "tpch"
+    tables: tuple[str, ...]   # loaded from <data_dir>/<table>.csv (with a header line)
+    package: str              # the suite's package, holding sql/
+
+    def sql(self, engine: str, name: str) -> str:
+        base = files(self.package).joinpath("sql")
+        own = base.joinpath(engine, f"{name}.sql")
+        return (own if own.is_file() else base.joinpath(f"{name}.sql")).read_text()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a suite wants its engine. ``location`` is the database file of an in-process engine, or the
+    data directory of a managed server (initialised there, on the storage under test); ``dsn``, when given,
+    replaces the managed server with the user's. ``settings`` are the engine's own (a managed server's
+    name -> value, or an in-process engine's configuration, e.g. DuckDB's memory_limit); ``cache_bytes`` bounds the
+    page cache of a managed server's files while measuring (0: unbounded); ``workers`` is how many connections a
+    load uses at once."""
+
+    location: Path
+    dsn: str = ""
+    settings: dict[str, str] = field(default_factory=dict)
+    password_file: Path | None = None
+    cache_bytes: int = 0
+    workers: int = 1
+
+
+class Session(Protocol):
+    """One connection of its own, for a stream of queries running beside others."""
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        """The query's rows and its time in seconds (the engine's execution and the fetch); past ``timeout_s``
+        the engine cancels it and QueryTimeout is raised."""
+
+    def cancel(self) -> None:
+        """Cancels the query running now, from another thread."""
+
+    def close(self) -> None: ...
+
+
+class ManagedServer(Protocol):
+    """A database server refbench runs itself: its own account's processes, a unix socket and 127.0.0.1 only."""
+
+    data_dir: Path            # on the storage under test
+    log_file: Path
+    port: int                 # on 127.0.0.1
+    password_file: Path | None
+    bound: Any                # host.cachebound.Bound of its page cache, or None
+    process: Any              # the server's main process (subprocess.Popen) while it runs
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def restart(self) -> None:
+        """Stops and starts it again on the same port and socket: its buffer cache starts empty."""
+
+
+class Engine(Protocol):
+    """A SQL database a suite loads a Dataset into and queries. Sizes are bytes, times seconds."""
+
+    name: str                 # the registry's name: "postgres", "duckdb", "mariadb"
+    title: str                # as people write it: "PostgreSQL", "DuckDB"
+    kind: str                 # "row store" or "column store"
+    in_process: bool          # runs inside refbench (its I/O is refbench's own), not as a server
+    server: ManagedServer | None  # the managed server; None in-process or for a user's server (a DSN)
+    dsn: str                  # how to reach a server ("" in-process)
+
+    @classmethod
+    def create(cls, dataset: Dataset, place: Placement) -> "Engine":
+        """The engine for ``dataset`` at ``place``; nothing is started or written until start()."""
+
+    # ---- checks before a run writes anything (classmethods: no engine exists yet) ----
+    @classmethod
+    def require_installed(cls) -> None:
+        """A UserError naming what to install when the managed server's binaries are missing."""
+
+    @classmethod
+    def check_dsn(cls, dsn: str) -> None:
+        """Connects once to a user's server: a UserError in one sentence if it cannot."""
+
+    @classmethod
+    def reaches(cls, directory: Path) -> bool:
+        """Whether the managed server's account can reach ``directory`` (as root the server runs as another user)."""
+
+    @classmethod
+    def managed_data_dir(cls, preferred: Path, fallback: Path) -> Path:
+        """``preferred`` if the server's account can reach it, else ``fallback``, opened to it."""
+
+    # ---- lifecycle ----
+    def start(self) -> None:
+        """Starts the managed server (initialising its data directory) and creates the dataset's database; for a
+        user's server or an in-process engine, nothing."""
+
+    def stop(self) -> None:
+        """Closes the connections and stops the managed server."""
+
+    # ---- data ----
+    def loaded(self, scale_factor: float) -> bool:
+        """Whether the dataset is already loaded, complete, at this scale factor (a load is reused then)."""
+
+    def load(self, data_dir: Path, scale_factor: float) -> dict[str, Any]:
+        """Drops and bulk-loads every table from ``data_dir``/<table>.csv, with the indexes and keys of a row store.
+        Returns at least {"load_s": seconds, "rows": {table: rows}}; a failure is a UserError."""
+
+    # ---- queries ----
+    def open(self) -> None:
+        """Opens the main connection that run() uses."""
+
+    def close(self) -> None: ...
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        """As Session.run, on the main connection."""
+
+    def session(self) -> Session:
+        """Another connection, for a stream of its own."""
+
+    def cold(self) -> str:
+        """Empties the engine's own buffer cache (a restart, a reopen) and reopens; says how, in words. The OS page
+        cache is the caller's (data_files)."""
+
+    # ---- files, counters and the report ----
+    def data_location(self) -> Path | None:
+        """Where the engine's data is on this host (a database file, a data directory); None for a user's server."""
+
+    def data_files(self) -> list[Path] | None:
+        """The data files to evict from the OS page cache before a cold query; None when they are not refbench's
+        (a user's server)."""
+
+    def server_pid(self) -> int | None:
+        """The process whose /proc/PID/io (with its children's, unless in_process) is the engine's own I/O; None when
+        it is not ours to read."""
+
+    def counters(self) -> dict[str, int]:
+        """Cumulative buffer cache counters: blocks_hit, blocks_read (asked of the OS), block_bytes and
+        database_bytes; {} when the engine counts none."""
+
+    def usage(self) -> dict[str, int]:
+        """Cumulative bytes written to temporary files (temp_bytes) and the log (wal_bytes), and bytes of tables and
+        indexes the executor consumed (logical_read_bytes), where the engine counts them."""
+
+    def database_bytes(self) -> int | None:
+        """The database's size now."""
+
+    def sizes(self) -> dict[str, Any]:
+        """{"tables_bytes": {table: bytes}, "database_bytes": bytes[, "indexes_bytes": {table: bytes}]}."""
+
+    def settings(self) -> dict[str, str]:
+        """The version and the settings that shape the figures, for the report."""
+
+
+def sql_statements(text: str) -> list[str]:
+    """The statements of an SQL script, its comment lines left out."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def names() -> tuple[str, ...]:
+    """Every engine refbench knows by name."""
+    return tuple(_MODULES)
+
+
+def get_engine(name: str) -> type[Engine]:
+    """The engine class registered as ``name``."""
+    if name not in _MODULES:
+        raise UserError(f"there is no engine '{name}'; refbench knows {', '.join(_MODULES)}.")
+    try:
+        module = importlib.import_module(_MODULES[name])
+    except ModuleNotFoundError as exc:
+        if exc.name != _MODULES[name]:
+            raise
+        raise UserError(f"the {name} engine is not part of this refbench yet.") from None
+    return module.ENGINE
+
+
+def open_engine(name: str, dataset: Dataset, place: Placement) -> Engine:
+    """The engine ``name`` for ``dataset`` at ``place``, not started yet."""
+    return get_engine(name).create(dataset, place)
+
+
+def engine_for_dsn(dsn: str) -> str:
+    """The engine a connection string is for: postgresql:// and postgres:// (or a libpq key=value string) are
+    PostgreSQL's, mysql:// and mariadb:// MariaDB's."""
+    scheme = re.match(r"\s*([A-Za-z][A-Za-z0-9+.-]*)://", dsn)
+    if scheme is None:
+        if re.match(r"\s*[A-Za-z_]+\s*=", dsn):
+            return "postgres"
+        raise UserError("the DSN is neither a URI (postgresql://…, mysql://…) nor a libpq key=value string.")
+    engine = _DSN_SCHEMES.get(scheme.group(1).lower())
+    if engine is None:
+        raise UserError(f"the DSN's scheme '{scheme.group(1)}://' names no engine refbench drives; use postgresql://, "
+                        "postgres://, mysql:// or mariadb://.")
+    return engine

@@ -28,16 +28,20 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from refbench.children import die_with_parent, watchdog
+from refbench.engines import Dataset, Placement, QueryTimeout, sql_statements
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
+from refbench.host.pagecache import files_under
 from refbench.host.inventory import postgres_binary
 from refbench.redaction import read_private, redact, write_private
 
-__all__ = ["ManagedPostgres", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings"]
+__all__ = ["ENGINE", "ManagedPostgres", "PostgresEngine", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings",
+           "sql_statements"]
 
 SUPERUSER = "refbench"
 START_TIMEOUT_S = 120.0
@@ -363,18 +367,10 @@ def connect(dsn: str, **kwargs: Any):
         raise UserError(f"cannot connect to PostgreSQL at '{redact(dsn)}': {_last_error(str(exc))}.") from None
 
 
-def sql_statements(text: str) -> list[str]:
-    """The statements of an SQL script, its comment lines left out."""
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
-
-
 def run_in_parallel(dsn: str, groups: list[list[str]], workers: int, settings: dict[str, str]) -> None:
     """Each group of statements in order on a connection of its own (``settings`` SET on it first), ``workers``
     groups at once, started in the order given (the longest first); the first failure is raised. A load's index
     builds and vacuums each use one or two CPUs, and the largest table's alone takes minutes."""
-    from concurrent.futures import ThreadPoolExecutor
-
     def run(group: list[str]) -> None:
         with connect(dsn, autocommit=True) as conn:
             for name, value in settings.items():
@@ -414,3 +410,215 @@ def _last_error(text: str) -> str:
         if re.search(r"(FATAL|ERROR|error|failed|No space|could not)", line):
             return re.sub(r"^.*?(FATAL|ERROR):\s*", "", line).rstrip(".")
     return (lines[-1] if lines else "no detail").rstrip(".")
+
+
+class PostgresSession:
+    def __init__(self, dsn: str):
+        self.conn = connect(dsn, autocommit=True)
+        self.timeout_ms: int | None = None  # the session's statement_timeout, once set
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        import psycopg
+
+        # statement_timeout is set only when it changes (queries have one, the refresh functions none), so the
+        # timed call stays one round trip.
+        wanted = max(1, round(timeout_s * 1000)) if timeout_s else 0
+        if wanted != self.timeout_ms:
+            self.conn.execute(f"SET statement_timeout = {wanted}")
+            self.timeout_ms = wanted
+        t0 = time.perf_counter()
+        try:
+            cursor = self.conn.execute(query)
+            rows = cursor.fetchall() if cursor.description else []
+        except psycopg.errors.QueryCanceled:
+            if not timeout_s:
+                raise
+            raise QueryTimeout(timeout_s) from None
+        return rows, time.perf_counter() - t0
+
+    def cancel(self) -> None:
+        self.conn.cancel_safe()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _copy_table(dsn: str, table: str, csv: Path, server_file: bool) -> int:
+    """One table in one transaction: TRUNCATE then COPY FREEZE. The rows land frozen and all-visible (VACUUM has
+    nothing left to do), and with wal_level=minimal a table truncated in the same transaction is not WAL-logged
+    at all — at SF 10 that is 10 GB of log not written. The managed server reads the file itself (no client
+    process on a CPU the backend needs); a user's server gets it through the connection."""
+    from psycopg import sql as q
+
+    with connect(dsn, autocommit=True) as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute(q.SQL("TRUNCATE {}").format(q.Identifier(table)))
+        options = q.SQL("(FORMAT csv, HEADER true, FREEZE true)")
+        if server_file:
+            cur.execute(q.SQL("COPY {} FROM {} ").format(q.Identifier(table), q.Literal(str(csv))) + options)
+        else:
+            with cur.copy(q.SQL("COPY {} FROM STDIN ").format(q.Identifier(table)) + options) as copy, open(csv, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    copy.write(chunk)
+        return cur.rowcount
+
+
+class PostgresEngine:
+    """refbench.engines.Engine for PostgreSQL: a managed server (``server``) or a user's (``server`` None)."""
+
+    name = "postgres"
+    title = "PostgreSQL"
+    kind = "row store"
+    in_process = False
+
+    # Per index build: an SF 10 lineitem index sorts about 2 GB of keys; two builds run at once.
+    INDEX_SETTINGS = {"maintenance_work_mem": "1GB"}
+
+    def __init__(self, dsn: str, server: ManagedPostgres | None, workers: int, dataset: Dataset):
+        """``dsn`` is the dataset's database; for a managed ``server`` not started yet, "" until start()."""
+        self.dsn, self.server, self.workers, self.dataset = dsn, server, max(1, workers), dataset
+        self.main: PostgresSession | None = None
+
+    @classmethod
+    def create(cls, dataset: Dataset, place: Placement) -> "PostgresEngine":
+        if place.dsn:
+            return cls(place.dsn, None, place.workers, dataset)
+        server = ManagedPostgres(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes)
+        return cls("", server, place.workers, dataset)
+
+    @classmethod
+    def require_installed(cls) -> None:
+        require_server_binaries()
+
+    @classmethod
+    def check_dsn(cls, dsn: str) -> None:
+        with connect(dsn, autocommit=True):
+            pass
+
+    @classmethod
+    def reaches(cls, directory: Path) -> bool:
+        return ManagedPostgres.reachable(directory)
+
+    @classmethod
+    def managed_data_dir(cls, preferred: Path, fallback: Path) -> Path:
+        return managed_data_dir(preferred, fallback)
+
+    def start(self) -> None:
+        if self.server is not None:
+            self.server.start()
+            self.dsn = self.server.database(self.dataset.name)
+
+    def stop(self) -> None:
+        self.close()
+        if self.server is not None:
+            self.server.stop()
+
+    def loaded(self, scale_factor: float) -> bool:
+        with connect(self.dsn, autocommit=True) as conn:
+            if not conn.execute("SELECT to_regclass('refbench_load') IS NOT NULL").fetchone()[0]:
+                return False
+            return conn.execute("SELECT scale_factor FROM refbench_load").fetchone()[0] == scale_factor
+
+    def load(self, data_dir: Path, scale_factor: float) -> dict[str, Any]:
+        """COPY of every table (largest first, as many at once as there are workers), then the indexes built the
+        same way, then the keys on them and VACUUM ANALYZE: the order a DBA loads a warehouse in, and the one
+        whose cost grows linearly with the data."""
+        import psycopg
+
+        self.close()
+        data_dir = data_dir.absolute()  # the server reads the files itself, from its own working directory
+        t0 = time.monotonic()
+        tables = self.dataset.tables
+        size = {t: (data_dir / f"{t}.csv").stat().st_size for t in tables}
+        largest_first = sorted(tables, key=lambda t: -size[t])
+        server_file = self.server is not None and all(self.server.can_read(data_dir / f"{t}.csv") for t in tables)
+        try:
+            with connect(self.dsn, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(tables) + " CASCADE")
+                for statement in sql_statements(self.dataset.sql(self.name, "schema")):
+                    conn.execute(statement)
+            with ThreadPoolExecutor(self.workers) as pool:
+                counts = pool.map(lambda t: _copy_table(self.dsn, t, data_dir / f"{t}.csv", server_file), largest_first)
+                rows = dict(zip(largest_first, counts))
+            load_s = time.monotonic() - t0
+            indexes = sorted(sql_statements(self.dataset.sql(self.name, "indexes")), key=lambda s: -size[re.search(r" ON (\w+)", s)[1]])
+            run_in_parallel(self.dsn, [[s] for s in indexes], self.workers, self.INDEX_SETTINGS)
+            with connect(self.dsn, autocommit=True) as conn:
+                for statement in sql_statements(self.dataset.sql(self.name, "keys")):
+                    conn.execute(statement)
+            run_in_parallel(self.dsn, [[f"VACUUM (FREEZE, ANALYZE) {t}"] for t in largest_first], self.workers, {})
+            with connect(self.dsn, autocommit=True) as conn:
+                conn.execute("CREATE TABLE refbench_load (scale_factor double precision)")
+                conn.execute("INSERT INTO refbench_load VALUES (%s)", (scale_factor,))
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"loading the TPC-H tables into PostgreSQL failed: {first.rstrip('.')}.") from None
+        return {"load_s": round(load_s, 2), "index_s": round(time.monotonic() - t0 - load_s, 2), "rows": rows,
+                "copy": "server-side COPY FREEZE" if server_file else "COPY FREEZE through the connection"}
+
+    def open(self) -> None:
+        if self.main is None:
+            self.main = PostgresSession(self.dsn)
+
+    def close(self) -> None:
+        if self.main is not None:
+            self.main.close()
+            self.main = None
+
+    def session(self) -> PostgresSession:
+        return PostgresSession(self.dsn)
+
+    def cold(self) -> str:
+        self.close()
+        if self.server is not None:
+            self.server.restart()
+            how = "PostgreSQL restarted"
+        else:
+            how = "a new connection (a user's server keeps its shared buffers)"
+        self.open()
+        return how
+
+    def data_location(self) -> Path | None:
+        return None if self.server is None else self.server.data_dir
+
+    def data_files(self) -> list[Path] | None:
+        """None for a user's server: its files are not refbench's to touch, and may be on another host."""
+        return None if self.server is None else files_under([self.server.data_dir / "base"])
+
+    def server_pid(self) -> int | None:
+        if self.server is None or self.server.process is None:
+            return None
+        return self.server.process.pid
+
+    def counters(self) -> dict[str, int]:
+        return block_counts(self.dsn)
+
+    def database_bytes(self) -> int | None:
+        return self.counters()["database_bytes"]
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        return self.main.run(query, timeout_s)
+
+    def usage(self) -> dict[str, int]:
+        """Temporary files (sorts and hashes that spilled) and WAL written so far (the paper's temp and log sizing),
+        and the table and index bytes the executor consumed, from the buffer cache or not (the logical scan)."""
+        rows, _ = self.run("SELECT temp_bytes, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
+                           "(blks_read + blks_hit) * current_setting('block_size')::bigint "
+                           "FROM pg_stat_database WHERE datname = current_database()")
+        return {"temp_bytes": int(rows[0][0]), "wal_bytes": int(rows[0][1]), "logical_read_bytes": int(rows[0][2])}
+
+    def sizes(self) -> dict[str, Any]:
+        with connect(self.dsn, autocommit=True) as conn:
+            rows = conn.execute("SELECT relname, pg_table_size(oid), pg_indexes_size(oid) FROM pg_class "
+                                "WHERE relname = ANY(%s) AND relkind = 'r' AND relnamespace = 'public'::regnamespace",
+                                (list(self.dataset.tables),)).fetchall()
+            database = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        return {"tables_bytes": {r[0]: r[1] for r in rows}, "indexes_bytes": {r[0]: r[2] for r in rows},
+                "database_bytes": database}
+
+    def settings(self) -> dict[str, str]:
+        with connect(self.dsn, autocommit=True) as conn:
+            return server_settings(conn, ["server_version", "shared_buffers", "work_mem", "max_parallel_workers_per_gather",
+                                          "effective_cache_size", "random_page_cost"])
+
+
+ENGINE = PostgresEngine

@@ -153,9 +153,9 @@ def require_server_reach(directory: Path, named: str) -> None:
     """Refuses a place for a managed PostgreSQL's data directory that its account cannot reach: as root, refbench
     runs the server as the postgres account, and a directory on the way closed to other users would fail initdb
     once the run has started."""
-    from refbench.engines.postgres import ManagedPostgres
+    from refbench.engines import get_engine
 
-    if not ManagedPostgres.reachable(directory):
+    if not get_engine("postgres").reaches(directory):
         raise UserError(f"{named} {directory} is not writable by the managed PostgreSQL: the postgres system user that "
                         "runs it cannot reach it (a directory on the way is closed to other users; chmod o+x it, or "
                         "choose another).")

@@ -2,8 +2,9 @@
 row store (PostgreSQL). The 22 queries run one by one cold and warm, as one stream with the refresh functions
 (power), and as parallel streams in the specification's orders (throughput).
 
-Where things are: queries.py holds the 22 queries, their parameters and the stream orders; engines.py the two
-engines; refresh.py RF1 and RF2; answers.py the answer checks; summary.py the tables and charts. Figures are
+Where things are: queries.py holds the 22 queries, their parameters and the stream orders; the engines are
+refbench.engines' (asked for by name), with the schema and index SQL in sql/ (sql/<engine>/ for a dialect's own);
+refresh.py RF1 and RF2; answers.py the answer checks; summary.py the tables and charts. Figures are
 "power", "throughput" and their combination — never QphH: this is a derived workload, not an audited result.
 """
 
@@ -17,13 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from refbench.engines.postgres import ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries
+from refbench.engines import Engine, Placement, QueryTimeout, get_engine, open_engine
 from refbench.engines.settings import (
     check_server_settings, dsn_problem, duckdb_size_problem, optional, pg_setting_problem, pg_settings_dict,
     pg_size_bytes, pg_size_problem, setting_origins,
 )
 from refbench.errors import UserError
 from refbench.host import pagecache
+from refbench.redaction import redact
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.plan import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
@@ -31,7 +33,6 @@ from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,
 )
 from refbench.suites.dss import answers, datagen, refresh
-from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine, QueryTimeout
 from refbench.suites.dss.queries import min_streams, stream_queries
 
 MODES = ("individual", "power", "throughput")
@@ -136,7 +137,7 @@ class DssSuite:
         extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
                  "target_description": ctx.state.get("target_description"), "answer_check": answer_check(ctx)}
         probe = engine_probe(ctx, engine)
-        with storage.bounded(engine.server if engine.name == "postgres" else None):
+        with storage.bounded(engine.server):
             probe.start()
             if case.params["mode"] == "individual":
                 record = self._individual(ctx, engine, case.params["query"], extra)
@@ -314,11 +315,11 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
                         "replaces it.")
     datagen.tpchgen()
     if "postgres" in engines:
+        postgres = get_engine("postgres")
         if o["dsn"]:
-            with connect(o["dsn"], autocommit=True):
-                pass
+            postgres.check_dsn(o["dsn"])
         else:
-            require_server_binaries()
+            postgres.require_installed()
             check_server_settings(managed_settings(o), setting_origins(suite, o))
             pg_server_memory(o)  # a cache bound that cannot work is refused here
             # The run's work directory may be closed to the server's account (_pg_data_dir moves it then); a place
@@ -436,11 +437,9 @@ def pg_server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
     return storage.server_memory(o["cache_mb"], int(o["sf"] * BYTES_PER_SF["postgres"]), managed_settings(o))
 
 
-def engine_probe(ctx, engine) -> "storage.Probe":
+def engine_probe(ctx, engine: Engine) -> "storage.Probe":
     """The storage probe of one engine's measured interval."""
-    if isinstance(engine, DuckDbEngine):
-        return storage.duckdb_probe(engine.db.path, ctx.state["device"])
-    return storage.postgres_probe(engine.server, engine.dsn, ctx.state["memory"])
+    return storage.engine_probe(engine, ctx.state.get("memory"))
 
 
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:
@@ -468,28 +467,24 @@ def prepare_data_and_engines(ctx) -> None:
     ctx.log(f"data: {data} ({'reused' if ctx.state['data']['reused'] else 'generated'}, on "
             f"{device_of(data) or 'no block device'})")
     ctx.state["data_dir"], ctx.state["device"] = data, device_of(data)
-    engines = {}
-    if "duckdb" in engine_names(ctx):
-        engines["duckdb"] = DuckDbEngine(base / f"tpch-sf{o['sf']:g}.duckdb", o["duckdb_memory_limit"])
-    if "postgres" in engine_names(ctx):
-        if o["dsn"]:
-            engines["postgres"] = PostgresEngine(o["dsn"], None, os.cpu_count() or 1)
-            ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
-        else:
-            memory = ctx.state["memory"] = pg_server_memory(o)
-            server = ManagedPostgres(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base),
-                                     managed_settings(o), ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
-                                     cache_bytes=storage.ServerMemory.cache_bytes(memory))
-            ctx.state["server"] = server
+    engines: dict[str, Engine] = {}
+    ctx.state["engines"] = engines  # filled as they start: close_engines stops those started when one fails
+    for name in (e for e in ENGINES if e in engine_names(ctx)):  # the column store first, as always
+        engine = engines[name] = open_engine(name, datagen.TPCH, _placement(ctx, name, base))
+        if engine.server is not None:
+            server = engine.server
             ctx.claim(server.data_dir, server.log_file)
-            with ctx.task("starting the managed PostgreSQL"):
-                server.start()
-            engines["postgres"] = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
-            ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
+            with ctx.task(f"starting the managed {engine.title}"):
+                engine.start()
+            ctx.log(f"managed {engine.title} in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
                     f"password in {server.password_file})")
-        storage.say_bound(ctx, ctx.state.setdefault("memory", None), ctx.state.get("server"),
-                          int(o["sf"] * BYTES_PER_SF["postgres"]))
-    ctx.state["engines"] = engines
+        else:
+            engine.start()
+            if engine.dsn:
+                ctx.log(f"driving the {engine.title} at '{redact(engine.dsn)}'")
+        if not engine.in_process:
+            storage.say_bound(ctx, ctx.state.setdefault("memory", None), engine.server,
+                              int(o["sf"] * BYTES_PER_SF[name]))
     # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
     loads_file = base / f"tpch-sf{o['sf']:g}-loads.json"
     loads = json.loads(loads_file.read_text()) if loads_file.exists() else {}
@@ -561,10 +556,7 @@ def check_answers(ctx) -> list[Finding]:
 
 def close_engines(ctx) -> None:
     for engine in ctx.state.pop("engines", {}).values():
-        engine.close()
-    server = ctx.state.pop("server", None)
-    if server is not None:
-        server.stop()
+        engine.stop()
 
 
 def power_at_size(sf: float, seconds: list[float]) -> float:
@@ -622,9 +614,23 @@ def _detail(wrong: dict[int, str], ok: str) -> str:
     return "; ".join(f"Q{q}: {d}" for q, d in sorted(wrong.items())) if wrong else ok
 
 
+def _placement(ctx, name: str, base: Path) -> Placement:
+    """Where engine ``name`` goes in a dss-style suite, and its settings from the suite's options."""
+    o = ctx.options
+    if name == "duckdb":
+        return Placement(base / f"tpch-sf{o['sf']:g}.duckdb", settings={"memory_limit": o["duckdb_memory_limit"]})
+    workers = os.cpu_count() or 1
+    if o["dsn"]:
+        return Placement(Path(), dsn=o["dsn"], workers=workers)
+    memory = ctx.state["memory"] = pg_server_memory(o)
+    return Placement(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings=managed_settings(o),
+                     password_file=ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
+                     cache_bytes=storage.ServerMemory.cache_bytes(memory), workers=workers)
+
+
 def _pg_data_dir(ctx, base: Path) -> Path:
     preferred = base / "pgdata"
-    chosen = managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
+    chosen = get_engine("postgres").managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
     if chosen != preferred:
         ctx.log(f"the postgres user cannot reach {base}; the managed server's data goes to {chosen.parent} instead")
     return chosen
@@ -648,22 +654,22 @@ def timed_generate_and_load(base: Path, sf: float, engines: tuple[str, ...] = EN
         info = datagen.generate(base / "data", sf)
         out |= {"generate_s": round(time.monotonic() - t0, 2), "csv_bytes": sum(info["bytes"].values())}
         if "duckdb" in engines:
-            duck = DuckDbEngine(base / "tpch.duckdb")
+            duck = open_engine("duckdb", datagen.TPCH, Placement(base / "tpch.duckdb"))
             t0 = time.monotonic()
             duck.load(base / "data", sf)
             out["duckdb"] = {"load_s": round(time.monotonic() - t0, 2), "database_bytes": _size_of(base / "tpch.duckdb")}
         if "postgres" in engines:
             defaults = {k: DssSuite.options[k].default_for("standard") for k in ("shared_buffers", "pg_settings")}
-            server = ManagedPostgres(base / "pgdata", managed_settings(defaults))
-            server.start()
+            pg = open_engine("postgres", datagen.TPCH, Placement(base / "pgdata", settings=managed_settings(defaults),
+                                                                 workers=os.cpu_count() or 1))
+            pg.start()
             try:
-                pg = PostgresEngine(server.database("tpch"), server, os.cpu_count() or 1)
                 t0 = time.monotonic()
                 load = pg.load(base / "data", sf)
                 out["postgres"] = {"load_s": round(time.monotonic() - t0, 2), "copy_s": load["load_s"],
                                    "index_s": load["index_s"], "database_bytes": pg.sizes()["database_bytes"]}
             finally:
-                server.stop()
+                pg.stop()
             out["postgres"]["data_dir_bytes"] = _size_of(base / "pgdata")
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -17,7 +17,6 @@ from typing import Any
 
 from refbench.engines.settings import dsn_problem, duckdb_size_problem, pg_setting_problem, pg_size_problem
 from refbench.errors import UserError
-from refbench.host.pagecache import files_under
 from refbench.plan import ENGINES, Option, Plan
 from refbench.runstore import Run
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
@@ -25,7 +24,6 @@ from refbench.suites.device.targets import device_of
 from refbench.suites.dss import (
     check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
 )
-from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dw import capacity, workload
 
 STORE = {"postgres": "row store", "duckdb": "column store"}
@@ -115,7 +113,7 @@ class DwSuite:
         files, where = self._data_files(ctx, engine)
         device = device_of(where) if where else None
         with ctx.task(f"{STORE[engine.name]}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
-                storage.bounded(getattr(engine, "server", None)):
+                storage.bounded(engine.server):
             seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device,
                                 engine_probe(ctx, engine))
         if seen["errors"]:
@@ -145,7 +143,7 @@ class DwSuite:
             "run": ctx.run.path.name, "system": _system(ctx.run.meta.get("inventory", {}), device, engine.settings()),
         }
         kept_out = (f"data files dropped from the page cache every {o['evict_s']:g} s" if files else
-                    "page cache bounded (cache_mb; see Storage)" if getattr(engine, "server", None) and engine.server.bound
+                    "page cache bounded (cache_mb; see Storage)" if engine.server and engine.server.bound
                     else "page cache not bounded")
         return Record(metrics, method=(
             f"{o['sessions']} sessions on the {STORE[engine.name]} ({engine.name}), each cycling through the "
@@ -159,14 +157,12 @@ class DwSuite:
 
     def _data_files(self, ctx, engine) -> tuple[list[Path], Path | None]:
         """The engine's data files (kept out of the page cache) and where they are."""
-        if isinstance(engine, DuckDbEngine):
-            return [engine.db.path], engine.db.path
-        server = ctx.state.get("server")
-        if server is None:
+        where = engine.data_location()
+        if where is None:
             return [], None  # a user's server: its files are not ours to touch
-        if server.bound is not None:
-            return [], server.data_dir  # its cache bound keeps them out of memory
-        return files_under([server.data_dir / "base"]), server.data_dir
+        if engine.server is not None and engine.server.bound is not None:
+            return [], where  # its cache bound keeps them out of memory
+        return engine.data_files(), where
 
     def _capacity_inputs(self, ctx) -> dict[str, Any]:
         o = ctx.options

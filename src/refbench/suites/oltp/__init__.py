@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines.postgres import (
-    ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries, server_settings,
+    ManagedPostgres, block_counts, connect, managed_data_dir, redact, require_server_binaries, server_settings,
 )
 from refbench.engines.settings import (
     check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
@@ -246,7 +246,7 @@ class OltpSuite:
             self._build(ctx, rebuild=True)
         users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
         server = ctx.state.get("server")
-        probe = storage.postgres_probe(server, ctx.state["dsn"], ctx.state["memory"])
+        probe = _probe(server, ctx.state["dsn"], ctx.state["memory"])
         seen: dict[str, Any] = {}
 
         def tick(s: float) -> None:
@@ -383,3 +383,14 @@ def mix_findings(records: list[Record]) -> list[Finding]:
         worst = max((r.metrics[f"{tx}_lat_p90_ms"] or 0) for r in records)
         findings.append(Finding(f"90th percentile {tx} ≤ {limit} s", worst <= limit * 1000, f"worst case: {worst:.1f} ms"))
     return findings
+
+
+def _probe(server, dsn: str, memory: "storage.ServerMemory | None") -> "storage.Probe":
+    """The storage probe of the PostgreSQL the suite drives: the managed ``server``'s own processes and the device
+    under its data directory, or (a user's server, ``server`` None) only its buffer counters. The dss and dw suites
+    get theirs from refbench.engines; oltp has not moved behind that interface yet."""
+    from refbench.suites.device.targets import device_of
+
+    device = device_of(server.data_dir) if server is not None else None
+    pid = (lambda: server.process.pid if server.process is not None else None) if server is not None else (lambda: None)
+    return storage.Probe("postgres", pid, device, lambda: block_counts(dsn), memory if server is not None else None, server)
