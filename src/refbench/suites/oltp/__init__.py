@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from refbench.engines.postgres import (
-    ManagedPostgres, block_counts, connect, managed_data_dir, redact, require_server_binaries, server_settings,
-)
+from refbench.engines import Dataset, Engine, Placement, get_engine, open_engine
+from refbench.engines.postgres import connect, server_settings
 from refbench.engines.settings import (
     check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
 )
 from refbench.plan import PROFILES, Option, Plan, PlanError
+from refbench.redaction import redact
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
@@ -38,6 +38,10 @@ OWN_CONNECTIONS = 2
 REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
                      "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"]
 
+
+# The database the engine creates, and the SQL files of sql/ (the transactions are PL/pgSQL functions). The engine's
+# CSV load is not used: load.py generates the rows and streams them in.
+TPCC = Dataset("refbench", tuple(database.TABLES), "refbench.suites.oltp")
 
 WAREHOUSE_BYTES = 100 * 10**6  # tables and indexes of one warehouse
 # For --dry-run's estimate, on the 2-core VM: a load takes 1.5 s a warehouse (README, the full profile's load); initdb,
@@ -160,7 +164,7 @@ class OltpSuite:
                 database.check_privileges(conn)
                 database.require_connections(conn, max(users), OWN_CONNECTIONS)
         else:
-            require_server_binaries()
+            get_engine("postgres").require_installed()
             check_server_settings(_server_settings(o), setting_origins(self.name, o))
             server_memory(o)  # a cache bound that cannot work is refused here
             require_free_space(Path(where), load_bytes(o["warehouses"]),
@@ -186,20 +190,25 @@ class OltpSuite:
         o = ctx.options
         memory = ctx.state["memory"] = None if o["dsn"] else server_memory(o)
         if o["dsn"]:
-            ctx.state["dsn"] = o["dsn"]
-            ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
+            place = Placement(Path(), dsn=o["dsn"])
         else:
-            server = ManagedPostgres(self._data_dir(ctx), _server_settings(o),
-                                     ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
-                                     cache_bytes=storage.ServerMemory.cache_bytes(memory))
-            ctx.state["server"] = server
+            place = Placement(self._data_dir(ctx), settings=_server_settings(o),
+                              password_file=ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
+                              cache_bytes=storage.ServerMemory.cache_bytes(memory))
+        engine: Engine = open_engine("postgres", TPCC, place)
+        ctx.state["engine"] = engine
+        if engine.server is None:
+            engine.start()
+            ctx.log(f"driving the {engine.title} at '{redact(engine.dsn)}'")
+        else:
+            server = engine.server
             ctx.claim(server.data_dir, server.log_file)
-            with ctx.task("starting the managed PostgreSQL"):
-                server.start()
-            ctx.state["dsn"] = server.database("refbench")
-            ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
+            with ctx.task(f"starting the managed {engine.title}"):
+                engine.start()
+            ctx.log(f"managed {engine.title} in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
                     f"password in {server.password_file})")
-        storage.say_bound(ctx, memory, ctx.state.get("server"), o["warehouses"] * WAREHOUSE_BYTES)
+        ctx.state["dsn"] = engine.dsn
+        storage.say_bound(ctx, memory, engine.server, o["warehouses"] * WAREHOUSE_BYTES)
         self._build(ctx, rebuild=o["rebuild"])
 
     def _data_dir(self, ctx) -> Path:
@@ -213,7 +222,7 @@ class OltpSuite:
     @staticmethod
     def _default_data_dir(ctx) -> Path:
         preferred = ctx.work_dir / "pgdata"
-        chosen = managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
+        chosen = get_engine("postgres").managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
         if chosen != preferred:
             ctx.log(f"the postgres user cannot reach {ctx.work_dir}; the managed server's data goes to {chosen.parent} instead")
         return chosen
@@ -234,9 +243,9 @@ class OltpSuite:
             state_file.write_text(json.dumps(info))  # the first build's cost is what the report shows
 
     def close(self, ctx) -> None:
-        server = ctx.state.pop("server", None)
-        if server is not None:
-            server.stop()
+        engine = ctx.state.pop("engine", None)
+        if engine is not None:
+            engine.stop()
 
     # ---- one case ------------------------------------------------------------------------------------
 
@@ -245,8 +254,8 @@ class OltpSuite:
         if o["reload_each_case"]:
             self._build(ctx, rebuild=True)
         users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
-        server = ctx.state.get("server")
-        probe = _probe(server, ctx.state["dsn"], ctx.state["memory"])
+        engine = ctx.state["engine"]
+        probe = storage.engine_probe(engine, ctx.state["memory"])
         seen: dict[str, Any] = {}
 
         def tick(s: float) -> None:
@@ -258,7 +267,7 @@ class OltpSuite:
                 seen.update(probe.stop())
 
         with ctx.task(f"{case.title}: {o['rampup_s']} s ramp-up + {o['duration_s']} s measured", total=total) as task:
-            with storage.bounded(server):
+            with storage.bounded(engine.server):
                 if o["rampup_s"] == 0:
                     probe.start()
                 result = driver.run(ctx.state["dsn"], o["warehouses"], users, o["rampup_s"], o["duration_s"],
@@ -384,13 +393,3 @@ def mix_findings(records: list[Record]) -> list[Finding]:
         findings.append(Finding(f"90th percentile {tx} ≤ {limit} s", worst <= limit * 1000, f"worst case: {worst:.1f} ms"))
     return findings
 
-
-def _probe(server, dsn: str, memory: "storage.ServerMemory | None") -> "storage.Probe":
-    """The storage probe of the PostgreSQL the suite drives: the managed ``server``'s own processes and the device
-    under its data directory, or (a user's server, ``server`` None) only its buffer counters. The dss and dw suites
-    get theirs from refbench.engines; oltp has not moved behind that interface yet."""
-    from refbench.suites.device.targets import device_of
-
-    device = device_of(server.data_dir) if server is not None else None
-    pid = (lambda: server.process.pid if server.process is not None else None) if server is not None else (lambda: None)
-    return storage.Probe("postgres", pid, device, lambda: block_counts(dsn), memory if server is not None else None, server)
