@@ -45,6 +45,7 @@ class Dataset:
     CREATE INDEX per statement, built in parallel) and ``keys`` (constraints on them)."""
 
     name: str                 # the database's name on a server, e.g. "tpch"
+    title: str                # as the workload is called in messages, e.g. "TPC-H"
     tables: tuple[str, ...]   # loaded from <data_dir>/<table>.csv (with a header line)
     package: str              # the suite's package, holding sql/
 
@@ -148,6 +149,10 @@ class Engine(Protocol):
         Returns at least {"load_s": seconds, "rows": {table: rows}}; a failure is a UserError."""
 
     # ---- queries ----
+    def connect(self) -> Any:
+        """A new connection of the engine's client library (DB-API, autocommit) to the dataset's database, for a
+        suite's own SQL in the engine's dialect; a context manager that closes it."""
+
     def open(self) -> None:
         """Opens the main connection that run() uses."""
 
@@ -189,8 +194,9 @@ class Engine(Protocol):
     def sizes(self) -> dict[str, Any]:
         """{"tables_bytes": {table: bytes}, "database_bytes": bytes[, "indexes_bytes": {table: bytes}]}."""
 
-    def settings(self) -> dict[str, str]:
-        """The version and the settings that shape the figures, for the report."""
+    def settings(self, names: list[str] | None = None) -> dict[str, str]:
+        """The version and the settings that shape the figures, for the report: ``names`` (the engine's own names),
+        or by default those that shape a query workload's."""
 
 
 def sql_statements(text: str) -> list[str]:

@@ -148,7 +148,7 @@ class DuckDbEngine:
             loader.execute("CHECKPOINT")
         except duckdb.Error as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UserError(f"loading the TPC-H tables into DuckDB failed: {first.rstrip('.')}.") from None
+            raise UserError(f"loading the {self.dataset.title} tables into DuckDB failed: {first.rstrip('.')}.") from None
         finally:
             loader.close()
         return {"load_s": round(time.monotonic() - t0, 2), "rows": rows}
@@ -200,9 +200,16 @@ class DuckDbEngine:
             tables[t] = blocks * block
         return {"tables_bytes": tables, "database_bytes": self.db.path.stat().st_size}
 
-    def settings(self) -> dict[str, str]:
-        rows = self.db.execute("SELECT name, value FROM duckdb_settings() WHERE name IN "
-                               "('threads', 'memory_limit', 'max_temp_directory_size')")
+    def connect(self):
+        """Another connection to the open database (DuckDB allows one database object per file in a process)."""
+        if self.db.conn is None:
+            self.db.open()
+        return self.db.conn.cursor()
+
+    def settings(self, names: list[str] | None = None) -> dict[str, str]:
+        wanted = names or ["threads", "memory_limit", "max_temp_directory_size"]
+        rows = self.db.execute("SELECT name, value FROM duckdb_settings() WHERE name IN ("
+                               + ", ".join(f"'{n}'" for n in wanted) + ")")
         return {"version": self.db.version(), **dict(rows)}
 
 

@@ -551,7 +551,7 @@ class PostgresEngine:
                 conn.execute("INSERT INTO refbench_load VALUES (%s)", (scale_factor,))
         except psycopg.Error as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UserError(f"loading the TPC-H tables into PostgreSQL failed: {first.rstrip('.')}.") from None
+            raise UserError(f"loading the {self.dataset.title} tables into PostgreSQL failed: {first.rstrip('.')}.") from None
         return {"load_s": round(load_s, 2), "index_s": round(time.monotonic() - t0 - load_s, 2), "rows": rows,
                 "copy": "server-side COPY FREEZE" if server_file else "COPY FREEZE through the connection"}
 
@@ -615,10 +615,14 @@ class PostgresEngine:
         return {"tables_bytes": {r[0]: r[1] for r in rows}, "indexes_bytes": {r[0]: r[2] for r in rows},
                 "database_bytes": database}
 
-    def settings(self) -> dict[str, str]:
+    def connect(self):
+        return connect(self.dsn, autocommit=True)
+
+    def settings(self, names: list[str] | None = None) -> dict[str, str]:
         with connect(self.dsn, autocommit=True) as conn:
-            return server_settings(conn, ["server_version", "shared_buffers", "work_mem", "max_parallel_workers_per_gather",
-                                          "effective_cache_size", "random_page_cost"])
+            return server_settings(conn, names or ["server_version", "shared_buffers", "work_mem",
+                                                   "max_parallel_workers_per_gather", "effective_cache_size",
+                                                   "random_page_cost"])
 
 
 ENGINE = PostgresEngine

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines import Dataset, Engine, Placement, get_engine, open_engine
-from refbench.engines.postgres import connect, server_settings
 from refbench.engines.settings import (
     check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
 )
@@ -41,7 +40,7 @@ REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", 
 
 # The database the engine creates, and the SQL files of sql/ (the transactions are PL/pgSQL functions). The engine's
 # CSV load is not used: load.py generates the rows and streams them in.
-TPCC = Dataset("refbench", tuple(database.TABLES), "refbench.suites.oltp")
+TPCC = Dataset("refbench", "TPC-C", tuple(database.TABLES), "refbench.suites.oltp")
 
 WAREHOUSE_BYTES = 100 * 10**6  # tables and indexes of one warehouse
 # For --dry-run's estimate, on the 2-core VM: a load takes 1.5 s a warehouse (README, the full profile's load); initdb,
@@ -160,7 +159,7 @@ class OltpSuite:
         users = user_counts(o)
         # Problems a user can fix are found here, before the run directory exists.
         if o["dsn"]:
-            with connect(o["dsn"], autocommit=True) as conn:
+            with open_engine("postgres", TPCC, Placement(Path(), dsn=o["dsn"])).connect() as conn:
                 database.check_privileges(conn)
                 database.require_connections(conn, max(users), OWN_CONNECTIONS)
         else:
@@ -232,8 +231,9 @@ class OltpSuite:
         with ctx.task(f"schema of {o['warehouses']} warehouse(s)", total=1.0) as task:
             info = database.build(ctx.state["dsn"], o["warehouses"], o["load_workers"] or os.cpu_count() or 1, rebuild,
                                   lambda what, done: task.update(done, f"oltp: {what} {o['warehouses']} warehouse(s)"))
-        with connect(ctx.state["dsn"], autocommit=True) as conn:
-            info["settings"] = server_settings(conn, REPORTED_SETTINGS)
+        engine = ctx.state["engine"]
+        info["settings"] = engine.settings(REPORTED_SETTINGS)
+        with engine.connect() as conn:
             # A database loaded just now is checked as loaded (condition 11 in its load-time form); a reused one
             # may have run before.
             info["consistency_before"] = {str(k): v for k, v in consistency.check(conn, at_load=not info["reused"]).items()}
@@ -292,7 +292,7 @@ class OltpSuite:
     # ---- correctness ---------------------------------------------------------------------------------
 
     def check(self, ctx) -> list[Finding]:
-        with connect(ctx.state["dsn"], autocommit=True) as conn:
+        with ctx.state["engine"].connect() as conn:
             after = consistency.check(conn)
         before = ctx.state["load"]["consistency_before"]
         findings = []
