@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from refbench.engines import get_engine
 from refbench.engines.settings import dsn_problem, duckdb_size_problem, pg_setting_problem, pg_size_problem
 from refbench.errors import UserError
 from refbench.plan import ENGINES, Option, Plan
@@ -25,8 +26,6 @@ from refbench.suites.dss import (
     check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
 )
 from refbench.suites.dw import capacity, workload
-
-STORE = {"postgres": "row store", "duckdb": "column store"}
 
 
 class DwSuite:
@@ -92,7 +91,7 @@ class DwSuite:
         engines = checked_engines(self.name, plan)
         if o["reference"]:
             reference_figures(o["reference"], Path(plan.runs_dir))  # an unknown reference fails here, before anything
-        return [Case(e, {"engine": e}, f"{STORE[e]} ({e}), {o['sessions']} sessions, {o['duration_s']} s") for e in engines]
+        return [Case(e, {"engine": e}, f"{get_engine(e).kind} ({e}), {o['sessions']} sessions, {o['duration_s']} s") for e in engines]
 
     def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
         o = plan.options[self.name]
@@ -112,12 +111,12 @@ class DwSuite:
         engine = ctx.state["engines"][case.params["engine"]]
         files, where = self._data_files(ctx, engine)
         device = device_of(where) if where else None
-        with ctx.task(f"{STORE[engine.name]}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
+        with ctx.task(f"{engine.kind}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
                 storage.bounded(engine.server):
             seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device,
                                 engine_probe(ctx, engine))
         if seen["errors"]:
-            raise UserError(f"the {STORE[engine.name]} workload failed: {seen['errors'][0]}.")
+            raise UserError(f"the {engine.kind} workload failed: {seen['errors'][0]}.")
         raw_tb = o["sf"] / 1000  # SF 1 is 1 GB of raw data
         per_hour = len(seen["completed"]) * 3600 / seen["interval_s"]
         physical, logical = seen["physical_mb_s"], seen["logical_mb_s"]
@@ -134,7 +133,7 @@ class DwSuite:
         for q, _ in seen["completed"]:
             counts[f"Q{q}"] = counts.get(f"Q{q}", 0) + 1
         extra = {
-            "engine": engine.name, "store": STORE[engine.name], "device": device, "data_files": len(files),
+            "engine": engine.name, "store": engine.kind, "device": device, "data_files": len(files),
             "interval_epoch_s": [seen["started_epoch_s"], seen["ended_epoch_s"]], "queries": counts,
             "load": ctx.state["loads"][engine.name], "capacity_inputs": self._capacity_inputs(ctx),
             "reference": (reference_figures(o["reference"], Path(ctx.plan.runs_dir)).get(engine.name)
@@ -146,7 +145,7 @@ class DwSuite:
                     "page cache bounded (cache_mb; see Storage)" if engine.server and engine.server.bound
                     else "page cache not bounded")
         return Record(metrics, method=(
-            f"{o['sessions']} sessions on the {STORE[engine.name]} ({engine.name}), each cycling through the "
+            f"{o['sessions']} sessions on the {engine.kind} ({engine.name}), each cycling through the "
             f"scan-heavy mix Q{', Q'.join(map(str, workload.SCAN_MIX))} with random parameters, for {o['duration_s']} s; "
             f"memory capped ({'shared_buffers ' + o['shared_buffers'] if engine.name == 'postgres' else 'memory_limit ' + o['duckdb_memory_limit']}), "
             f"{kept_out}. Queries/hour/TB: queries completed "
