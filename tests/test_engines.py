@@ -89,3 +89,31 @@ def test_a_dialect_file_of_an_engine_replaces_the_common_one(tmp_path, monkeypat
     data = engines.Dataset("fake", "Fake", ("t",), "fakesuite")
     assert data.sql("postgres", "schema") == "CREATE TABLE t (a int);"
     assert data.sql("mariadb", "schema").endswith("ENGINE=InnoDB;")
+
+
+def test_duckdb_through_the_registry_loads_a_dataset_and_answers(tmp_path, monkeypatch):
+    """The whole path a suite takes, on a two-table dataset of its own: open_engine, start, load, query, stop."""
+    import os
+
+    package = tmp_path / "twotables"
+    (package / "sql").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sql" / "schema.sql").write_text("-- the tables\nCREATE TABLE a (x INTEGER);\nCREATE TABLE b (y VARCHAR);")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.csv").write_text("x\n1\n2\n3\n")
+    (data / "b.csv").write_text("y\nq\n")
+    engine = engines.open_engine("duckdb", engines.Dataset("two", "Two", ("a", "b"), "twotables"),
+                                 engines.Placement(tmp_path / "two.duckdb", settings={"memory_limit": "64MB"}))
+    engine.start()
+    try:
+        assert not engine.loaded(1.0)
+        assert engine.load(data, 1.0)["rows"] == {"a": 3, "b": 1} and engine.loaded(1.0) and not engine.loaded(2.0)
+        engine.open()
+        assert engine.run("SELECT sum(x) FROM a")[0] == [(6,)]
+        assert engine.settings(["memory_limit"])["memory_limit"] == "61.0 MiB"  # the placement's 64 MB, in DuckDB's words
+        assert engine.server is None and engine.server_pid() == os.getpid() and engine.counters() == {}
+        assert engine.data_location() == tmp_path / "two.duckdb" and engine.data_files()[0] == tmp_path / "two.duckdb"
+    finally:
+        engine.stop()
