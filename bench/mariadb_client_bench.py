@@ -1,8 +1,9 @@
-"""The two maintained C-based Python clients of MariaDB, side by side on the OLTP driver's kind of work: one connection
+"""The two maintained C-based Python clients of MariaDB (three ways), side by side on the OLTP driver's kind of work: one connection
 calling a small stored procedure in a tight loop, as a virtual user does.
 
-The clients: MariaDB Connector/Python (PyPI ``mariadb``, on MariaDB Connector/C) and ``mysqlclient`` (``MySQLdb``, on
-the same libmariadb here). pymysql, pure Python, is left out.
+The clients: MariaDB Connector/Python (PyPI ``mariadb``, on MariaDB Connector/C), with its default cursor (text
+protocol) and with its prepared cursor (binary protocol, the CALL prepared once), and ``mysqlclient`` (``MySQLdb``,
+on the same libmariadb here, text protocol only). pymysql, pure Python, is left out.
 
 The procedure is New-Order's first step: in one transaction, read a district's next order number with FOR UPDATE,
 advance it, commit, and return the number and the district's tax as a result set. The server is a managed MariaDB
@@ -10,10 +11,11 @@ advance it, commit, and return the number and the district's tax as a result set
 fsync, which would hide their difference in its own time.
 
 Measured per client and round: calls/s (wall time) and the CPU µs per call of this process (user + system, which is
-the client's work only: the server is another process), over --calls calls on 10 districts in turn. The clients
-alternate in each of --rounds rounds, so that a neighbour's burst spreads over both; the table gives each round and
-the median.
+the client's work only: the server is another process), over --calls calls on 10 districts in turn. The clients take
+turns in each of --rounds rounds (the order reversed every other round), so that a neighbour's burst spreads over
+all; the table gives each round and the median.
 
+refbench depends on mysqlclient only; the peer is installed for this benchmark: .venv/bin/pip install mariadb
 Usage: .venv/bin/python bench/mariadb_client_bench.py [--calls 20000] [--rounds 3] [--dir /var/tmp/refbench-mariadb-client-bench]
 Prints a Markdown table for docs/BENCHMARKS.md.
 """
@@ -21,6 +23,7 @@ Prints a Markdown table for docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import os
 import shutil
@@ -52,22 +55,15 @@ END""",
 
 
 def connect(client: str, dsn: str):
-    args = parse_dsn(dsn)
-    if client == "mariadb":
-        import mariadb
-
-        return mariadb.connect(**args, autocommit=True)
-    import MySQLdb
-
-    args["db"] = args.pop("database")  # MySQLdb's names for the same arguments
-    args["passwd"] = args.pop("password")
-    return MySQLdb.connect(**args, autocommit=True)
+    module = importlib.import_module("mariadb" if client == "mariadb" else "MySQLdb")
+    return module.connect(**parse_dsn(dsn), autocommit=True)
 
 
 def loop(client: str, dsn: str, calls: int) -> tuple[float, float]:
     """calls/s and CPU µs per call of ``calls`` CALLs, each result read and the CALL's own status result consumed."""
-    conn = connect(client, dsn)
-    cursor = conn.cursor()
+    conn = connect(client.removesuffix(" prepared"), dsn)
+    # mariadb's prepared cursor: the binary protocol, the statement prepared once on the server and executed again.
+    cursor = conn.cursor(prepared=True) if client.endswith(" prepared") else conn.cursor()
     orders = 0
     wall, cpu = time.perf_counter(), time.process_time()
     for i in range(calls):
@@ -94,18 +90,17 @@ def main() -> None:
     server.start()
     try:
         dsn = server.database("bench")
-        import mariadb
-
-        with mariadb.connect(**parse_dsn(dsn), autocommit=True) as conn:
+        with connect("mysqlclient", dsn) as conn:
             for statement in SCHEMA:
                 conn.cursor().execute(statement)
             version = server_version(conn)
-        clients = {name: f"{name} {importlib.metadata.version(name)}" for name in ("mariadb", "mysqlclient")}
+        clients = {name: f"{name} {importlib.metadata.version(name.split()[0])}"
+                   for name in ("mariadb", "mariadb prepared", "mysqlclient")}
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
-        loop("mariadb", dsn, 1000)  # warms the server's buffer pool and the procedure's cache
-        loop("mysqlclient", dsn, 1000)
+        for name in clients:  # warms the server's buffer pool and the procedure's cache
+            loop(name, dsn, 1000)
         for round_ in range(args.rounds):
-            for name in (clients if round_ % 2 == 0 else reversed(clients)):
+            for name in (list(clients) if round_ % 2 == 0 else reversed(clients)):
                 results[name].append(loop(name, dsn, args.calls))
                 print(f"round {round_ + 1} {name}: {results[name][-1][0]:,.0f} calls/s, "
                       f"{results[name][-1][1]:.1f} CPU µs/call", file=sys.stderr, flush=True)

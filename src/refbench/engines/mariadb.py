@@ -20,6 +20,7 @@ with O_DIRECT (innodb_flush_method's default since 10.6), so what it reads comes
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -240,7 +241,7 @@ class ManagedMariaDB:
             cursor = conn.cursor()
             for host in ("localhost", "127.0.0.1"):
                 cursor.execute(f"CREATE OR REPLACE USER '{USER}'@'{host}' IDENTIFIED BY PASSWORD '{hashed}'")
-                cursor.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'{host}'")
+                cursor.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'{host}' WITH GRANT OPTION")
 
     def stop(self) -> None:
         self._stop_own()
@@ -330,9 +331,12 @@ def last_panic() -> str | None:
 
 
 def _driver():
-    import mariadb
+    """mysqlclient (MySQLdb, on libmariadb): of the two C-based clients it costs the least CPU per stored-procedure
+    call, and calls fastest, beside MariaDB Connector/Python with either of its cursors
+    (bench/mariadb_client_bench.py)."""
+    import MySQLdb
 
-    return mariadb
+    return MySQLdb
 
 
 def parse_dsn(dsn: str) -> dict[str, Any]:
@@ -368,7 +372,14 @@ def connect(dsn: str, **kwargs: Any):
 
 
 def _client_error(exc: Exception) -> str:
-    return redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__).rstrip(".")
+    """The client's message without its error number (MySQLdb's errors are (number, message)), and the system error
+    at its end in words: libmariadb's "(115)" after a refused TCP connection is its non-blocking connect's
+    EINPROGRESS, which says nothing, so it goes."""
+    text = str(exc.args[-1]).strip() if exc.args else ""
+    text = text.splitlines()[0] if text else type(exc).__name__
+    text = re.sub(r" \((-?\d+)\)$", lambda m: f" ({os.strerror(int(m[1]))})"
+                  if int(m[1]) > 0 and int(m[1]) != errno.EINPROGRESS else "", text)
+    return redact(text).rstrip(".")
 
 
 def _rows(conn, sql: str, params: tuple = ()) -> list[tuple]:
@@ -443,16 +454,17 @@ def _matches(pattern: str, name: str) -> bool:
 def block_counts(conn) -> dict[str, int]:
     """InnoDB's cumulative buffer pool counters, in PostgreSQL's shape (block_counts there): pages found in the buffer
     pool (hit) and pages read from storage (read: O_DIRECT, no page cache between), the page size, the connection's
-    database's size; and the bytes InnoDB read and wrote (data files, redo log and doublewrite included)."""
+    database's size (as its table statistics have it: ANALYZE TABLE after a load brings them up to date); and the bytes InnoDB read and wrote in its data files (doublewrite included; pages are written
+    by its page cleaner, later than the commits that changed them) and in its redo log (at each commit)."""
     status = dict(_rows(conn, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_buffer_pool_read_requests', "
                               "'Innodb_buffer_pool_reads', 'Innodb_page_size', 'Innodb_data_read', "
-                              "'Innodb_data_written')"))
+                              "'Innodb_data_written', 'Innodb_os_log_written')"))
     size = _rows(conn, "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.TABLES "
                        "WHERE table_schema = DATABASE()")[0][0]
     requests, reads = int(status["Innodb_buffer_pool_read_requests"]), int(status["Innodb_buffer_pool_reads"])
     return {"blocks_read": reads, "blocks_hit": requests - reads, "block_bytes": int(status["Innodb_page_size"]),
             "database_bytes": int(size), "data_read_bytes": int(status["Innodb_data_read"]),
-            "data_written_bytes": int(status["Innodb_data_written"])}
+            "data_written_bytes": int(status["Innodb_data_written"]), "log_written_bytes": int(status["Innodb_os_log_written"])}
 
 
 def hit_ratio(before: dict[str, int], after: dict[str, int]) -> float | None:
