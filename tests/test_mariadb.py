@@ -20,7 +20,8 @@ import pytest
 from conftest import TESTS, wait_for
 from process_tree import descendants
 from refbench.engines import mariadb
-from refbench.engines.mariadb import ManagedMariaDB, block_counts, check_server, connect, hit_ratio, server_settings
+from refbench.engines.mariadb import (ManagedMariaDB, block_counts, check_server, check_server_settings, connect, hit_ratio,
+                                      server_settings)
 from refbench.errors import UserError
 
 pytestmark = pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
@@ -118,11 +119,15 @@ def test_a_managed_server_listens_on_its_socket_and_loopback_only_runs_procedure
     assert not any("mariadbd" in cmd for cmd in descendants(os.getpid()).values())
     assert server.socket_dir is None and not any(Path(tempfile.gettempdir()).glob(f"refbench-mariadb-*/{pid}"))
 
-    # Started again on the data directory: the same password (the run's file), the table still there.
+    # Started again on the data directory: the same password (the run's file), the table still there, and an empty
+    # buffer pool (none saved at the stop, none loaded at the start): the table's pages come from storage again.
     server.start()
     try:
         with connect(server.database("tpcc")) as conn:
+            before = block_counts(conn)
             assert _call(conn, "SELECT d_next_o_id FROM district WHERE d_id = 7") == [(3004,)]
+            _call(conn, "SELECT COUNT(*) FROM district WHERE d_pad = 'y'")
+            assert block_counts(conn)["blocks_read"] - before["blocks_read"] >= 2000 * 200 / 16384
     finally:
         server.stop()
 
@@ -218,3 +223,27 @@ def test_a_missing_server_binary_is_one_sentence(monkeypatch):
 ])
 def test_a_server_too_old_or_not_mariadb_is_one_sentence(version, problem):
     assert mariadb.version_problem(version) == problem
+
+
+@pytest.mark.parametrize("settings, sentence", [
+    ({"innodb_buffer_pool_sise": "64M"}, "[oltp] mariadb_settings item 'innodb_buffer_pool_sise=64M' is refused by MariaDB: "
+                                         "unknown variable 'innodb_buffer_pool_sise=64M'."),
+    ({"innodb-buffer-pool-size": "64X"}, "the setting innodb_buffer_pool_size is refused by MariaDB: Unknown suffix 'X' used "
+                                         "for variable 'innodb-buffer-pool-size' (value '64X'); legal suffix characters "
+                                         "are: K, M, G, T, P, E."),
+    ({"innodb_flush_log_at_trx_commit": "7"}, "the setting innodb_flush_log_at_trx_commit is refused by MariaDB: option "
+                                              "'innodb-flush-log-at-trx-commit': unsigned value 7 adjusted to 3."),
+    ({"innodb_doublewrite": "maybe"}, "the setting innodb_doublewrite is refused by MariaDB: ignoring option "
+                                      "'--innodb-doublewrite' due to invalid value 'maybe'."),
+    ({"bind-address": "0.0.0.0"}, "the setting bind-address sets bind_address, which refbench sets itself for the MariaDB "
+                                  "server it manages."),
+])
+def test_a_setting_mariadbd_refuses_is_one_sentence_and_nothing_is_written(settings, sentence, base):
+    origins = {"innodb_buffer_pool_sise": "[oltp] mariadb_settings item 'innodb_buffer_pool_sise=64M'"}
+    with pytest.raises(UserError) as caught:
+        check_server_settings(settings, origins)
+    assert str(caught.value) == sentence
+    with pytest.raises(UserError):
+        ManagedMariaDB(base / "data", settings).start()
+    assert not (base / "data").exists()
+    check_server_settings({"innodb_buffer_pool_size": "64M", "innodb-flush-log-at-trx-commit": "2"})

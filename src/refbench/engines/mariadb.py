@@ -42,7 +42,7 @@ from refbench.engines.postgres import _account_can, _as_account, _last_error, _t
 from refbench.errors import UserError
 from refbench.redaction import read_private, redact, write_private
 
-__all__ = ["ManagedMariaDB", "block_counts", "check_server", "connect", "last_panic", "parse_dsn",
+__all__ = ["ManagedMariaDB", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "parse_dsn",
            "require_server_binaries", "server_settings", "server_version", "version_problem"]
 
 USER = "refbench"
@@ -75,8 +75,12 @@ RESERVED = ("datadir", "socket", "port", "bind_address", "skip_networking", "ski
 BINARY_DIRS = ("/usr/sbin", "/usr/bin")
 
 
+def _find(name: str) -> str | None:
+    return shutil.which(name) or next((p for d in BINARY_DIRS if os.access(p := f"{d}/{name}", os.X_OK)), None)
+
+
 def _binary(name: str) -> str:
-    path = shutil.which(name) or next((p for d in BINARY_DIRS if os.access(p := f"{d}/{name}", os.X_OK)), None)
+    path = _find(name)
     if not path:
         raise UserError(f"the MariaDB server is not installed ({name} not found); install it with "
                         "'apt-get install mariadb-server' (make setup does this), or pass a mysql:// DSN to use your "
@@ -87,6 +91,46 @@ def _binary(name: str) -> str:
 def require_server_binaries() -> None:
     for name in ("mariadb-install-db", "mariadbd"):
         _binary(name)
+
+
+def _setting_name(name: str) -> str:
+    """A server variable as SHOW VARIABLES spells it: mariadbd takes dashes and underscores alike."""
+    return name.strip().lower().replace("-", "_")
+
+
+def check_server_settings(settings: dict[str, str], origins: dict[str, str] | None = None) -> None:
+    """Lets the installed mariadbd judge ``settings`` (name -> value) without starting it, before anything is written:
+    a name refbench sets itself, an unknown variable, a bad size suffix or a value it would ignore or adjust ends here
+    with the server's own words. ``origins`` names where each setting came from ("[oltp] mariadb_settings item …").
+    Without the binary nothing is checked (require_server_binaries says what is missing)."""
+    origins = {_setting_name(k): v for k, v in (origins or {}).items()}
+    for name in settings:
+        if _setting_name(name) in RESERVED:
+            raise UserError(f"{origins.get(_setting_name(name), f'the setting {name}')} sets {_setting_name(name)}, "
+                            "which refbench sets itself for the MariaDB server it manages.")
+    mariadbd = _find("mariadbd")
+    if not mariadbd or not settings:
+        return
+    # --help --verbose parses every option as a start would, then prints the variables and exits.
+    argv = [mariadbd, "--no-defaults", *(f"--{name}={value}" for name, value in settings.items()), "--verbose", "--help"]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                                env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"{mariadbd} could not check the server settings: {exc}.") from None
+    # An error in an InnoDB option does not even fail the parse (the plugin is disabled instead); a value out of range
+    # is adjusted and one it cannot read is ignored, with a warning only.
+    refused = [line for line in result.stderr.splitlines()
+               if "[ERROR]" in line or re.search(r"\[Warning\].*(ignoring option|adjusted to)", line)]
+    if result.returncode == 0 and not refused:
+        return
+    message = re.sub(r"^.*?\[(ERROR|Warning)\]\s*(Buffered error:\s*)?(\S*mariadbd:\s*)?", "",
+                     (refused or result.stderr.strip().splitlines()[-1:] or ["no message"])[0]).rstrip(".")
+    message = re.sub(r"\.\s+(\w)", lambda m: "; " + m[1].lower(), message)  # one sentence
+    named = re.search(r"(?:variable|option) '-*([^'=]+)", message)
+    name = _setting_name(named.group(1)) if named else ""
+    origin = origins.get(name, f"the setting {name}" if name else "a server setting")
+    raise UserError(f"{origin} is refused by MariaDB: {message}.")
 
 
 def _run_as() -> pwd.struct_passwd | None:
@@ -112,7 +156,7 @@ class ManagedMariaDB:
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None):
         self.data_dir = Path(data_dir).absolute()
-        self.settings = {name.strip().lower().replace("-", "_"): str(value) for name, value in settings.items()}
+        self.settings = {_setting_name(name): str(value) for name, value in settings.items()}
         self.password_file = Path(password_file).absolute() if password_file else None
         self.account = _run_as()
         self.port = 0
@@ -174,6 +218,7 @@ class ManagedMariaDB:
         return True
 
     def start(self) -> None:
+        check_server_settings(self.settings)  # before mariadb-install-db writes anything
         self.initialize()
         self.stop_stale()
         self.port = free_port()
