@@ -247,3 +247,15 @@ def test_a_setting_mariadbd_refuses_is_one_sentence_and_nothing_is_written(setti
         ManagedMariaDB(base / "data", settings).start()
     assert not (base / "data").exists()
     check_server_settings({"innodb_buffer_pool_size": "64M", "innodb-flush-log-at-trx-commit": "2"})
+
+
+def test_a_server_that_cannot_start_says_why_in_one_sentence(base):
+    server = ManagedMariaDB(base / "data", {"innodb_buffer_pool_size": "32M"})
+    server.start()
+    server.stop()
+    (base / "data" / "ib_logfile0").unlink()  # InnoDB's redo log: without it InnoDB refuses to start
+    with pytest.raises(UserError, match=r"^MariaDB start failed: InnoDB: File ./ib_logfile0 was not found\.$"):
+        server.start()
+    assert mariadb.last_panic() == f"InnoDB: File ./ib_logfile0 was not found (its log: {base / 'data.log'})"
+    server.stop()
+    assert not any("mariadbd" in cmd for cmd in descendants(os.getpid()).values())

@@ -353,17 +353,17 @@ def _since_launch(log: Path) -> str:
 
 
 def _server_error(log: Path) -> str | None:
-    """The last error a server logged since it was launched: an [ERROR] line without its time stamp, or the disk-full
-    wait (mariadbd waits for space instead of failing, and its clients just stop getting answers)."""
-    found = None
+    """The first error a server logged since it was launched, without its time stamp: the cause, which the errors
+    after it follow from (a missing redo log, then InnoDB's failed start, then "Aborting"); or the disk-full wait
+    (mariadbd waits for space instead of failing, and its clients just stop getting answers)."""
     for line in _since_launch(log).splitlines():
         if "[ERROR]" in line or "Disk is full" in line or "Disk full" in line:
-            found = re.sub(r"^.*?\[(ERROR|Warning)\]\s*", "", line).strip().rstrip(".")
-    return found
+            return re.sub(r"^.*?\[(ERROR|Warning)\]\s*", "", line).strip().rstrip(".")
+    return None
 
 
 def last_panic() -> str | None:
-    """The last error a server this process launched logged, with its log's path: when a server crashes or waits for
+    """The error of the last server this process launched that logged one (its first), with its log's path: when a server crashes or waits for
     disk space, its clients see only a lost or silent connection, so the log is where the reason is."""
     found = None
     for log in _LAUNCHED:
