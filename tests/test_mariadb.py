@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from conftest import TESTS, wait_for
 from process_tree import descendants
 from refbench.engines import mariadb
 from refbench.engines.mariadb import (ManagedMariaDB, block_counts, check_server, check_server_settings, connect, hit_ratio,
-                                      server_settings)
+                                      load_lines, server_settings)
 from refbench.errors import UserError
 
 pytestmark = pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
@@ -259,3 +260,33 @@ def test_a_server_that_cannot_start_says_why_in_one_sentence(base):
     assert mariadb.last_panic() == f"InnoDB: File ./ib_logfile0 was not found (its log: {base / 'data.log'})"
     server.stop()
     assert not any("mariadbd" in cmd for cmd in descendants(os.getpid()).values())
+
+
+def test_rows_in_copy_text_format_stream_in_with_load_data_local_infile(base):
+    server = ManagedMariaDB(base / "data", {"innodb_buffer_pool_size": "32M"})
+    server.start()
+    try:
+        with connect(server.database("tpcc"), local_infile=True, autocommit=True) as conn:
+            _call(conn, "CREATE TABLE item (i_id INT PRIMARY KEY, i_name VARCHAR(24), i_price DECIMAL(5,2), i_data VARCHAR(50))")
+            null, escaped_tab = "\\N", "a\\tb"  # COPY's text format: NULL, and a tab inside a value
+            lines = (f"{i}\titem {i}\t{i % 100}.25\t{null if i % 10 == 0 else escaped_tab}\n" for i in range(1, 20001))
+            pipes_before = set(Path(tempfile.gettempdir()).glob("refbench-load-*"))
+            assert load_lines(conn, "item", "i_id, i_name, i_price, i_data", lines) == 20000
+            assert _call(conn, "SELECT COUNT(*), SUM(i_data IS NULL), MAX(i_data), SUM(i_price) FROM item") == [
+                (20000, 2000, "a\tb", Decimal(sum(i % 100 for i in range(1, 20001))) + Decimal("0.25") * 20000)]
+            assert set(Path(tempfile.gettempdir()).glob("refbench-load-*")) <= pipes_before
+
+            with pytest.raises(Exception, match="doesn't exist"):  # the statement fails before it reads: no hang
+                load_lines(conn, "no_such_table", "a", iter(["1\n"] * 10000))
+            with pytest.raises(ValueError, match="a loader's own error"):
+                def failing():
+                    yield "20001\tlast\t1.00\tx\n"
+                    raise ValueError("a loader's own error")
+                load_lines(conn, "item", "i_id, i_name, i_price, i_data", failing())
+
+            _call(conn, "SET GLOBAL local_infile = OFF")
+            with pytest.raises(UserError, match=r"^the MariaDB server refuses LOAD DATA LOCAL INFILE, which refbench loads "
+                                                r"with \(.+\); set local_infile=ON on it\.$"):
+                load_lines(conn, "item", "i_id", iter(["30000\n"]))
+    finally:
+        server.stop()

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import die_with_parent, watchdog
@@ -42,7 +42,7 @@ from refbench.engines.postgres import _account_can, _as_account, _last_error, _t
 from refbench.errors import UserError
 from refbench.redaction import read_private, redact, write_private
 
-__all__ = ["ManagedMariaDB", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "parse_dsn",
+__all__ = ["ManagedMariaDB", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "load_lines", "parse_dsn",
            "require_server_binaries", "server_settings", "server_version", "version_problem"]
 
 USER = "refbench"
@@ -425,6 +425,55 @@ def _client_error(exc: Exception) -> str:
     text = re.sub(r" \((-?\d+)\)$", lambda m: f" ({os.strerror(int(m[1]))})"
                   if int(m[1]) > 0 and int(m[1]) != errno.EINPROGRESS else "", text)
     return redact(text).rstrip(".")
+
+
+def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
+    """LOAD DATA LOCAL INFILE of rows in PostgreSQL COPY's text format, which is LOAD DATA's default too (tab-separated,
+    backslash escapes, \\N for NULL, one row per line), so a loader's lines serve both engines. They are streamed
+    through a named pipe in a private directory: the client reads it as the file it sends, while a thread writes the
+    lines, and nothing lands on disk. ``conn`` needs local_infile=True (connect's keyword)."""
+    directory = Path(tempfile.mkdtemp(prefix="refbench-load-"))
+    fifo = directory / "rows"
+    os.mkfifo(fifo, 0o600)
+    failure: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with open(fifo, "w") as f:
+                chunk: list[str] = []
+                for line in lines:
+                    chunk.append(line)
+                    if len(chunk) == 4096:
+                        f.write("".join(chunk))
+                        chunk = []
+                f.write("".join(chunk))
+        except BrokenPipeError:
+            pass  # the statement failed and its error is raised instead
+        except BaseException as exc:  # re-raised by the caller's thread; the statement then fails on a short file
+            failure.append(exc)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    driver = _driver()
+    try:
+        cursor = conn.cursor()
+        cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} ({columns})", (str(fifo),))
+        count = cursor.rowcount
+    except driver.Error as exc:
+        if exc.args and exc.args[0] in (1148, 4166):  # ER_NOT_ALLOWED_COMMAND, ER_LOAD_INFILE_CAPABILITY_DISABLED
+            raise UserError(f"the MariaDB server refuses LOAD DATA LOCAL INFILE, which refbench loads with "
+                            f"({_client_error(exc)}); set local_infile=ON on it.") from None
+        raise
+    finally:
+        # A statement that failed before it opened the pipe leaves the writer waiting for a reader: one that opens
+        # and closes it ends its wait (its next write fails with a broken pipe).
+        if writer.is_alive():
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join()
+        shutil.rmtree(directory, ignore_errors=True)
+    if failure:
+        raise failure[0]
+    return count
 
 
 def _rows(conn, sql: str, params: tuple = ()) -> list[tuple]:
