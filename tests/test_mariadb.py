@@ -168,6 +168,8 @@ def test_a_data_directory_the_mysql_user_cannot_reach_is_one_sentence(tmp_path):
     closed = tmp_path / "closed"  # pytest's tmp_path is mode 0700, root's
     with pytest.raises(UserError, match=r"^the mysql system user cannot reach .*closed/data: a parent directory is closed"):
         ManagedMariaDB(closed / "data", {}).start()
+    assert not closed.exists()  # nothing was created
+    assert not ManagedMariaDB.reachable(closed / "data") and ManagedMariaDB.reachable(Path("/var/tmp/new/data"))
 
 
 def test_a_user_without_the_privileges_is_one_sentence(base):

@@ -167,6 +167,15 @@ class ManagedMariaDB:
         self._password: str | None = None
         self._socket_guard = self._server_guard = None
 
+    @staticmethod
+    def reachable(directory: Path) -> bool:
+        """Whether the server's account can reach ``directory``, or its nearest existing parent (root's home, for one,
+        is closed to it)."""
+        probe = Path(directory)
+        while not probe.exists():
+            probe = probe.parent
+        return _account_can(_run_as(), "-x", probe)
+
     @property
     def socket(self) -> Path:
         assert self.socket_dir is not None, "the server is not started"
@@ -197,13 +206,13 @@ class ManagedMariaDB:
         """mariadb-install-db when the data directory is new; returns True if it did."""
         if (self.data_dir / "mysql").is_dir():
             return False
+        if not self.reachable(self.data_dir):  # asked before anything is created
+            raise UserError(f"the mysql system user cannot reach {self.data_dir}: a parent directory is closed to other "
+                            "users (chmod o+x it, or choose another --data-dir).")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if any(self.data_dir.iterdir()):
             raise UserError(f"{self.data_dir} is not empty and is not a MariaDB data directory; choose another --data-dir.")
         self._own(self.data_dir)
-        if not _account_can(self.account, "-w", self.data_dir):
-            raise UserError(f"the mysql system user cannot reach {self.data_dir}: a parent directory is closed to other "
-                            "users (chmod o+x it, or choose another --data-dir).")
         self.log_file.touch()
         self._own(self.log_file)
         # The second unix_socket account is refbench's own system user (root, or whoever runs it): start() logs in
