@@ -129,6 +129,11 @@ def test_a_managed_server_listens_on_its_socket_and_loopback_only_runs_procedure
             assert _call(conn, "SELECT d_next_o_id FROM district WHERE d_id = 7") == [(3004,)]
             _call(conn, "SELECT COUNT(*) FROM district WHERE d_pad = 'y'")
             assert block_counts(conn)["blocks_read"] - before["blocks_read"] >= 2000 * 200 / 16384
+        port, socket_dir, pid = server.port, server.socket_dir, server.process.pid
+        server.restart()  # the same port and socket, a new process
+        assert (server.port, server.socket_dir) == (port, socket_dir) and server.process.pid != pid
+        with connect(server.tcp_dsn + "tpcc") as conn:
+            assert _call(conn, "SELECT d_next_o_id FROM district WHERE d_id = 7") == [(3004,)]
     finally:
         server.stop()
 
