@@ -10,6 +10,7 @@ suite's loader is not wired to engines yet (issue 19, point 1)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exi
                                 reason="mariadb-server is not installed (make setup installs it)")
 
 TRANSACTIONS = ["new_order", "payment", "order_status", "delivery", "stock_level"]
-ARITY = {"new_order": 6, "payment": 7, "order_status": 4, "delivery": 2, "stock_level": 3}
+ARITY = {"new_order": 4, "payment": 7, "order_status": 4, "delivery": 2, "stock_level": 3}
 UNUSED_ITEM_ERROR = 1644  # SIGNAL SQLSTATE '45000', new_order.sql's rollback
 
 
@@ -83,6 +84,11 @@ def _call(conn, procedure: str, *args) -> tuple:
     rows = _execute(conn, f"CALL {procedure}({', '.join(['%s'] * len(args))})", args)
     assert len(rows) == 1, rows
     return rows[0]
+
+
+def _lines(items: list[int], supply_w_ids: list[int], quantities: list[int]) -> str:
+    """New-Order's lines as new_order.sql takes them: a JSON array of [supply warehouse, item, quantity]."""
+    return json.dumps([list(line) for line in zip(supply_w_ids, items, quantities)])
 
 
 def _one(conn, statement: str, params=None):
@@ -189,7 +195,7 @@ def test_new_order_enters_the_order_with_its_lines_and_takes_the_stock(conn):
     before = _stock(conn, items)
     w_tax, d_tax, discount = _one(conn, "SELECT w_tax, d_tax, c_discount FROM warehouse, district, customer WHERE w_id = 1 "
                                         "AND d_w_id = 1 AND d_id = 5 AND c_w_id = 1 AND c_d_id = 5 AND c_id = 42")
-    (total,) = _call(conn, "new_order", 1, 5, 42, str(items), str([1] * 5), str(quantities))
+    (total,) = _call(conn, "new_order", 1, 5, 42, _lines(items, [1] * 5, quantities))
     assert _one(conn, "SELECT d_next_o_id FROM district WHERE d_w_id = 1 AND d_id = 5") == o_id + 1
     header, new_order, lines = _order(conn, 5, o_id)
     assert header == [(42, None, 5, 1)] and new_order == [(1,)]
@@ -215,7 +221,7 @@ def test_the_unused_item_rolls_back_the_whole_new_order(conn):
                      _one(conn, "SELECT count(*) FROM order_line"), _stock(conn, items))
     before = state()
     with pytest.raises(MySQLdb.OperationalError) as error:
-        _call(conn, "new_order", 1, 6, 7, str(items), "[1,1,1]", "[5,5,5]")
+        _call(conn, "new_order", 1, 6, 7, _lines(items, [1, 1, 1], [5, 5, 5]))
     assert error.value.args == (UNUSED_ITEM_ERROR, f"refbench: unused item {UNUSED_ITEM} (the 1% New-Order rollback)")
     assert state() == before
     assert _one(conn, "SELECT @@in_transaction") == 0  # nothing left open for the connection's next CALL
@@ -263,7 +269,7 @@ def test_payment_moves_the_balances_and_chooses_the_middle_customer_by_last_name
 
 def test_order_status_reads_the_last_order_of_the_customer(conn):
     # district 9's customer 100 orders now, so its last order is known, by id and by (a unique) last name
-    _call(conn, "new_order", 1, 9, 100, "[5,6,7]", "[1,1,1]", "[1,1,1]")
+    _call(conn, "new_order", 1, 9, 100, _lines([5, 6, 7], [1, 1, 1], [1, 1, 1]))
     assert _call(conn, "order_status", 1, 9, 100, None) == (3,)
     last, n = _one(conn, "SELECT c_last, (SELECT count(*) FROM customer c2 WHERE c2.c_w_id = 1 AND c2.c_d_id = 9 "
                          "AND c2.c_last = c.c_last) FROM customer c WHERE c_w_id = 1 AND c_d_id = 9 AND c_id = 100")
@@ -309,11 +315,11 @@ def test_stock_level_counts_the_distinct_low_stock_items_of_the_last_20_orders(c
 
 
 def _arguments(transaction: str, params: list) -> list:
-    """inputs.py's parameters for PostgreSQL, as the MariaDB procedures take them: text, and New-Order's int[]
-    literals {…} as JSON arrays […]."""
+    """inputs.py's parameters for PostgreSQL, as the MariaDB procedures take them: text, and New-Order's three int[]
+    literals {…} as one JSON array of lines."""
     args = [p.decode() if p is not None else None for p in params]
     if transaction == "new_order":
-        args[3:] = ["[" + a[1:-1] + "]" for a in args[3:]]
+        args[3:] = [_lines(*([int(v) for v in a[1:-1].split(",")] for a in args[3:]))]
     return args
 
 
