@@ -1,7 +1,8 @@
-"""The oltp suite's MariaDB dialect (suites/oltp/sql/mariadb) on a real managed MariaDB at 1 warehouse: the oltp
+"""The oltp suite's MariaDB dialect (suites/oltp/sql/mariadb) on a real managed MariaDB at 2 warehouses: the oltp
 loader's own rows fit its schema, each of the five stored procedures does what its TPC-C transaction says (checked
-against the tables around it), the unused item rolls back all of a New-Order, the consistency conditions' statement
-finds a violation when there is one, and the conditions hold after a few hundred mixed calls from two connections.
+against the tables around it), remote lines and payments reach the other warehouse, the unused item rolls back all of
+a New-Order, the consistency check finds a violation when there is one, and the conditions hold after a few hundred
+mixed calls from four connections, two per warehouse.
 
 The rows are load.py's: its row generators are run unchanged, with its PostgreSQL connection and COPY swapped for a
 MariaDB connection and engines.mariadb.load_lines (the same COPY text format) for the duration of the load; the
@@ -15,6 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections import Counter
 from decimal import Decimal
 from importlib.resources import files
 from pathlib import Path
@@ -106,7 +108,7 @@ def _violations(conn, at_load: bool = False) -> dict[int, int]:
 
 @pytest.fixture(scope="module")
 def tpcc():
-    """A managed MariaDB (durable defaults) holding 1 loaded warehouse with its indexes and the five procedures;
+    """A managed MariaDB (durable defaults) holding 2 loaded warehouses with its indexes and the five procedures;
     yields (DSN, rows loaded)."""
     base = Path(tempfile.mkdtemp(prefix="refbench-test-mariadb-oltp-"))
     base.chmod(0o755)  # the mysql system user must reach the data directory
@@ -121,7 +123,7 @@ def tpcc():
             patch.setattr(load, "connect", _loader_connection)
             patch.setattr(load, "_copy", _load_rows)
             patch.setattr(load, "_copy_lines", _load_lines_without_warnings)
-            rows, _ = load.load_all(dsn, 1, 2)
+            rows, _ = load.load_all(dsn, 2, 2)
         with connect(dsn, autocommit=True) as conn:
             for statement in sql_statements(_sql("indexes")):
                 _execute(conn, statement)
@@ -144,16 +146,16 @@ def test_the_loaders_rows_fit_the_schema_and_the_fresh_database_is_consistent(tp
     rows = tpcc[1]
     counts = {t: _one(conn, f"SELECT count(*) FROM {t}")
               for t in ["warehouse", "district", "customer", "history", "oorder", "new_order", "order_line", "item", "stock"]}
-    assert counts == {"warehouse": 1, "district": 10, "customer": 30_000, "history": 30_000, "oorder": 30_000,
-                      "new_order": 9_000, "order_line": _one(conn, "SELECT sum(o_ol_cnt) FROM oorder"),
-                      "item": 100_000, "stock": 100_000}
+    assert counts == {"warehouse": 2, "district": 20, "customer": 60_000, "history": 60_000, "oorder": 60_000,
+                      "new_order": 18_000, "order_line": _one(conn, "SELECT sum(o_ol_cnt) FROM oorder"),
+                      "item": 100_000, "stock": 200_000}
     assert sum(counts.values()) == rows
-    # values that went through LOAD DATA intact: NULL carriers of undelivered orders, the load's one timestamp, money
-    assert _one(conn, "SELECT count(*) FROM oorder WHERE o_carrier_id IS NULL") == 9_000
-    assert _one(conn, "SELECT count(DISTINCT c_since), min(c_since) = (SELECT min(h_date) FROM history), "
-                      "count(DISTINCT o_entry_d) FROM customer, (SELECT o_entry_d FROM oorder LIMIT 1) o") == (1, 1, 1)
+    # values that went through LOAD DATA intact: NULL carriers of undelivered orders, each warehouse's load time, money
+    assert _one(conn, "SELECT count(*) FROM oorder WHERE o_carrier_id IS NULL") == 18_000
+    assert _execute(conn, "SELECT c_w_id, count(DISTINCT c_since), min(c_since) = (SELECT min(h_date) FROM history "
+                          "WHERE h_w_id = c_w_id) FROM customer GROUP BY c_w_id") == [(1, 1, 1), (2, 1, 1)]
     assert _one(conn, "SELECT min(c_balance), max(c_balance), (SELECT sum(h_amount) FROM history) FROM customer") == \
-        (Decimal("-10.00"), Decimal("-10.00"), Decimal("10.00") * 30_000)
+        (Decimal("-10.00"), Decimal("-10.00"), Decimal("10.00") * 60_000)
     assert _violations(conn, at_load=True) == {}
 
 
@@ -210,6 +212,31 @@ def test_new_order_enters_the_order_with_its_lines_and_takes_the_stock(conn):
     assert lines == expected_lines
     amount = sum(line[5] for line in lines)
     assert total == amount * (1 - discount) * (1 + w_tax + d_tax)
+
+
+def test_remote_lines_and_payments_reach_the_other_warehouse(conn):
+    o_id = _one(conn, "SELECT d_next_o_id FROM district WHERE d_w_id = 1 AND d_id = 2")
+    counters = ("SELECT s_w_id, s_i_id, s_ytd, s_order_cnt, s_remote_cnt FROM stock WHERE s_i_id IN (10, 20) "
+                "ORDER BY s_w_id, s_i_id")
+    before = _execute(conn, counters)
+    # sorted by (supply warehouse, item), as inputs.py sends them
+    _call(conn, "new_order", 1, 2, 9, _lines([10, 10, 20], [1, 2, 2], [2, 3, 4]))
+    header, _, lines = _order(conn, 2, o_id)
+    assert header == [(9, None, 3, 0)]  # O_ALL_LOCAL 0
+    assert [(line[1], line[2], line[4]) for line in lines] == [(10, 1, 2), (10, 2, 3), (20, 2, 4)]
+    moved = {(w, i): (ytd + q, count + 1, remote + (w == 2)) for (w, i, q) in [(1, 10, 2), (2, 10, 3), (2, 20, 4)]
+             for (sw, si, ytd, count, remote) in before if (sw, si) == (w, i)}
+    assert _execute(conn, counters) == [(w, i, *moved.get((w, i), (ytd, count, remote)))
+                                        for w, i, ytd, count, remote in before]
+
+    # a customer of warehouse 2 pays through warehouse 1's district 4 (2.5.1.2)
+    w_ytd, d_ytd, history = _totals(conn, 4)
+    balance = _one(conn, "SELECT c_balance FROM customer WHERE c_w_id = 2 AND c_d_id = 6 AND c_id = 33")
+    assert _call(conn, "payment", 1, 4, 2, 6, 33, None, "50.00") == (33,)
+    assert _totals(conn, 4) == (w_ytd + 50, d_ytd + 50, history + 1)
+    assert _one(conn, "SELECT c_balance FROM customer WHERE c_w_id = 2 AND c_d_id = 6 AND c_id = 33") == balance - 50
+    assert _execute(conn, "SELECT h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id FROM history ORDER BY h_date DESC "
+                          "LIMIT 1") == [(33, 6, 2, 4, 1)]
 
 
 def test_the_unused_item_rolls_back_the_whole_new_order(conn):
@@ -323,24 +350,25 @@ def _arguments(transaction: str, params: list) -> list:
     return args
 
 
-def test_the_conditions_hold_after_a_few_hundred_mixed_calls_from_two_connections(tpcc):
-    """The driver's deck (10 New-Order, 10 Payment, 1 each of the others) with inputs.py's inputs, 12 decks on each of
-    two connections at once: every call commits, or is the unused item's rollback; D_NEXT_O_ID moves by exactly the
-    committed New-Orders; the twelve conditions hold."""
-    outcomes: dict[str, int] = {}
+def test_the_conditions_hold_after_a_few_hundred_mixed_calls_from_four_connections(tpcc):
+    """The driver's deck (10 New-Order, 10 Payment, 1 each of the others) with inputs.py's inputs, remote lines and
+    payments included, 6 decks on each of four connections at once, two per warehouse: every call commits, or is the
+    unused item's rollback (no deadlock, no lock wait timeout); D_NEXT_O_ID moves by exactly the committed New-Orders;
+    the twelve conditions hold."""
+    outcomes: list[str] = []  # list.append is atomic under the GIL; a shared counter's += is not
     failures: list[BaseException] = []
 
-    def user(seed: int) -> None:
+    def user(seed: int, w: int) -> None:
         import MySQLdb
 
         rng = TpccRandom(seed)
         try:
             with connect(tpcc[0], autocommit=True) as conn:
-                for _ in range(12):
+                for _ in range(6):
                     deck = DECK[:]
                     rng.shuffle(deck)
                     for transaction in deck:
-                        args = _arguments(transaction, INPUTS[transaction](rng, 1, []))
+                        args = _arguments(transaction, INPUTS[transaction](rng, w, [3 - w]))
                         assert len(args) == ARITY[transaction]
                         try:
                             _call(conn, transaction, *args)
@@ -349,20 +377,21 @@ def test_the_conditions_hold_after_a_few_hundred_mixed_calls_from_two_connection
                             if exc.args[0] != UNUSED_ITEM_ERROR:
                                 raise
                             outcome = "rolled back"
-                        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                        outcomes.append(outcome)
         except BaseException as exc:
             failures.append(exc)
 
     with connect(tpcc[0], autocommit=True) as conn:
         next_o_id = _one(conn, "SELECT sum(d_next_o_id) FROM district")
-        users = [threading.Thread(target=user, args=(seed,)) for seed in (1, 2)]
+        users = [threading.Thread(target=user, args=(seed, 1 + seed % 2)) for seed in range(4)]
         for thread in users:
             thread.start()
         for thread in users:
             thread.join()
         assert not failures, failures
-        assert sum(outcomes.values()) == 2 * 12 * len(DECK)
-        assert outcomes["payment"] == 2 * 12 * 10 and outcomes["delivery"] == 24
-        assert outcomes["new_order"] + outcomes.get("rolled back", 0) == 2 * 12 * 10
-        assert _one(conn, "SELECT sum(d_next_o_id) FROM district") == next_o_id + outcomes["new_order"]
+        counts = Counter(outcomes)
+        assert len(outcomes) == 4 * 6 * len(DECK)
+        assert counts["payment"] == 4 * 6 * 10 and counts["delivery"] == 24
+        assert counts["new_order"] + counts["rolled back"] == 4 * 6 * 10
+        assert _one(conn, "SELECT sum(d_next_o_id) FROM district") == next_o_id + counts["new_order"]
         assert _violations(conn) == {}
