@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -237,6 +238,19 @@ def test_remote_lines_and_payments_reach_the_other_warehouse(conn):
     assert _one(conn, "SELECT c_balance FROM customer WHERE c_w_id = 2 AND c_d_id = 6 AND c_id = 33") == balance - 50
     assert _execute(conn, "SELECT h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id FROM history ORDER BY h_date DESC "
                           "LIMIT 1") == [(33, 6, 2, 4, 1)]
+
+
+def test_new_orders_stock_statements_walk_the_lines_in_their_order(conn):
+    """The deadlock avoidance: new_order.sql's stock UPDATE and its lines' INSERT … SELECT read the JSON lines first and
+    find each stock row by its key, so stock rows are locked in the lines' (warehouse, item) order. EXPLAIN of the
+    file's own two statements, its variables given values."""
+    text = _sql("new_order")
+    values = {"p_lines": "'[[1,5,1],[1,9,2],[2,3,1]]'", "p_w_id": "1", "p_d_id": "1", "v_o_id": "1"}
+    for pattern in (r"UPDATE JSON_TABLE\(p_lines.*?;", r"INSERT INTO order_line .*?;"):
+        statement = re.search(pattern, text, re.DOTALL).group(0).rstrip(";")
+        statement = re.sub(r"\b(p_lines|p_w_id|p_d_id|v_o_id)\b", lambda m: values[m.group(1)], statement)
+        plan = [(row[2], row[3], row[5]) for row in _execute(conn, "EXPLAIN " + statement)]
+        assert plan == [("l", "ALL", None), ("item", "eq_ref", "PRIMARY"), ("stock", "eq_ref", "PRIMARY")], plan
 
 
 def test_the_unused_item_rolls_back_the_whole_new_order(conn):
