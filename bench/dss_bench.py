@@ -26,6 +26,7 @@ import os
 import statistics
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -125,9 +126,12 @@ def main() -> None:
         duck.load(base / "data", args.sf)
         duck_s = time.monotonic() - t0
         t0 = time.monotonic()
-        subprocess.run([go_tpc, "tpch", "prepare", "-d", "postgres", "-H", "127.0.0.1", "-P", str(server.port), "-U",
-                        "refbench", "-D", "gotpc", "--conn-params", "sslmode=disable", "--sf", f"{args.sf:g}",
-                        "--dropdata"], check=True, capture_output=True, text=True)
+        # The managed server asks every client for its password, the peer too.
+        peer = subprocess.run([go_tpc, "tpch", "prepare", "-d", "postgres", "-H", "127.0.0.1", "-P", str(server.port),
+                               "-U", "refbench", "-p", server.password, "-D", "gotpc", "--conn-params", "sslmode=disable",
+                               "--sf", f"{args.sf:g}", "--dropdata"], capture_output=True, text=True)
+        if peer.returncode != 0:
+            sys.exit(f"go-tpc tpch prepare failed: {(peer.stderr or peer.stdout).strip()[-2000:]}")
         peer_s = time.monotonic() - t0
         with connect(server.database("gotpc"), autocommit=True) as conn:
             peer_rows = conn.execute("SELECT count(*) FROM lineitem").fetchone()[0]
