@@ -68,7 +68,7 @@ def test_an_unknown_engine_name_is_refused():
         get_engine("oracle")
 
 
-@pytest.mark.parametrize("name", ["duckdb", "postgres"])
+@pytest.mark.parametrize("name", ["duckdb", "postgres", "mariadb"])
 def test_each_engine_has_the_whole_interface(name):
     cls = get_engine(name)
     wanted = {n for n, v in vars(Engine).items() if not n.startswith("_") and (callable(v) or isinstance(v, classmethod))}

@@ -33,16 +33,19 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import die_with_parent, watchdog
-from refbench.engines.postgres import _account_can, _as_account, _last_error, _tail, free_port
+from refbench.engines import Dataset, Placement, QueryTimeout, sql_statements
+from refbench.engines.postgres import _account_can, _as_account, _last_error, _tail, free_port, managed_data_dir
 from refbench.errors import UserError
+from refbench.host.pagecache import files_under
 from refbench.redaction import read_private, redact, write_private
 
-__all__ = ["ManagedMariaDB", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "load_lines", "parse_dsn",
+__all__ = ["ENGINE", "ManagedMariaDB", "MariaDbEngine", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "load_lines", "parse_dsn",
            "require_server_binaries", "server_settings", "server_version", "version_problem"]
 
 USER = "refbench"
@@ -574,3 +577,245 @@ def hit_ratio(before: dict[str, int], after: dict[str, int]) -> float | None:
     """The share of page requests between two block_counts that the buffer pool answered (None if there were none)."""
     hits, reads = after["blocks_hit"] - before["blocks_hit"], after["blocks_read"] - before["blocks_read"]
     return hits / (hits + reads) if hits + reads > 0 else None
+
+
+# ---- the engine behind refbench.engines' interface -------------------------------------------------------------
+
+
+ER_STATEMENT_TIMEOUT = 1969  # "Query execution was interrupted (max_statement_time exceeded)"
+
+
+class MariaDbSession:
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.conn = connect(dsn, autocommit=True)
+        self.timeout_s: float | None = None  # the session's max_statement_time, once set
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        # max_statement_time is set only when it changes, so the timed call stays one round trip.
+        wanted = float(timeout_s or 0)
+        if wanted != self.timeout_s:
+            self.conn.cursor().execute(f"SET SESSION max_statement_time = {wanted:.6f}")
+            self.timeout_s = wanted
+        driver = _driver()
+        t0 = time.perf_counter()
+        try:
+            cursor = self.conn.cursor()
+            cursor.execute(query)
+            rows = list(cursor.fetchall()) if cursor.description else []
+        except driver.OperationalError as exc:
+            if not timeout_s or not exc.args or exc.args[0] != ER_STATEMENT_TIMEOUT:
+                raise
+            raise QueryTimeout(timeout_s) from None
+        return rows, time.perf_counter() - t0
+
+    def cancel(self) -> None:
+        """KILL QUERY from a connection of its own: a connection busy with a query cannot be asked anything."""
+        with connect(self.dsn) as conn:
+            conn.cursor().execute(f"KILL QUERY {self.conn.thread_id()}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _load_table(dsn: str, table: str, csv: Path) -> int:
+    """One LOAD DATA LOCAL INFILE of tpchgen's CSV (a header line, fields quoted when they hold a comma). LOCAL makes
+    a value that does not fit its column a warning instead of an error, so any warning fails the load."""
+    with connect(dsn, autocommit=True, local_infile=True) as conn:
+        cursor = conn.cursor()
+        cursor.execute(f"TRUNCATE TABLE {table}")
+        try:
+            cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} FIELDS TERMINATED BY ',' "
+                           "OPTIONALLY ENCLOSED BY '\"' IGNORE 1 LINES", (str(csv),))
+        except _driver().Error as exc:
+            if exc.args and exc.args[0] in (1148, 4166):  # ER_NOT_ALLOWED_COMMAND, ER_LOAD_INFILE_CAPABILITY_DISABLED
+                raise UserError(f"the MariaDB server refuses LOAD DATA LOCAL INFILE, which refbench loads with "
+                                f"({_client_error(exc)}); set local_infile=ON on it.") from None
+            raise
+        rows = cursor.rowcount
+        if conn.warning_count():
+            level, code, message = _rows(conn, "SHOW WARNINGS LIMIT 1")[0]
+            raise UserError(f"loading {csv} into MariaDB gave {conn.warning_count()} warnings, the first: {message.rstrip('.')}.")
+        return rows
+
+
+class MariaDbEngine:
+    """refbench.engines.Engine for MariaDB: a managed server (``server``) or a user's (``server`` None, a mysql://
+    DSN)."""
+
+    name = "mariadb"
+    title = "MariaDB"
+    kind = "row store"
+    in_process = False
+
+    def __init__(self, dsn: str, server: ManagedMariaDB | None, workers: int, dataset: Dataset):
+        """``dsn`` is the dataset's database; for a managed ``server`` not started yet, "" until start()."""
+        self.dsn, self.server, self.workers, self.dataset = dsn, server, max(1, workers), dataset
+        self.main: MariaDbSession | None = None
+
+    @classmethod
+    def create(cls, dataset: Dataset, place: Placement) -> "MariaDbEngine":
+        # place.cache_bytes needs no bound: InnoDB reads its files with O_DIRECT (see the module's docstring).
+        if place.dsn:
+            return cls(place.dsn, None, place.workers, dataset)
+        return cls("", ManagedMariaDB(place.location, place.settings, place.password_file), place.workers, dataset)
+
+    @classmethod
+    def require_installed(cls) -> None:
+        require_server_binaries()
+
+    @classmethod
+    def check_dsn(cls, dsn: str) -> None:
+        with connect(dsn) as conn:
+            problem = version_problem(server_version(conn))
+        if problem:
+            raise UserError(problem)
+
+    @classmethod
+    def reaches(cls, directory: Path) -> bool:
+        return ManagedMariaDB.reachable(directory)
+
+    @classmethod
+    def managed_data_dir(cls, preferred: Path, fallback: Path) -> Path:
+        return managed_data_dir(preferred, fallback, ManagedMariaDB.reachable)
+
+    def start(self) -> None:
+        if self.server is not None:
+            self.server.start()
+            self.dsn = self.server.database(self.dataset.name)
+
+    def stop(self) -> None:
+        self.close()
+        if self.server is not None:
+            self.server.stop()
+
+    def loaded(self, scale_factor: float) -> bool:
+        with connect(self.dsn, autocommit=True) as conn:
+            if not _rows(conn, "SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema = DATABASE() "
+                               "AND table_name = 'refbench_load'")[0][0]:
+                return False
+            return _rows(conn, "SELECT scale_factor FROM refbench_load")[0][0] == scale_factor
+
+    def load(self, data_dir: Path, scale_factor: float) -> dict[str, Any]:
+        """LOAD DATA LOCAL INFILE of every table (largest first, as many at once as there are workers), then each
+        table's indexes (one table's in sequence: an index build locks its table's metadata; tables in parallel),
+        then the keys and ANALYZE TABLE for the optimizer's statistics."""
+        self.close()
+        data_dir = data_dir.absolute()
+        t0 = time.monotonic()
+        tables = self.dataset.tables
+        size = {t: (data_dir / f"{t}.csv").stat().st_size for t in tables}
+        largest_first = sorted(tables, key=lambda t: -size[t])
+        driver = _driver()
+        try:
+            with connect(self.dsn, autocommit=True) as conn:
+                cursor = conn.cursor()
+                cursor.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(tables))
+                for statement in sql_statements(self.dataset.sql(self.name, "schema")):
+                    cursor.execute(statement)
+            with ThreadPoolExecutor(self.workers) as pool:
+                counts = pool.map(lambda t: _load_table(self.dsn, t, data_dir / f"{t}.csv"), largest_first)
+                rows = dict(zip(largest_first, counts))
+            load_s = time.monotonic() - t0
+            by_table: dict[str, list[str]] = {}
+            for statement in sql_statements(self.dataset.sql(self.name, "indexes")):
+                by_table.setdefault(re.search(r" ON (\w+)", statement)[1], []).append(statement)
+            self._in_parallel([by_table[t] for t in largest_first if t in by_table])
+            self._in_parallel([sql_statements(self.dataset.sql(self.name, "keys"))])
+            self._in_parallel([[f"ANALYZE TABLE {t}"] for t in largest_first])
+            with connect(self.dsn, autocommit=True) as conn:
+                cursor = conn.cursor()
+                cursor.execute("CREATE TABLE refbench_load (scale_factor DOUBLE)")
+                cursor.execute("INSERT INTO refbench_load VALUES (%s)", (scale_factor,))
+        except driver.Error as exc:
+            raise UserError(f"loading the {self.dataset.title} tables into MariaDB failed: {_client_error(exc)}.") from None
+        return {"load_s": round(load_s, 2), "index_s": round(time.monotonic() - t0 - load_s, 2), "rows": rows,
+                "copy": "LOAD DATA LOCAL INFILE"}
+
+    def _in_parallel(self, groups: list[list[str]]) -> None:
+        """Each group's statements in order on a connection of its own, ``workers`` groups at once."""
+        def run(group: list[str]) -> None:
+            with connect(self.dsn, autocommit=True) as conn:
+                cursor = conn.cursor()
+                for statement in group:
+                    cursor.execute(statement)
+                    if cursor.description:
+                        cursor.fetchall()  # ANALYZE TABLE answers with a result set
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            list(pool.map(run, [g for g in groups if g]))
+
+    def open(self) -> None:
+        if self.main is None:
+            self.main = self.session()
+
+    def close(self) -> None:
+        if self.main is not None:
+            self.main.close()
+            self.main = None
+
+    def session(self) -> MariaDbSession:
+        return MariaDbSession(self.dsn)
+
+    def cold(self) -> str:
+        self.close()
+        if self.server is not None:
+            self.server.restart()
+            how = "MariaDB restarted (its buffer pool is not reloaded)"
+        else:
+            how = "a new connection (a user's server keeps its buffer pool)"
+        self.open()
+        return how
+
+    def data_location(self) -> Path | None:
+        return None if self.server is None else self.server.data_dir
+
+    def data_files(self) -> list[Path] | None:
+        """None for a user's server: its files are not refbench's to touch. InnoDB reads with O_DIRECT, so the page
+        cache holds little of them; the caller's eviction is harmless."""
+        return None if self.server is None else files_under([self.server.data_dir / self.dataset.name])
+
+    def server_pid(self) -> int | None:
+        if self.server is None or self.server.process is None:
+            return None
+        return self.server.process.pid
+
+    def counters(self) -> dict[str, int]:
+        with connect(self.dsn, autocommit=True) as conn:
+            counts = block_counts(conn)
+        return {k: counts[k] for k in ("blocks_hit", "blocks_read", "block_bytes", "database_bytes")}
+
+    def database_bytes(self) -> int | None:
+        return self.counters()["database_bytes"]
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        return self.main.run(query, timeout_s)
+
+    def usage(self) -> dict[str, int]:
+        """The redo log written (wal_bytes) and the pages the executor asked of the buffer pool (logical_read_bytes);
+        MariaDB counts temporary tables on disk, not their bytes, so temp_bytes is left out."""
+        with connect(self.dsn, autocommit=True) as conn:
+            counts = block_counts(conn)
+        return {"wal_bytes": counts["log_written_bytes"],
+                "logical_read_bytes": (counts["blocks_hit"] + counts["blocks_read"]) * counts["block_bytes"]}
+
+    def sizes(self) -> dict[str, Any]:
+        with connect(self.dsn, autocommit=True) as conn:
+            rows = _rows(conn, "SELECT table_name, data_length, index_length FROM information_schema.TABLES "
+                               "WHERE table_schema = DATABASE()")
+        mine = [r for r in rows if r[0] in self.dataset.tables]
+        return {"tables_bytes": {r[0]: int(r[1]) for r in mine}, "indexes_bytes": {r[0]: int(r[2]) for r in mine},
+                "database_bytes": sum(int(r[1]) + int(r[2]) for r in rows)}
+
+    def connect(self):
+        return connect(self.dsn, autocommit=True)
+
+    def settings(self, names: list[str] | None = None) -> dict[str, str]:
+        with connect(self.dsn, autocommit=True) as conn:
+            return {"version": server_version(conn),
+                    **server_settings(conn, names or ["innodb_buffer_pool_size", "innodb_flush_method",
+                                                      "join_buffer_size", "sort_buffer_size", "tmp_table_size",
+                                                      "max_heap_table_size", "optimizer_search_depth"])}
+
+
+ENGINE = MariaDbEngine

@@ -339,10 +339,11 @@ def _panic_since_launch(log: Path) -> str | None:
     return f"{panics[-1]} (its log: {log})" if panics else None
 
 
-def managed_data_dir(preferred: Path, fallback: Path) -> Path:
-    """``preferred`` if the server's account can reach it; otherwise ``fallback`` (a checkout in root's home is
-    closed to the postgres account), created with its parents open to it."""
-    if ManagedPostgres.reachable(preferred.parent):
+def managed_data_dir(preferred: Path, fallback: Path, reachable=None) -> Path:
+    """``preferred`` if the server's account can reach it (``reachable``, PostgreSQL's by default; MariaDB passes
+    its own); otherwise ``fallback`` (a checkout in root's home is closed to the postgres account), created with its
+    parents open to it."""
+    if (reachable or ManagedPostgres.reachable)(preferred.parent):
         return preferred
     fallback.parent.mkdir(parents=True, exist_ok=True)
     for part in fallback.parents:

@@ -1,0 +1,76 @@
+"""MariaDB as a dss engine, through the registry as a suite opens it: tpchgen's SF 0.01 CSVs loaded with LOAD DATA
+LOCAL INFILE, then stream 0's 22 queries in the same SQL text as DuckDB's, compared with DuckDB's answers the way
+the suite's cross-engine check compares them (rows tied on the ORDER BY as a set)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from refbench import engines
+from refbench.engines import QueryTimeout
+from refbench.engines.mariadb import ManagedMariaDB
+from refbench.suites.dss import datagen
+from refbench.suites.dss.answers import as_expected, compare, engine_kinds
+from refbench.suites.dss.queries import stream_queries
+
+pytestmark = pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
+                                reason="mariadb-server is not installed (make setup installs it)")
+
+SF = 0.01
+
+
+@pytest.fixture(scope="module")
+def base():
+    """A directory the mysql system user can reach (pytest's tmp_path is closed to it)."""
+    path = Path(tempfile.mkdtemp(prefix="refbench-test-mariadb-dss-"))
+    path.chmod(0o755)
+    yield path
+    ManagedMariaDB(path / "data", {}).stop_stale()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_mariadb_loads_tpch_and_agrees_with_duckdb_on_stream_0(base):
+    data = base / "csv"
+    datagen.generate(data, SF)
+    duck = engines.open_engine("duckdb", datagen.TPCH, engines.Placement(base / "tpch.duckdb"))
+    maria = engines.open_engine("mariadb", datagen.TPCH, engines.Placement(
+        base / "data", settings={"innodb_buffer_pool_size": "64M"}, password_file=base / "password", workers=2))
+    assert maria.name == "mariadb" and maria.kind == "row store"
+    duck.start()
+    maria.start()
+    try:
+        assert not maria.loaded(SF)
+        loaded = maria.load(data, SF)
+        duck.load(data, SF)
+        duck.open()
+        assert loaded["rows"] == {t: duck.run(f"SELECT count(*) FROM {t}")[0][0][0] for t in datagen.TABLES}
+        assert maria.loaded(SF) and not maria.loaded(0.1)
+        maria.open()
+        before = maria.counters()
+        wrong = {}
+        for q, text in stream_queries(0, SF):
+            rows, seconds = maria.run(text, timeout_s=60)
+            assert seconds > 0
+            difference = compare(q, rows, as_expected(duck.run(text)[0]), engine_kinds(q))
+            if difference:
+                wrong[q] = difference
+        assert wrong == {}
+        after = maria.counters()
+        assert after["blocks_hit"] > before["blocks_hit"] and after["block_bytes"] == 16384
+        assert maria.sizes()["tables_bytes"]["lineitem"] > 0 and maria.usage()["logical_read_bytes"] > 0
+        assert maria.settings()["innodb_buffer_pool_size"] == str(64 << 20)
+        assert "MariaDB" in maria.settings()["version"]
+        with pytest.raises(QueryTimeout):  # a cross join of lineitem with itself: minutes, cut at 0.2 s
+            maria.run("SELECT count(*) FROM lineitem a, lineitem b WHERE a.l_comment < b.l_comment", timeout_s=0.2)
+        assert maria.run("SELECT count(*) FROM region")[0] == [(5,)]  # the session still works, without a timeout
+        assert "restarted" in maria.cold() and maria.run("SELECT count(*) FROM nation")[0] == [(25,)]
+        assert maria.data_files() and maria.server_pid() == maria.server.process.pid
+    finally:
+        maria.stop()
+        duck.stop()
+    assert maria.server.process is None
