@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from refbench import engines
 from refbench.engines import QueryTimeout
 from refbench.engines.mariadb import ManagedMariaDB
+from refbench.errors import UserError
 from refbench.suites.dss import datagen
 from refbench.suites.dss.answers import as_expected, compare, engine_kinds
 from refbench.suites.dss.queries import stream_queries
@@ -68,6 +71,18 @@ def test_mariadb_loads_tpch_and_agrees_with_duckdb_on_stream_0(base):
         with pytest.raises(QueryTimeout):  # a cross join of lineitem with itself: minutes, cut at 0.2 s
             maria.run("SELECT count(*) FROM lineitem a, lineitem b WHERE a.l_comment < b.l_comment", timeout_s=0.2)
         assert maria.run("SELECT count(*) FROM region")[0] == [(5,)]  # the session still works, without a timeout
+        session = maria.session()
+        threading.Timer(0.3, session.cancel).start()
+        t0 = time.monotonic()
+        with pytest.raises(Exception, match="interrupted"):  # cancel() from another thread: KILL QUERY
+            session.run("SELECT count(*) FROM lineitem a, lineitem b WHERE a.l_comment < b.l_comment")
+        assert time.monotonic() - t0 < 30
+        session.close()
+        (data / "region.csv").write_text("r_regionkey,r_name,r_comment\n0,AFRICA,x\nnot a number,EUROPE,y\n")
+        with pytest.raises(UserError,
+                           match=r"^loading .*region.csv into MariaDB gave 1 warning, the first: Incorrect integer value"):
+            maria.load(data, SF)
+        assert not maria.loaded(SF)  # a failed load is not taken for a complete one
         assert "restarted" in maria.cold() and maria.run("SELECT count(*) FROM nation")[0] == [(25,)]
         assert maria.data_files() and maria.server_pid() == maria.server.process.pid
     finally:

@@ -589,6 +589,8 @@ class MariaDbSession:
     def __init__(self, dsn: str):
         self.dsn = dsn
         self.conn = connect(dsn, autocommit=True)
+        # Read now: the client refuses any call on a connection another thread is running a query on.
+        self.thread_id = self.conn.thread_id()
         self.timeout_s: float | None = None  # the session's max_statement_time, once set
 
     def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
@@ -612,7 +614,7 @@ class MariaDbSession:
     def cancel(self) -> None:
         """KILL QUERY from a connection of its own: a connection busy with a query cannot be asked anything."""
         with connect(self.dsn) as conn:
-            conn.cursor().execute(f"KILL QUERY {self.conn.thread_id()}")
+            conn.cursor().execute(f"KILL QUERY {self.thread_id}")
 
     def close(self) -> None:
         self.conn.close()
@@ -633,9 +635,11 @@ def _load_table(dsn: str, table: str, csv: Path) -> int:
                                 f"({_client_error(exc)}); set local_infile=ON on it.") from None
             raise
         rows = cursor.rowcount
-        if conn.warning_count():
-            level, code, message = _rows(conn, "SHOW WARNINGS LIMIT 1")[0]
-            raise UserError(f"loading {csv} into MariaDB gave {conn.warning_count()} warnings, the first: {message.rstrip('.')}.")
+        warnings = conn.warning_count()
+        if warnings:
+            message = _rows(conn, "SHOW WARNINGS LIMIT 1")[0][2]
+            raise UserError(f"loading {csv} into MariaDB gave {warnings} warning{'s' * (warnings > 1)}, the first: "
+                            f"{message.rstrip('.')}.")
         return rows
 
 
