@@ -199,6 +199,67 @@ class Engine(Protocol):
         or by default those that shape a query workload's."""
 
 
+class ServerEngine:
+    """What the engines with a server (managed, or a user's behind a DSN) share: the dataset's database on it, the
+    main connection run() uses, restarts for a cold cache, the server's files and process. A subclass sets ``title``,
+    ``buffer_cache`` (its cache's name, for cold()'s words) and ``Session`` (its session class, opened on a DSN)."""
+
+    title: str
+    buffer_cache: str
+    Session: Any
+
+    def __init__(self, dsn: str, server: Any, workers: int, dataset: Dataset):
+        """``dsn`` is the dataset's database; for a managed ``server`` not started yet, "" until start()."""
+        self.dsn, self.server, self.workers, self.dataset = dsn, server, max(1, workers), dataset
+        self.main: Any = None
+
+    def start(self) -> None:
+        if self.server is not None:
+            self.server.start()
+            self.dsn = self.server.database(self.dataset.name)
+
+    def stop(self) -> None:
+        self.close()
+        if self.server is not None:
+            self.server.stop()
+
+    def open(self) -> None:
+        if self.main is None:
+            self.main = self.session()
+
+    def close(self) -> None:
+        if self.main is not None:
+            self.main.close()
+            self.main = None
+
+    def session(self) -> Session:
+        return self.Session(self.dsn)
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        return self.main.run(query, timeout_s)
+
+    def cold(self) -> str:
+        self.close()
+        if self.server is not None:
+            self.server.restart()
+            how = f"{self.title} restarted"
+        else:
+            how = f"a new connection (a user's server keeps its {self.buffer_cache})"
+        self.open()
+        return how
+
+    def data_location(self) -> Path | None:
+        return None if self.server is None else self.server.data_dir
+
+    def server_pid(self) -> int | None:
+        if self.server is None or self.server.process is None:
+            return None
+        return self.server.process.pid
+
+    def database_bytes(self) -> int | None:
+        return self.counters()["database_bytes"]
+
+
 def sql_statements(text: str) -> list[str]:
     """The statements of an SQL script, its comment lines left out."""
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]

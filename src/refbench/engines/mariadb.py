@@ -39,7 +39,7 @@ from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import die_with_parent, watchdog
-from refbench.engines import Dataset, Placement, QueryTimeout, sql_statements
+from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, sql_statements
 from refbench.engines.postgres import _account_can, _as_account, _last_error, _tail, free_port, managed_data_dir
 from refbench.errors import UserError
 from refbench.host.pagecache import files_under
@@ -643,7 +643,7 @@ def _load_table(dsn: str, table: str, csv: Path) -> int:
         return rows
 
 
-class MariaDbEngine:
+class MariaDbEngine(ServerEngine):
     """refbench.engines.Engine for MariaDB: a managed server (``server``) or a user's (``server`` None, a mysql://
     DSN)."""
 
@@ -651,11 +651,8 @@ class MariaDbEngine:
     title = "MariaDB"
     kind = "row store"
     in_process = False
-
-    def __init__(self, dsn: str, server: ManagedMariaDB | None, workers: int, dataset: Dataset):
-        """``dsn`` is the dataset's database; for a managed ``server`` not started yet, "" until start()."""
-        self.dsn, self.server, self.workers, self.dataset = dsn, server, max(1, workers), dataset
-        self.main: MariaDbSession | None = None
+    buffer_cache = "buffer pool"  # not reloaded at a restart (DEFAULTS)
+    Session = MariaDbSession
 
     @classmethod
     def create(cls, dataset: Dataset, place: Placement) -> "MariaDbEngine":
@@ -682,16 +679,6 @@ class MariaDbEngine:
     @classmethod
     def managed_data_dir(cls, preferred: Path, fallback: Path) -> Path:
         return managed_data_dir(preferred, fallback, ManagedMariaDB.reachable)
-
-    def start(self) -> None:
-        if self.server is not None:
-            self.server.start()
-            self.dsn = self.server.database(self.dataset.name)
-
-    def stop(self) -> None:
-        self.close()
-        if self.server is not None:
-            self.server.stop()
 
     def loaded(self, scale_factor: float) -> bool:
         with connect(self.dsn, autocommit=True) as conn:
@@ -749,51 +736,15 @@ class MariaDbEngine:
         with ThreadPoolExecutor(self.workers) as pool:
             list(pool.map(run, [g for g in groups if g]))
 
-    def open(self) -> None:
-        if self.main is None:
-            self.main = self.session()
-
-    def close(self) -> None:
-        if self.main is not None:
-            self.main.close()
-            self.main = None
-
-    def session(self) -> MariaDbSession:
-        return MariaDbSession(self.dsn)
-
-    def cold(self) -> str:
-        self.close()
-        if self.server is not None:
-            self.server.restart()
-            how = "MariaDB restarted (its buffer pool is not reloaded)"
-        else:
-            how = "a new connection (a user's server keeps its buffer pool)"
-        self.open()
-        return how
-
-    def data_location(self) -> Path | None:
-        return None if self.server is None else self.server.data_dir
-
     def data_files(self) -> list[Path] | None:
         """None for a user's server: its files are not refbench's to touch. InnoDB reads with O_DIRECT, so the page
         cache holds little of them; the caller's eviction is harmless."""
         return None if self.server is None else files_under([self.server.data_dir / self.dataset.name])
 
-    def server_pid(self) -> int | None:
-        if self.server is None or self.server.process is None:
-            return None
-        return self.server.process.pid
-
     def counters(self) -> dict[str, int]:
         with connect(self.dsn, autocommit=True) as conn:
             counts = block_counts(conn)
         return {k: counts[k] for k in ("blocks_hit", "blocks_read", "block_bytes", "database_bytes")}
-
-    def database_bytes(self) -> int | None:
-        return self.counters()["database_bytes"]
-
-    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
-        return self.main.run(query, timeout_s)
 
     def usage(self) -> dict[str, int]:
         """The redo log written (wal_bytes) and the pages the executor asked of the buffer pool (logical_read_bytes);

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.children import die_with_parent, watchdog
-from refbench.engines import Dataset, Placement, QueryTimeout, sql_statements
+from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, sql_statements
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
@@ -463,21 +463,18 @@ def _copy_table(dsn: str, table: str, csv: Path, server_file: bool) -> int:
         return cur.rowcount
 
 
-class PostgresEngine:
+class PostgresEngine(ServerEngine):
     """refbench.engines.Engine for PostgreSQL: a managed server (``server``) or a user's (``server`` None)."""
 
     name = "postgres"
     title = "PostgreSQL"
     kind = "row store"
     in_process = False
+    buffer_cache = "shared buffers"
+    Session = PostgresSession
 
     # Per index build: an SF 10 lineitem index sorts about 2 GB of keys; two builds run at once.
     INDEX_SETTINGS = {"maintenance_work_mem": "1GB"}
-
-    def __init__(self, dsn: str, server: ManagedPostgres | None, workers: int, dataset: Dataset):
-        """``dsn`` is the dataset's database; for a managed ``server`` not started yet, "" until start()."""
-        self.dsn, self.server, self.workers, self.dataset = dsn, server, max(1, workers), dataset
-        self.main: PostgresSession | None = None
 
     @classmethod
     def create(cls, dataset: Dataset, place: Placement) -> "PostgresEngine":
@@ -502,16 +499,6 @@ class PostgresEngine:
     @classmethod
     def managed_data_dir(cls, preferred: Path, fallback: Path) -> Path:
         return managed_data_dir(preferred, fallback)
-
-    def start(self) -> None:
-        if self.server is not None:
-            self.server.start()
-            self.dsn = self.server.database(self.dataset.name)
-
-    def stop(self) -> None:
-        self.close()
-        if self.server is not None:
-            self.server.stop()
 
     def loaded(self, scale_factor: float) -> bool:
         with connect(self.dsn, autocommit=True) as conn:
@@ -556,48 +543,12 @@ class PostgresEngine:
         return {"load_s": round(load_s, 2), "index_s": round(time.monotonic() - t0 - load_s, 2), "rows": rows,
                 "copy": "server-side COPY FREEZE" if server_file else "COPY FREEZE through the connection"}
 
-    def open(self) -> None:
-        if self.main is None:
-            self.main = PostgresSession(self.dsn)
-
-    def close(self) -> None:
-        if self.main is not None:
-            self.main.close()
-            self.main = None
-
-    def session(self) -> PostgresSession:
-        return PostgresSession(self.dsn)
-
-    def cold(self) -> str:
-        self.close()
-        if self.server is not None:
-            self.server.restart()
-            how = "PostgreSQL restarted"
-        else:
-            how = "a new connection (a user's server keeps its shared buffers)"
-        self.open()
-        return how
-
-    def data_location(self) -> Path | None:
-        return None if self.server is None else self.server.data_dir
-
     def data_files(self) -> list[Path] | None:
         """None for a user's server: its files are not refbench's to touch, and may be on another host."""
         return None if self.server is None else files_under([self.server.data_dir / "base"])
 
-    def server_pid(self) -> int | None:
-        if self.server is None or self.server.process is None:
-            return None
-        return self.server.process.pid
-
     def counters(self) -> dict[str, int]:
         return block_counts(self.dsn)
-
-    def database_bytes(self) -> int | None:
-        return self.counters()["database_bytes"]
-
-    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
-        return self.main.run(query, timeout_s)
 
     def usage(self) -> dict[str, int]:
         """Temporary files (sorts and hashes that spilled) and WAL written so far (the paper's temp and log sizing),
