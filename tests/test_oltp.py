@@ -230,7 +230,8 @@ def test_a_disk_filling_up_during_the_load_stops_the_server_and_the_run_resumes_
     base = small_reachable_fs("1200m")
     tree = process_tree("oltp", *TINY, "--users", "1", "--load-workers", "2", "--data-dir", str(base / "pgdata"),
                         "--runs-dir", "runs")
-    wait_for(tree.forked_workers, 120, "the loader processes", 0.1)
+    # Both loaders: a single process with refbench's command line can be initdb's fork before its exec.
+    wait_for(lambda: len(tree.forked_workers()) >= 2, 120, "the loader processes", 0.1)
     filler = fill(base)
     ended = tree.finish()
     assert ended["code"] == 75, ended["stderr"]

@@ -337,6 +337,10 @@ def _tag_filter(tags: list[str] | None) -> dict[str, str]:
     return parse_tags(tags or [])
 
 
+def _tags_text(tags: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in tags.items())
+
+
 def _headline_text(h: dict[str, Any]) -> str:
     from refbench.catalog.history import series_name
     from refbench.report.html import fmt
@@ -359,6 +363,7 @@ def list_runs_cmd(
     catalog (catalog.sqlite in the runs directory), brought up to date from the run directories first; a run
     that cannot be read is listed as corrupt with one warning."""
     from refbench.catalog import Catalog, since_utc
+    from refbench.catalog.history import lead_headlines
 
     shown = limit if limit is not None else 0 if as_json else RUNS_TABLE_LIMIT
     with Catalog(runs_dir) as catalog:
@@ -383,12 +388,10 @@ def list_runs_cmd(
         style = {"complete": "green", "interrupted": "yellow", "failed": "red"}.get(r["status"], "")
         if r["status"].startswith("corrupt"):
             style = "bold red"
-        # Each suite's first headline (NOPM, peak IOPS, power…) keeps a run to a few lines; --json has them all.
-        leads = {h["suite"]: h for h in reversed(r["headlines"])}
-        figures = "\n".join(_headline_text(leads[s]) for s in dict.fromkeys(h["suite"] for h in r["headlines"]))
-        figures = figures or ", ".join(r["suites"]) or "(host only)"
+        # One headline a suite keeps a run to a few lines; --json has them all.
+        figures = "\n".join(map(_headline_text, lead_headlines(r["headlines"]))) or ", ".join(r["suites"]) or "(host only)"
         table.add_row(r["run"], f"[{style}]{r['status']}[/{style}]" if style else r["status"], r["profile"] or "",
-                      r["host"] or "", escape(" ".join(f"{k}={v}" for k, v in r["tags"].items())), escape(figures),
+                      r["host"] or "", escape(_tags_text(r["tags"])), escape(figures),
                       str(r["records"] if r["records"] is not None else ""), r["started_utc"] or "")
     out.print(table)
     if more:
@@ -410,7 +413,7 @@ def tag(
     found.meta  # a corrupt run.json ends the command before tags.json is written
     changes = parse_tags(tags)
     now = found.set_tags(changes)
-    err.print(f"tags of {found.path.name}: " + (" ".join(f"{k}={v}" for k, v in now.items()) or "(none)"),
+    err.print(f"tags of {found.path.name}: " + (_tags_text(now) or "(none)"),
               markup=False, soft_wrap=True)
 
 
@@ -445,7 +448,7 @@ def history(
     table = RichTable("run", "started (UTC)", "host", "tags", "series", "value", "spread (low–high over n)",
                       title=f"{figure} over {len({p['run'] for p in points})} runs", title_justify="left")
     for p in points:
-        table.add_row(p["run"], p["started_utc"] or "", p["host"] or "", escape(" ".join(f"{k}={v}" for k, v in p["tags"].items())),
+        table.add_row(p["run"], p["started_utc"] or "", p["host"] or "", escape(_tags_text(p["tags"])),
                       escape(p["series"]), f"{fmt(p['value'])} {escape(p['unit'])}".rstrip(), spread_text(p))
     out.print(table)
     err.print(f"trend chart: {rendered.svg} (and .png)")

@@ -5,8 +5,9 @@ SQLite rather than DuckDB: a run being indexed while `refbench serve` reads the 
 file, which SQLite's WAL mode allows (readers never wait for the writer) and DuckDB does not (one process holds a
 database file for writing). The catalog's queries are small lookups and filters, where SQLite is at home.
 
-A run is indexed again when its fingerprint changes: the modification times of run.json, verdict.json, tags.json and
-its records directories. A run directory that cannot be read is listed as corrupt, with the sentence that says why,
+A run is indexed again when its fingerprint changes: the name, size and modification time of every JSON file the
+catalog reads from it (run.json, verdict.json, tags.json, records, findings), or when a run marked running has lost
+its lock (killed). A run directory that cannot be read is listed as corrupt, with the sentence that says why,
 and without figures; the others are indexed.
 """
 
@@ -125,7 +126,8 @@ class Catalog:
     def runs(self, suite: str | None = None, host: str | None = None, tags: dict[str, str] | None = None,
              since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The runs, newest first, with their headline figures; filtered by suite, host, tags and start date."""
-        where, args = run_filters(suite, host, tags, since)
+        conditions, args = run_filters(suite, host, tags, since)
+        where = f"WHERE {conditions}" if conditions else ""
         query = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY started_utc DESC, run DESC"
         if limit:
             query += f" LIMIT {int(limit)}"
@@ -148,9 +150,6 @@ class Catalog:
         item["path"] = str(self.runs_dir / item["run"])  # the directory's own place, even when it was copied or moved
         return item
 
-    def count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM runs").fetchone()[0]
-
     def values(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Rows of a query over the catalog's tables (history.py's two kinds of figure)."""
         return list(self.db.execute(sql, args))
@@ -169,7 +168,7 @@ def index_run(run: Run, console: Any) -> None:
 
 def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
              table: str = "runs") -> tuple[str, list[Any]]:
-    """A WHERE clause over the runs table and its arguments."""
+    """The conditions on the runs table (joined by AND, "" for none) and their arguments."""
     where, args = [], []
     if suite:
         where.append(f"EXISTS (SELECT 1 FROM json_each({table}.suites) WHERE value = ?)")
@@ -185,7 +184,7 @@ def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None
     if since:
         where.append(f"{table}.started_utc >= ?")
         args.append(since)
-    return ("WHERE " + " AND ".join(where)) if where else "", args
+    return " AND ".join(where), args
 
 
 def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -202,7 +201,7 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
            "suites": json.dumps(plan.get("suites", [])), "tags": json.dumps(run.tags()),
            "records": sum(map(len, groups.values())), "plan": json.dumps(plan)}
     rows = [(suite, case, metric, f.value, *_spread(f.samples)) for (suite, case, metric), f in found.items()]
-    case_of = figure_cases(run, groups) if not run.plan.hosts else {}
+    case_of = figure_cases(run, groups) if not plan.get("hosts") else {}
     headlines = []
     for v in run.read_json(run.verdict_path) or []:
         for h in v["headlines"]:

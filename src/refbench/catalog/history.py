@@ -37,8 +37,8 @@ def history(catalog: Catalog, figure: str, host: str | None = None, tags: dict[s
     """The figure's values over the matching runs, oldest first: one dict per run and series, with run,
     started_utc, host, tags, series, label, value, unit, low, high, n."""
     suite, case, metric = parse_figure(figure)
-    where, args = run_filters(None, host, tags, since, table="r")
-    extra = f"AND {where[len('WHERE '):]}" if where else ""
+    conditions, args = run_filters(None, host, tags, since, table="r")
+    extra = f"AND {conditions}" if conditions else ""
     common = "r.run, r.started_utc, r.host, r.tags, x.value, x.low, x.high, x.n"
     if case is None:
         rows = catalog.values(f"SELECT {common}, x.label, x.unit FROM headlines x JOIN runs r USING (run) "
@@ -63,6 +63,15 @@ def series_name(label: str) -> str:
     series with the best load level of another run; "t0: peak IOPS, random read, 4 KiB, QD 32" one with another
     run's best point."""
     return re.sub(r"\s*\([^()]*\)$", "", label.split(",")[0])
+
+
+def lead_headlines(headlines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each suite's first headline (NOPM, peak IOPS, power…), in the suites' order: what a list of runs shows of
+    each (`refbench runs`, the dashboard's runs page)."""
+    leads: dict[str, dict[str, Any]] = {}
+    for headline in headlines:
+        leads.setdefault(headline["suite"], headline)
+    return list(leads.values())
 
 
 def spread_text(point: dict[str, Any]) -> str:

@@ -155,7 +155,7 @@ class ManagedPostgres:
                                 **_as_account(self.account))
         if result.returncode != 0:
             detail = _last_error(result.stderr + result.stdout + _tail(self.log_file))
-            raise UserError(f"PostgreSQL {what} failed: {detail}.")
+            raise UserError(f"PostgreSQL {what} of {self.data_dir} failed: {detail}.")
         return result
 
     def _own(self, path: Path) -> None:

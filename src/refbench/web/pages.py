@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from refbench.catalog.history import series_name
+from refbench.catalog.history import lead_headlines, series_name
 from refbench.dryrun import duration
 from refbench.errors import UserError
 from refbench.report import html as h
@@ -80,13 +80,10 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
         status = r["status"] or "unknown"
         status_cell = (f'<a class="running" href="{link("/progress/" + name)}">running — progress</a>'
                        if status == "running" else f'<span class="{h.esc(status)}">{h.esc(status)}</span>')
-        # Each suite's first headline (NOPM, peak IOPS, power…), as `refbench runs` shows them; the report has all.
-        leads: dict[str, dict[str, Any]] = {}
-        for x in r["headlines"]:
-            leads.setdefault(x["suite"], x)
+        # As `refbench runs` shows them; the report has all.
         figures = "<br>".join(
             f'{h.esc(x["suite"])} {h.esc(series_name(x["label"]))}: <a href="{link("/history", figure=figure_name(x))}">'
-            f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>' for x in leads.values()) or "—"
+            f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>' for x in lead_headlines(r["headlines"])) or "—"
         tags = "".join(f"<span>{h.esc(k)}={h.esc(v)}</span>" for k, v in sorted(r["tags"].items()))
         rows.append(
             f'<tr><td><input type="checkbox" name="run" value="{h.esc(name)}" aria-label="compare {h.esc(name)}"></td>'
