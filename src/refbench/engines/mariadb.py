@@ -157,6 +157,8 @@ class ManagedMariaDB:
     underscores), innodb_buffer_pool_size among them; ``password_file`` keeps the refbench user's password (a file of
     the run, so that a resumed run keeps it); without one it lives in memory only."""
 
+    bound = None  # no page-cache bound (host.cachebound): InnoDB reads with O_DIRECT, see the module's docstring
+
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None):
         self.data_dir = Path(data_dir).absolute()
         self.settings = {_setting_name(name): str(value) for name, value in settings.items()}
@@ -664,6 +666,11 @@ class MariaDbEngine(ServerEngine):
     @classmethod
     def require_installed(cls) -> None:
         require_server_binaries()
+
+    @classmethod
+    def check_settings(cls, settings: dict[str, str], origins: dict[str, str]) -> None:
+        """A managed server's variables judged by mariadbd before anything is written (check_server_settings)."""
+        check_server_settings(settings, origins)
 
     @classmethod
     def check_dsn(cls, dsn: str) -> None:

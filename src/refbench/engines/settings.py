@@ -71,7 +71,7 @@ def pg_setting_problem(item: str) -> str | None:
 
 def pg_settings_dict(items: list[str]) -> dict[str, str]:
     """pg_settings items (already checked) as the name -> value the server is started with."""
-    return {name.strip().lower(): value.strip() for name, _, value in (item.partition("=") for item in items)}
+    return settings_dict(items)
 
 
 def duckdb_size_problem(value: str) -> str | None:
@@ -94,6 +94,8 @@ def dsn_problem(value: str) -> str | None:
     hold a password."""
     if not value:
         return None
+    if re.match(r"\s*(mysql|mariadb)://", value, re.IGNORECASE):
+        return mysql_dsn_problem(value)
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
@@ -104,6 +106,50 @@ def dsn_problem(value: str) -> str | None:
         return (f"must be a libpq connection string such as 'host=db1 user=bench dbname=tpcc' or postgresql://…, "
                 f"and is not ({reason})")
     return None
+
+
+def mysql_dsn_problem(value: str) -> str | None:
+    """A MariaDB DSN, mysql://user:password@host:port/database; what is wrong, in words that never repeat it."""
+    from refbench.engines.mariadb import parse_dsn
+
+    try:
+        parse_dsn(value.strip())
+    except UserError as exc:
+        return f"must be a MariaDB DSN such as mysql://bench@db1/tpch, and is not: {exc}".rstrip(".")
+    return None
+
+
+# MariaDB's size suffixes (case-insensitive, powers of 1024); a bare number is bytes.
+_MARIADB_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def mariadb_size_problem(value: str) -> str | None:
+    """A MariaDB size such as 256M or 2G (the server checks its range when the plan is checked)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgtKMGT]?)\s*", value)
+    if not m or int(m.group(1)) == 0:
+        return f"must be a size such as 256M or 2G (MariaDB's units: K, M, G, T), not {value!r}"
+    return None
+
+
+def mariadb_size_bytes(value: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgtKMGT]?)\s*", value)
+    assert m, value
+    return int(m.group(1)) * _MARIADB_UNITS[m.group(2).lower()]
+
+
+def mariadb_setting_problem(item: str) -> str | None:
+    """One managed-MariaDB server variable, name=value (the server judges the name and value at plan time)."""
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_-]*)=(.*)", item)
+    if not m or not m.group(2).strip():
+        return "must look like name=value, e.g. join_buffer_size=4M (no spaces around '=')"
+    if m.group(1).lower().replace("-", "_") == "innodb_buffer_pool_size":
+        return "sets innodb_buffer_pool_size, which has its own option (mariadb_buffer_pool)"
+    return None
+
+
+def settings_dict(items: list[str]) -> dict[str, str]:
+    """Checked name=value items as the name -> value a server is started with."""
+    return {name.strip().lower(): value.strip() for name, _, value in (item.partition("=") for item in items)}
 
 
 @functools.cache

@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from refbench.engines import Engine, Placement, QueryTimeout, get_engine, open_engine
+from refbench.engines import Engine, Placement, QueryTimeout, engine_for_dsn, get_engine, open_engine
 from refbench.engines.settings import (
-    check_server_settings, dsn_problem, duckdb_size_problem, optional, pg_setting_problem, pg_settings_dict,
-    pg_size_bytes, pg_size_problem, setting_origins,
+    check_server_settings, dsn_problem, duckdb_size_problem, mariadb_setting_problem, mariadb_size_bytes,
+    mariadb_size_problem, optional, pg_setting_problem, pg_settings_dict, pg_size_bytes, pg_size_problem,
+    setting_origins, settings_dict,
 )
 from refbench.errors import UserError
 from refbench.host import pagecache
@@ -62,8 +63,8 @@ class DssSuite:
         "sf": Option(float, {"quick": 0.01, "standard": 10.0, "full": 100.0},
                      "Scale factor (SF 1 ≈ 1 GB of data; full's SF 100 runs where the space check finds room, else "
                      "choose --sf 30).", minimum=0.001),
-        "engines": Option(list, list(ENGINES), "Engines: duckdb (column store), postgres (row store).", item=str,
-                          choices=ENGINES),
+        "engines": Option(list, list(ENGINES), "Engines: duckdb (column store), postgres and mariadb (row stores).",
+                          item=str, choices=ENGINES),
         "modes": Option(list, list(MODES), "individual (each query cold, then warm), power, throughput.", item=str,
                         choices=MODES),
         # Each stream holds a connection, and the managed server allows 100; the specification asks for 11 at most.
@@ -71,7 +72,8 @@ class DssSuite:
                           maximum=64),
         "data_dir": Option(str, "", "Where the generated data and the DuckDB database go (default: the work directory); "
                                     "put it on the storage under test."),
-        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string).", check=dsn_problem),
+        "dsn": Option(str, "", "Drive this server instead of a managed one: a PostgreSQL (libpq connection string or "
+                               "postgresql://…) or a MariaDB (mysql://user:password@host:port/database).", check=dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, "256MB", "Managed PostgreSQL's buffer cache: the memory cap that pushes I/O to storage.",
                                  check=pg_size_problem),
@@ -79,6 +81,10 @@ class DssSuite:
                               item=str, check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM).",
                                       check=optional(duckdb_size_problem)),
+        "mariadb_buffer_pool": Option(str, "256M", "Managed MariaDB's buffer pool (innodb_buffer_pool_size), its only "
+                                      "cache of the data: InnoDB reads with O_DIRECT.", check=mariadb_size_problem),
+        "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
+                                   check=mariadb_setting_problem),
         "drop_caches": Option(bool, True, "Evict the engine's data files from the OS page cache before each cold "
                               "query (posix_fadvise, those files only)."),
         "cache_mb": storage.CACHE_MB,
@@ -198,7 +204,7 @@ class DssSuite:
         before = engine.usage()
         with ctx.task(f"{engine.name}: RF1, 22 queries, RF2", total=24) as task:
             t0 = time.perf_counter()
-            times["RF1"] = refresh.rf1(engine.run, sf, 0)
+            times["RF1"] = refresh.rf1(engine.run, sf, 0, engine.name)
             task.advance()
             for q, text in stream_queries(0, sf):
                 _, seen = self._observed(ctx, lambda: engine.run(text, timeout_s))
@@ -247,7 +253,7 @@ class DssSuite:
             try:
                 t0 = time.perf_counter()
                 for pair in range(1, streams + 1):
-                    refresh.rf1(session.run, sf, pair)
+                    refresh.rf1(session.run, sf, pair, engine.name)
                     refresh.rf2(session.run, sf, pair)
                 results["refresh_stream_s"] = time.perf_counter() - t0
             except Exception as exc:
@@ -301,22 +307,36 @@ class DssSuite:
 
         return headlines(records, tables)
 
+    def engines_compared(self, tables: list[Table]) -> list[dict[str, Any]]:
+        from refbench.suites.dss.summary import engines_compared
+
+        return engines_compared(tables)
+
+
+def dsn_engine(o: dict[str, Any]) -> str | None:
+    """The engine the suite's dsn option drives (its scheme says which); the other server engines are managed."""
+    return engine_for_dsn(o["dsn"]) if o["dsn"] else None
+
 
 def checked_engines(suite: str, plan: Plan) -> list[str]:
     """The engines a dss-style suite (dss, dw) will use, after checking everything they need is there: a usable target,
-    tpchgen-cli, and a reachable DSN or PostgreSQL's server binaries."""
+    tpchgen-cli, and for each server engine a reachable DSN or its server binaries and settings."""
     o = plan.options[suite]
     check_one_directory_target(plan, suite, "data_dir")
     engines = [e for e in o["engines"] if e in plan.engines]
     if not engines:
         raise PlanError(f"[{suite}] engines {o['engines']} and the plan's engines {plan.engines} have none in common.")
-    if o["dsn"] and o["pg_data_dir"]:
+    driven = dsn_engine(o)
+    if driven and driven not in engines:
+        raise PlanError(f"[{suite}] dsn is a {get_engine(driven).title} DSN, and the engines {engines} do not include "
+                        f"{driven}.")
+    if driven == "postgres" and o["pg_data_dir"]:
         raise PlanError(f"[{suite}] dsn and pg_data_dir exclude each other: pg_data_dir places the managed server, dsn "
                         "replaces it.")
     datagen.tpchgen()
     if "postgres" in engines:
         postgres = get_engine("postgres")
-        if o["dsn"]:
+        if driven == "postgres":
             postgres.check_dsn(o["dsn"])
         else:
             postgres.require_installed()
@@ -328,6 +348,16 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
                 require_server_reach(Path(o["pg_data_dir"]).parent, "the directory of pg_data_dir")
             elif o["data_dir"] or plan.targets:
                 require_server_reach(Path(o["data_dir"] or plan.targets[0]), "data_dir" if o["data_dir"] else "target")
+    if "mariadb" in engines:
+        mariadb = get_engine("mariadb")
+        if driven == "mariadb":
+            mariadb.check_dsn(o["dsn"])
+        else:
+            mariadb.require_installed()
+            mariadb.check_settings(mariadb_settings(o), mariadb_origins(suite, o))
+            if o["data_dir"] or plan.targets:
+                require_server_reach(Path(o["data_dir"] or plan.targets[0]), "data_dir" if o["data_dir"] else "target",
+                                     "mariadb")
     require_space(suite, plan, engines)
     return engines
 
@@ -337,7 +367,14 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
 # database file, PostgreSQL's tables and indexes, and the temporary files of the PostgreSQL queries that spill
 # (work_mem 64MB: the SF 10 power stream wrote 5.0 GB of them, summed over its queries, so at most that at once).
 # The WAL is kept near max_wal_size by checkpoints.
-BYTES_PER_SF = {"csv": 1.133e9, "duckdb": 0.28e9, "postgres": 1.89e9, "postgres_temp": 0.5e9}
+# MariaDB's, measured at SF 1 (see the README, dss): its data directory after the load (InnoDB tables and indexes),
+# the temporary tables its queries wrote, and what the data directory holds at any scale (system tablespace, redo
+# log, undo logs).
+MARIADB_BYTES_PER_SF = 2.0e9
+MARIADB_TEMP_BYTES_PER_SF = 0.5e9
+MARIADB_FIXED_BYTES = 0.3e9
+BYTES_PER_SF = {"csv": 1.133e9, "duckdb": 0.28e9, "postgres": 1.89e9, "postgres_temp": 0.5e9,
+                "mariadb": MARIADB_BYTES_PER_SF, "mariadb_temp": MARIADB_TEMP_BYTES_PER_SF}
 SCALE_FACTORS = (1, 10, 30, 100, 300, 1000)  # the specification's
 
 
@@ -353,22 +390,31 @@ def space_needed(o: dict[str, Any], where: Path, engines: list[str]) -> dict[Pat
     if "duckdb" in engines:
         duck = where / f"tpch-sf{sf:g}.duckdb"
         needs.setdefault(where, {})["DuckDB database"] = max(0.0, sf * BYTES_PER_SF["duckdb"] - _size_of(duck))
-    if "postgres" in engines and not o["dsn"]:
+    if "postgres" in engines and dsn_engine(o) != "postgres":
         pgdata = Path(o["pg_data_dir"]) if o["pg_data_dir"] else where / "pgdata"
         settings = managed_settings(o)
         wal = pg_size_bytes(settings.get("max_wal_size", "1GB"), 2**20)  # max_wal_size's own unit is MB
         tables = sf * (BYTES_PER_SF["postgres"] + BYTES_PER_SF["postgres_temp"]) + wal
         needs.setdefault(pgdata, {})["PostgreSQL tables, indexes, temporary files and WAL"] = max(0.0, tables - _size_of(pgdata))
+    if "mariadb" in engines and dsn_engine(o) != "mariadb":
+        datadir = where / "mariadb"
+        tables = sf * (BYTES_PER_SF["mariadb"] + BYTES_PER_SF["mariadb_temp"]) + MARIADB_FIXED_BYTES
+        needs.setdefault(datadir, {})["MariaDB tables, indexes, temporary files and logs"] = max(0.0, tables - _size_of(datadir))
     return needs
 
 
 # For --dry-run's estimate, per SF unit on the 2-core VM (README, dss): generation 224 s and the loads 427 s
 # (DuckDB) and 447 s (PostgreSQL) at SF 10; a power stream 122 s and 552 s; a cold query's engine restart; and the
 # engines' start and the answer check, the rest of the quick profile's 28 s (13 s of cases).
+# MariaDB's, measured at SF 1 on the same VM (README, dss): the load with its indexes and ANALYZE, a power stream, a
+# restart.
+MARIADB_LOAD_S_PER_SF = 60.0
+MARIADB_STREAM_S_PER_SF = 50.0
+MARIADB_COLD_QUERY_S = 1.0
 GENERATE_S_PER_SF = 22.4
-LOAD_S_PER_SF = {"duckdb": 42.7, "postgres": 44.7}
-STREAM_S_PER_SF = {"duckdb": 12.2, "postgres": 55.2}
-COLD_QUERY_S = {"duckdb": 0.05, "postgres": 0.4}
+LOAD_S_PER_SF = {"duckdb": 42.7, "postgres": 44.7, "mariadb": MARIADB_LOAD_S_PER_SF}
+STREAM_S_PER_SF = {"duckdb": 12.2, "postgres": 55.2, "mariadb": MARIADB_STREAM_S_PER_SF}
+COLD_QUERY_S = {"duckdb": 0.05, "postgres": 0.4, "mariadb": MARIADB_COLD_QUERY_S}
 SETUP_S = 15
 
 
@@ -442,6 +488,18 @@ def engine_probe(ctx, engine: Engine) -> "storage.Probe":
     return storage.engine_probe(engine, ctx.state.get("memory"))
 
 
+def mariadb_settings(o: dict[str, Any]) -> dict[str, str]:
+    """The managed MariaDB's server variables in a dss-style suite: the buffer pool, then mariadb_settings."""
+    return {"innodb_buffer_pool_size": o["mariadb_buffer_pool"], **settings_dict(o["mariadb_settings"])}
+
+
+def mariadb_origins(suite: str, o: dict[str, Any]) -> dict[str, str]:
+    """Where each of mariadb_settings' variables comes from, for the server's refusal in one sentence."""
+    return {"innodb_buffer_pool_size": f"[{suite}] mariadb_buffer_pool '{o['mariadb_buffer_pool']}'",
+            **{item.partition("=")[0].strip().lower(): f"[{suite}] mariadb_settings item '{item}'"
+               for item in o["mariadb_settings"]}}
+
+
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:
     """The managed PostgreSQL's settings of a dss-style suite: the buffer cache, the load's WAL level, then
     pg_settings (which may override either)."""
@@ -482,7 +540,11 @@ def prepare_data_and_engines(ctx) -> None:
             engine.start()
             if engine.dsn:
                 ctx.log(f"driving the {engine.title} at '{redact(engine.dsn)}'")
-        if not engine.in_process:
+        if name == "mariadb" and engine.server is not None:
+            ctx.log(f"no page cache bound for MariaDB (InnoDB reads with O_DIRECT): its buffer pool "
+                    f"({mariadb_size_bytes(o['mariadb_buffer_pool']) / 1e6:,.0f} MB) is all the memory its data gets, "
+                    f"against about {o['sf'] * BYTES_PER_SF[name] / 1e6:,.0f} MB of data")
+        elif not engine.in_process:
             storage.say_bound(ctx, ctx.state.setdefault("memory", None), engine.server,
                               int(o["sf"] * BYTES_PER_SF[name]))
     # What each load cost is kept beside the data, so that a later run reusing the databases still reports it.
@@ -502,19 +564,22 @@ def prepare_data_and_engines(ctx) -> None:
 
 def answer_check(ctx) -> str:
     """Which check the run's answers get, in words (the official answers exist at SF 1 only)."""
-    both = len(engine_names(ctx)) == 2
+    names = [e for e in ENGINES if e in engine_names(ctx)]
+    against = (f"cross-engine agreement query by query, each engine against {names[0]}" if len(names) > 2 else
+               "cross-engine agreement query by query")
     if ctx.options["sf"] == 1.0:
-        return "the TPC-H reference answers at SF 1" + (", and cross-engine agreement query by query" if both else "")
-    if both:
-        return (f"cross-engine agreement query by query (the TPC-H reference answers exist only at SF 1, this run is "
-                f"SF {ctx.options['sf']:g})")
+        return "the TPC-H reference answers at SF 1" + (f", and {against}" if len(names) > 1 else "")
+    if len(names) > 1:
+        return f"{against} (the TPC-H reference answers exist only at SF 1, this run is SF {ctx.options['sf']:g})"
+    if ctx.options["sf"] in answers.ANSWER_SETS:
+        return f"the answers kept with refbench for SF {ctx.options['sf']:g} (DuckDB's, which the other engines agree with)"
     return f"none: at SF {ctx.options['sf']:g} only a second engine could check the answers"
 
 
 def check_answers(ctx) -> list[Finding]:
-    """Stream 0's answers of every engine: against the reference set at SF 1, and at every scale the two engines
-    against each other query by query (cross-engine agreement). A query that ran past the time limit has no
-    answer: its checks fail as "not checked"."""
+    """Stream 0's answers of every engine: against the reference set at SF 1, and at every scale each engine against
+    the first one run (the column store when it ran) query by query (cross-engine agreement; rows tied on the ORDER BY
+    as a set). A query that ran past the time limit has no answer: its checks fail as "not checked"."""
     sf = ctx.options["sf"]
     timeout_s = ctx.options.get("query_timeout_s") or None
     got: dict[str, dict[int, list[tuple] | None]] = {}
@@ -535,8 +600,14 @@ def check_answers(ctx) -> list[Finding]:
                      if rows is None or (d := answers.compare(q, rows, answers.reference_answer(q)))}
             findings.append(Finding(f"{name}: stream 0 answers match the TPC-H reference answers at SF1", not wrong,
                                     _detail(wrong, "all 22 queries within the specification's tolerance (2.1.3.5)")))
-    if len(got) == 2:
-        (a, rows_a), (b, rows_b) = got.items()
+    if sf != 1.0 and sf in answers.ANSWER_SETS and len(got) == 1:  # nothing else to check one engine against
+        (name, by_query), = got.items()
+        wrong = {q: "timed out, not checked" if rows is None else d for q, rows in by_query.items()
+                 if rows is None or (d := answers.compare(q, rows, answers.reference_answer(q, sf), answers.engine_kinds(q)))}
+        findings.append(Finding(f"{name}: stream 0 answers match the answers kept for SF {sf:g}", not wrong,
+                                _detail(wrong, "all 22 queries within the cross-engine tolerances")))
+    (a, rows_a), *others = got.items()
+    for b, rows_b in others:
         for q in range(1, 23):
             check = f"cross-engine agreement Q{q} ({a} and {b}, stream 0, SF {sf:g})"
             late = [name for name, rows in ((a, rows_a[q]), (b, rows_b[q])) if rows is None]
@@ -550,7 +621,7 @@ def check_answers(ctx) -> list[Finding]:
                 "averages and ratios within 1%")))
     if not findings:
         findings.append(Finding("answers checked", False, f"at SF {sf:g} with one engine there is nothing to check "
-                                "answers against: run both engines, or SF 1 for the reference answers"))
+                                "answers against: run two engines or more, or SF 1 for the reference answers"))
     return findings
 
 
@@ -620,19 +691,25 @@ def _placement(ctx, name: str, base: Path) -> Placement:
     if name == "duckdb":
         return Placement(base / f"tpch-sf{o['sf']:g}.duckdb", settings={"memory_limit": o["duckdb_memory_limit"]})
     workers = os.cpu_count() or 1
-    if o["dsn"]:
+    if dsn_engine(o) == name:
         return Placement(Path(), dsn=o["dsn"], workers=workers)
+    password_file = ctx.run.secret_path(f"{ctx.suite}-{name}.password")
+    if name == "mariadb":
+        # No page-cache bound: InnoDB reads with O_DIRECT, so its buffer pool is all the memory its data gets.
+        return Placement(_managed_data_dir(ctx, base, name, "mariadb"), settings=mariadb_settings(o),
+                         password_file=password_file, workers=workers)
     memory = ctx.state["memory"] = pg_server_memory(o)
-    return Placement(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _pg_data_dir(ctx, base), settings=managed_settings(o),
-                     password_file=ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
+    return Placement(Path(o["pg_data_dir"]) if o["pg_data_dir"] else _managed_data_dir(ctx, base, name, "pgdata"),
+                     settings=managed_settings(o), password_file=password_file,
                      cache_bytes=storage.ServerMemory.cache_bytes(memory), workers=workers)
 
 
-def _pg_data_dir(ctx, base: Path) -> Path:
-    preferred = base / "pgdata"
-    chosen = get_engine("postgres").managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
+def _managed_data_dir(ctx, base: Path, name: str, directory: str) -> Path:
+    preferred = base / directory
+    chosen = get_engine(name).managed_data_dir(preferred, ctx.scratch_dir / directory)
     if chosen != preferred:
-        ctx.log(f"the postgres user cannot reach {base}; the managed server's data goes to {chosen.parent} instead")
+        ctx.log(f"the {name} server's account cannot reach {base}; the managed server's data goes to {chosen.parent} "
+                "instead")
     return chosen
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines import get_engine
-from refbench.engines.settings import dsn_problem, duckdb_size_problem, pg_setting_problem, pg_size_problem
+from refbench.engines.settings import (
+    dsn_problem, duckdb_size_problem, mariadb_setting_problem, mariadb_size_problem, pg_setting_problem, pg_size_problem,
+)
 from refbench.errors import UserError
 from refbench.plan import ENGINES, Option, Plan
 from refbench.runstore import Run
@@ -26,6 +28,12 @@ from refbench.suites.dss import (
     check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
 )
 from refbench.suites.dw import capacity, workload
+
+
+# Each engine's memory cap, as the method names it: (its name, the option that sets it).
+MEMORY_CAP = {"postgres": ("shared_buffers", "shared_buffers"), "duckdb": ("memory_limit", "duckdb_memory_limit"),
+              "mariadb": ("innodb_buffer_pool_size", "mariadb_buffer_pool")}
+DIRECT_IO = {"mariadb"}  # InnoDB reads its data files with O_DIRECT: nothing of them to evict from the page cache
 
 
 class DwSuite:
@@ -50,14 +58,16 @@ class DwSuite:
     options = {
         "sf": Option(float, {"quick": 0.1, "standard": 10.0, "full": 1000.0}, "Scale factor (SF 1000 ≈ the paper's 1 TB).",
                      minimum=0.001),
-        "engines": Option(list, list(ENGINES), "Stores: postgres (row store), duckdb (column store).", item=str, choices=ENGINES),
+        "engines": Option(list, list(ENGINES), "Stores: postgres and mariadb (row stores), duckdb (column store).", item=str,
+                          choices=ENGINES),
         "sessions": Option(int, {"quick": 2, "standard": 8, "full": 16}, "Concurrent query sessions.", minimum=1, maximum=256),
         "duration_s": Option(int, {"quick": 10, "standard": 600, "full": 3600}, "Measurement interval per store, seconds.",
                              minimum=1),
         "data_dir": Option(str, "", "Where the data, the DuckDB database and the managed PostgreSQL go (default: the "
                                     "work directory); put it on the storage under test."),
-        "dsn": Option(str, "", "Rate this PostgreSQL instead of a managed one (its files cannot be kept out of its "
-                               "host's page cache, and its physical scan rate is not measured).", check=dsn_problem),
+        "dsn": Option(str, "", "Rate this server instead of a managed one, a PostgreSQL (libpq string) or a MariaDB "
+                               "(mysql://…): its files cannot be kept out of its host's page cache, and its physical scan "
+                               "rate is not measured.", check=dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, {"quick": "16MB", "standard": "1GB", "full": "64GB"},
                                  "The row store's memory cap, about a tenth of its data or less (the DWFT rating paper caps SQL Server "
@@ -66,6 +76,11 @@ class DwSuite:
                               check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap.",
                                       check=duckdb_size_problem),
+        "mariadb_buffer_pool": Option(str, {"quick": "16M", "standard": "1G", "full": "64G"},
+                                      "The MariaDB row store's memory cap (innodb_buffer_pool_size; InnoDB reads with "
+                                      "O_DIRECT, so this is all the memory its data gets).", check=mariadb_size_problem),
+        "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
+                                   check=mariadb_setting_problem),
         "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never); "
                           "the row store's only when it has no cache bound (cache_mb).", minimum=0),
         "cache_mb": storage.CACHE_MB,
@@ -141,26 +156,28 @@ class DwSuite:
             "target_description": ctx.state.get("target_description"), "storage": seen["storage"],
             "run": ctx.run.path.name, "system": _system(ctx.run.meta.get("inventory", {}), device, engine.settings()),
         }
-        kept_out = (f"data files dropped from the page cache every {o['evict_s']:g} s" if files else
+        kept_out = ("data read with O_DIRECT, past the page cache" if engine.name in DIRECT_IO and engine.server else
+                    f"data files dropped from the page cache every {o['evict_s']:g} s" if files else
                     "page cache bounded (cache_mb; see Storage)" if engine.server and engine.server.bound
                     else "page cache not bounded")
+        cap = MEMORY_CAP[engine.name]
         return Record(metrics, method=(
             f"{o['sessions']} sessions on the {engine.kind} ({engine.name}), each cycling through the "
             f"scan-heavy mix Q{', Q'.join(map(str, workload.SCAN_MIX))} with random parameters, for {o['duration_s']} s; "
-            f"memory capped ({'shared_buffers ' + o['shared_buffers'] if engine.name == 'postgres' else 'memory_limit ' + o['duckdb_memory_limit']}), "
+            f"memory capped ({cap[0]} {o[cap[1]]}), "
             f"{kept_out}. Queries/hour/TB: queries completed "
             f"inside the interval per hour × raw data in TB (SF {o['sf']:g} = {raw_tb:g} TB). Physical scan: MB/s read "
             "from the data's device (/proc/diskstats). Logical scan: table and index MB/s the engine consumed "
-            "(PostgreSQL: blocks read + hit × block size; DuckDB exposes no such counter: N/A, as the DWFT rating paper reports for "
-            "its column store). I/O throughput: the average of the two, as the DWFT rating paper defines it."), extra=extra)
+            "(PostgreSQL: blocks read + hit × block size; MariaDB: buffer pool page requests × page size; DuckDB exposes "
+            "no such counter: N/A, as the DWFT rating paper reports for its column store). I/O throughput: the average of the two, as the DWFT rating paper defines it."), extra=extra)
 
     def _data_files(self, ctx, engine) -> tuple[list[Path], Path | None]:
         """The engine's data files (kept out of the page cache) and where they are."""
         where = engine.data_location()
         if where is None:
             return [], None  # a user's server: its files are not ours to touch
-        if engine.server is not None and engine.server.bound is not None:
-            return [], where  # its cache bound keeps them out of memory
+        if engine.server is not None and (engine.server.bound is not None or engine.name in DIRECT_IO):
+            return [], where  # its cache bound, or its direct I/O, keeps them out of memory
         return engine.data_files(), where
 
     def _capacity_inputs(self, ctx) -> dict[str, Any]:
@@ -195,6 +212,11 @@ class DwSuite:
         from refbench.suites.dw.summary import headlines
 
         return headlines(records, tables)
+
+    def engines_compared(self, tables: list[Table]) -> list[dict[str, Any]]:
+        from refbench.suites.dw.summary import engines_compared
+
+        return engines_compared(tables)
 
 
 def _system(inventory: dict[str, Any], device: str | None, settings: dict[str, str]) -> dict[str, Any]:
