@@ -9,21 +9,16 @@ from pathlib import Path
 import pytest
 
 from refbench.engines.duckdb import DuckDbEngine
+from refbench.engines.mariadb import ManagedMariaDB
 from refbench.engines.postgres import ManagedPostgres, PostgresEngine
 from refbench.suites.dss import datagen
 from refbench.suites.dss.answers import as_expected, compare, engine_kinds, reference_answer
 from refbench.suites.dss.queries import QUERIES, STREAM_ORDERS, min_streams, stream_queries
 
 
-@pytest.fixture(scope="module")
-def sf1_data(tmp_path_factory):
-    return tmp_path_factory.mktemp("tpch-sf1"), 1.0
-
-
 @pytest.mark.slow
-def test_duckdb_answers_match_the_reference_set_at_sf1(sf1_data):
-    data, sf = sf1_data
-    info = datagen.generate(data, sf)
+def test_duckdb_answers_match_the_reference_set_at_sf1(tpch_sf1):
+    (data, info), sf = tpch_sf1, 1.0
     assert not info["reused"] and info["bytes"]["lineitem"] > 600e6
     assert datagen.generate(data, sf)["reused"]  # a complete set is not generated twice
     engine = DuckDbEngine(data / "tpch.duckdb", datagen.TPCH)
@@ -111,7 +106,7 @@ def test_tpchgen_failure_is_one_sentence(tmp_path):
 
 
 @pytest.mark.slow
-def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tmp_path, refbench):
+def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tmp_path, refbench):
     import json
 
     shared = Path(tempfile.mkdtemp(prefix="refbench-test-dss-data-"))
@@ -122,7 +117,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
         assert first.code == 0, first.stderr
         run = tmp_path / first.last_line
         records = {p.stem: json.loads(p.read_text()) for p in (run / "records" / "dss").glob("[!.]*.json")}
-        for engine in ("duckdb", "postgres"):
+        for engine in ("duckdb", "postgres", "mariadb"):
             assert {f"{engine}-q{q:02d}" for q in range(1, 23)} | {f"{engine}-power", f"{engine}-throughput"} <= set(records)
             q6 = records[f"{engine}-q06"]["metrics"]
             assert q6["cold_s"] > 0 and q6["warm_s"] > 0 and q6["rows"] == 1
@@ -132,8 +127,14 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
             assert throughput["metrics"]["streams"] == 2 and throughput["metrics"]["throughput"] > 0
             assert throughput["extra"]["stream_orders"] == {"1": STREAM_ORDERS[1], "2": STREAM_ORDERS[2]}
         findings = json.loads((run / "findings" / "dss.json").read_text())
-        assert len(findings) == 22 and all(f["passed"] for f in findings)
+        assert len(findings) == 44 and all(f["passed"] for f in findings)
         assert findings[0]["check"] == "cross-engine agreement Q1 (duckdb and postgres, stream 0, SF 0.01)"
+        assert findings[22]["check"] == "cross-engine agreement Q1 (duckdb and mariadb, stream 0, SF 0.01)"
+        verdict = json.loads((run / "verdict.json").read_text())[0]
+        assert [(e["engine"], e["kind"], e["checks"]) for e in verdict["engines"]] == [
+            ("duckdb", "column store", "44 passed"), ("mariadb", "row store", "22 passed"), ("postgres", "row store", "22 passed")]
+        assert all(e["load s"] > 0 and e["power"] > 0 and e["query time geometric mean s"] > 0 for e in verdict["engines"])
+        assert "the engines compared" in (run / "report.html").read_text()
         assert {"individual", "figures", "power_steps", "load", "settings"} <= {p.stem for p in (run / "tables" / "dss").glob("*.csv")}
         assert {"single_stream", "parallel_streams", "duckdb_long_queries", "postgres_short_queries"} <= {
             p.stem for p in (run / "charts" / "dss").glob("*.png")}
@@ -158,6 +159,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
         assert {("duckdb-power", "elapsed_s"), ("postgres-power", "power"), ("postgres-power", "Q17_s")} <= in_both
     finally:
         ManagedPostgres(shared / "pgdata", {}).stop_stale()
+        ManagedMariaDB(shared / "mariadb", {}).stop_stale()
         shutil.rmtree(shared, ignore_errors=True)
 
 
