@@ -138,7 +138,7 @@ def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tm
         assert {"individual", "figures", "power_steps", "load", "settings"} <= {p.stem for p in (run / "tables" / "dss").glob("*.csv")}
         assert {"single_stream", "parallel_streams", "duckdb_long_queries", "postgres_short_queries"} <= {
             p.stem for p in (run / "charts" / "dss").glob("*.png")}
-        assert "Power, throughput and their combination" in (run / "report.html").read_text()
+        assert "Engines compared: load, power, throughput and their combination" in (run / "report.html").read_text()
 
         # The same data and databases again, with one PostgreSQL row changed behind refbench's back.
         server = ManagedPostgres(shared / "pgdata", {})
@@ -227,11 +227,16 @@ def test_a_tiny_query_timeout_is_recorded_and_the_run_finishes(refbench, tmp_pat
 
 
 def test_the_space_check_names_what_each_engine_needs_where(tmp_path):
-    from refbench.suites.dss import BYTES_PER_SF, space_needed
+    from refbench.suites.dss import BYTES_PER_SF, MARIADB_FIXED_BYTES, space_needed
 
     o = {"sf": 10.0, "dsn": "", "pg_data_dir": str(tmp_path / "pg"), "shared_buffers": "256MB",
          "pg_settings": ["max_wal_size=2GB"]}
-    needs = space_needed(o, tmp_path / "data", ["duckdb", "postgres"])
+    needs = space_needed(o, tmp_path / "data", ["duckdb", "postgres", "mariadb"])
+    assert needs[tmp_path / "data" / "mariadb"] == {"MariaDB tables, indexes and logs": 10 * BYTES_PER_SF["mariadb"]
+                                                    + MARIADB_FIXED_BYTES}
+    # A DSN's engine is the user's server: nothing of it is written here, and the other server is still managed.
+    driven = space_needed({**o, "dsn": "mysql://bench@db1/tpch"}, tmp_path / "data", ["postgres", "mariadb"])
+    assert tmp_path / "data" / "mariadb" not in driven and tmp_path / "pg" in driven
     assert needs[tmp_path / "data"] == {"generated CSV": 10 * BYTES_PER_SF["csv"], "DuckDB database": 10 * BYTES_PER_SF["duckdb"]}
     assert needs[tmp_path / "pg"] == {"PostgreSQL tables, indexes, temporary files and WAL":
                                       10 * (BYTES_PER_SF["postgres"] + BYTES_PER_SF["postgres_temp"]) + 2 * 2**30}

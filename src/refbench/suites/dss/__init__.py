@@ -1,5 +1,5 @@
-"""The DSS suite: the DSS paper's decision-support workload, derived from TPC-H, on a column store (DuckDB) and a
-row store (PostgreSQL). The 22 queries run one by one cold and warm, as one stream with the refresh functions
+"""The DSS suite: the DSS paper's decision-support workload, derived from TPC-H, on a column store (DuckDB) and
+row stores (PostgreSQL, MariaDB). The 22 queries run one by one cold and warm, as one stream with the refresh functions
 (power), and as parallel streams in the specification's orders (throughput).
 
 Where things are: queries.py holds the 22 queries, their parameters and the stream orders; the engines are
@@ -47,16 +47,19 @@ class DssSuite:
     # Wall time on the 2-core VM: quick measured with `refbench dss --profile quick` (README); the others as README says.
     profile_times = {"quick": "28 s", "standard": "about 1 h 15 min (measured in part)",
                      "full": "not measured"}
-    summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store) and "
-               "PostgreSQL (row store) — each query cold and warm, one stream with the refresh functions (power), "
+    summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store), "
+               "PostgreSQL and MariaDB (row stores) — each query cold and warm, one stream with the refresh functions (power), "
                "parallel streams in the specification's orders (throughput) — with every answer checked.")
     targets_help = ("One directory for the data (existing): the generated data, the DuckDB database and "
-                    "the managed PostgreSQL go there, like --data-dir DIR, and are removed at the end unless --keep-work.")
+                    "the managed PostgreSQL and MariaDB go there, like --data-dir DIR, and are removed at the end unless "
+                    "--keep-work.")
     examples = [
         "refbench dss /mnt/nvme0 --sf 1                  # data and databases on /mnt/nvme0",
         "refbench dss                                    # quick: SF 0.01, both engines, every mode",
         "refbench dss --sf 10 --data-dir /mnt/nvme0/tpch --profile standard",
         "refbench dss --sf 1 --engines duckdb --modes individual,power",
+        "refbench dss --engines mariadb --mariadb-buffer-pool 2G   # MariaDB alone, its answers checked",
+        "refbench dss --sf 10 --engines mariadb --dsn 'mysql://bench:secret@db1/tpch'   # your MariaDB",
         "refbench dss --sf 100 --streams 7 --dsn 'host=db1 user=bench dbname=tpch' --profile full",
     ]
     options = {
@@ -81,8 +84,11 @@ class DssSuite:
                               item=str, check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM).",
                                       check=optional(duckdb_size_problem)),
-        "mariadb_buffer_pool": Option(str, "256M", "Managed MariaDB's buffer pool (innodb_buffer_pool_size), its only "
-                                      "cache of the data: InnoDB reads with O_DIRECT.", check=mariadb_size_problem),
+        "mariadb_buffer_pool": Option(str, "", "Managed MariaDB's buffer pool (innodb_buffer_pool_size), its only cache of "
+                                      "the data (InnoDB reads with O_DIRECT), e.g. 2G (default: the memory the managed "
+                                      "PostgreSQL gets for data — shared_buffers + cache_mb when cache_mb bounds it, "
+                                      "else room for all of the data, at most half of this host's memory).",
+                                      check=optional(mariadb_size_problem)),
         "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
                                    check=mariadb_setting_problem),
         "drop_caches": Option(bool, True, "Evict the engine's data files from the OS page cache before each cold "
@@ -367,14 +373,14 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
 # database file, PostgreSQL's tables and indexes, and the temporary files of the PostgreSQL queries that spill
 # (work_mem 64MB: the SF 10 power stream wrote 5.0 GB of them, summed over its queries, so at most that at once).
 # The WAL is kept near max_wal_size by checkpoints.
-# MariaDB's, measured at SF 1 (see the README, dss): its data directory after the load (InnoDB tables and indexes),
-# the temporary tables its queries wrote, and what the data directory holds at any scale (system tablespace, redo
-# log, undo logs).
-MARIADB_BYTES_PER_SF = 2.0e9
-MARIADB_TEMP_BYTES_PER_SF = 0.5e9
-MARIADB_FIXED_BYTES = 0.3e9
+# MariaDB's data directory, measured after an SF 1 load and queries (README, dss): 2.01 GB of tables and indexes plus
+# 0.13 GB of growth of the system tablespace (the load's undo), per SF unit; and at any scale the 100 MB redo log,
+# the temporary tablespace and the system tables. Its on-disk temporary tables go to the server's tmpdir (/tmp), not
+# here.
+MARIADB_BYTES_PER_SF = 2.15e9
+MARIADB_FIXED_BYTES = 0.13e9
 BYTES_PER_SF = {"csv": 1.133e9, "duckdb": 0.28e9, "postgres": 1.89e9, "postgres_temp": 0.5e9,
-                "mariadb": MARIADB_BYTES_PER_SF, "mariadb_temp": MARIADB_TEMP_BYTES_PER_SF}
+                "mariadb": MARIADB_BYTES_PER_SF}
 SCALE_FACTORS = (1, 10, 30, 100, 300, 1000)  # the specification's
 
 
@@ -398,8 +404,8 @@ def space_needed(o: dict[str, Any], where: Path, engines: list[str]) -> dict[Pat
         needs.setdefault(pgdata, {})["PostgreSQL tables, indexes, temporary files and WAL"] = max(0.0, tables - _size_of(pgdata))
     if "mariadb" in engines and dsn_engine(o) != "mariadb":
         datadir = where / "mariadb"
-        tables = sf * (BYTES_PER_SF["mariadb"] + BYTES_PER_SF["mariadb_temp"]) + MARIADB_FIXED_BYTES
-        needs.setdefault(datadir, {})["MariaDB tables, indexes, temporary files and logs"] = max(0.0, tables - _size_of(datadir))
+        tables = sf * BYTES_PER_SF["mariadb"] + MARIADB_FIXED_BYTES
+        needs.setdefault(datadir, {})["MariaDB tables, indexes and logs"] = max(0.0, tables - _size_of(datadir))
     return needs
 
 
@@ -490,12 +496,24 @@ def engine_probe(ctx, engine: Engine) -> "storage.Probe":
 
 def mariadb_settings(o: dict[str, Any]) -> dict[str, str]:
     """The managed MariaDB's server variables in a dss-style suite: the buffer pool, then mariadb_settings."""
-    return {"innodb_buffer_pool_size": o["mariadb_buffer_pool"], **settings_dict(o["mariadb_settings"])}
+    return {"innodb_buffer_pool_size": mariadb_buffer_pool(o), **settings_dict(o["mariadb_settings"])}
+
+
+def mariadb_buffer_pool(o: dict[str, Any]) -> str:
+    """The option's buffer pool, or by default the same memory for data as the managed PostgreSQL's: its cache bound
+    (shared_buffers + cache_mb), or without one room for the data (PostgreSQL's page cache may hold it all), at most
+    half the host's memory and at least 128 MiB. InnoDB has no page cache beneath: this is all it gets."""
+    if o["mariadb_buffer_pool"]:
+        return o["mariadb_buffer_pool"]
+    memory = pg_server_memory(o)
+    host_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
+    data_mb = memory.bound_mb if memory else min(o["sf"] * BYTES_PER_SF["mariadb"] / 1e6, host_mb / 2)
+    return f"{max(128, int(data_mb * 1e6 / 2**20))}M"
 
 
 def mariadb_origins(suite: str, o: dict[str, Any]) -> dict[str, str]:
     """Where each of mariadb_settings' variables comes from, for the server's refusal in one sentence."""
-    return {"innodb_buffer_pool_size": f"[{suite}] mariadb_buffer_pool '{o['mariadb_buffer_pool']}'",
+    return {"innodb_buffer_pool_size": f"[{suite}] mariadb_buffer_pool '{mariadb_buffer_pool(o)}'",
             **{item.partition("=")[0].strip().lower(): f"[{suite}] mariadb_settings item '{item}'"
                for item in o["mariadb_settings"]}}
 
@@ -542,7 +560,7 @@ def prepare_data_and_engines(ctx) -> None:
                 ctx.log(f"driving the {engine.title} at '{redact(engine.dsn)}'")
         if name == "mariadb" and engine.server is not None:
             ctx.log(f"no page cache bound for MariaDB (InnoDB reads with O_DIRECT): its buffer pool "
-                    f"({mariadb_size_bytes(o['mariadb_buffer_pool']) / 1e6:,.0f} MB) is all the memory its data gets, "
+                    f"({mariadb_size_bytes(mariadb_buffer_pool(o)) / 1e6:,.0f} MB) is all the memory its data gets, "
                     f"against about {o['sf'] * BYTES_PER_SF[name] / 1e6:,.0f} MB of data")
         elif not engine.in_process:
             storage.say_bound(ctx, ctx.state.setdefault("memory", None), engine.server,
@@ -713,7 +731,7 @@ def _managed_data_dir(ctx, base: Path, name: str, directory: str) -> Path:
     return chosen
 
 
-def timed_generate_and_load(base: Path, sf: float, engines: tuple[str, ...] = ENGINES) -> dict[str, Any]:
+def timed_generate_and_load(base: Path, sf: float, engines: tuple[str, ...] = ("duckdb", "postgres")) -> dict[str, Any]:
     """Generates scale factor ``sf`` afresh in ``base`` and loads it into each engine as the suite does — DuckDB,
     and a managed PostgreSQL with the standard profile's settings — timing each step, then removes ``base`` (give it a
     scratch directory of its own).
