@@ -121,7 +121,8 @@ def test_mariadb_is_rated_as_a_row_store_beside_the_column_store(tmp_path, refbe
         sheet = (run / "tables" / "dw" / "rating_sheet.csv").read_text()
         assert "Row Store (mariadb),queries/hr," in sheet and "Column Store (duckdb),queries/hr," in sheet
         verdict = json.loads((run / "verdict.json").read_text())[0]
-        assert [(e["engine"], e["store"]) for e in verdict["engines"]] == [("mariadb", "row store"), ("duckdb", "column store")]
+        assert [(e["engine"], e["store"], e["checks"]) for e in verdict["engines"]] == [
+            ("mariadb", "row store", "23 passed"), ("duckdb", "column store", "23 passed")]  # 22 agreements + its interval
         assert verdict["checks_failed"] == 0 and not (data / "mariadb").exists()  # the run's own server, removed
     finally:
         ManagedMariaDB(data / "mariadb", {}).stop_stale()

@@ -197,7 +197,7 @@ class DwSuite:
         storage.say_verdicts(ctx)
         findings = check_answers(ctx)
         for r in ctx.run.records(self.name):
-            findings.append(Finding(f"{r.extra['store']}: queries completed during the interval",
+            findings.append(Finding(f"{r.extra['store']} ({r.params['engine']}): queries completed during the interval",
                                     r.metrics["queries_completed"] > 0,
                                     f"{r.metrics['queries_completed']} in {r.metrics['interval_s']} s"))
         return findings
