@@ -131,7 +131,7 @@ class DssSuite:
                             "throughput": streams * stream_s}[m] for m in o["modes"])
         return Estimate(seconds, f"generation and loads at SF {o['sf']:g}, then per engine the 22 queries cold and warm "
                         f"(2 streams' time), a power stream and {streams} parallel streams on shared CPUs (the stream times "
-                        "measured at SF 10 on the 2-core VM, scaled by SF)", space_list(self.name, plan, engines))
+                        "measured at SF 10 on the 2-core VM, MariaDB's at SF 1, scaled by SF)", space_list(self.name, plan, engines))
 
     # ---- data and engines ----------------------------------------------------------------------------
 
