@@ -68,6 +68,8 @@ def test_mariadb_loads_tpch_and_agrees_with_duckdb_on_stream_0(base):
         assert maria.sizes()["tables_bytes"]["lineitem"] > 0 and maria.usage()["logical_read_bytes"] > 0
         assert maria.settings()["innodb_buffer_pool_size"] == str(64 << 20)
         assert "MariaDB" in maria.settings()["version"]
+        # On-disk temporary tables go to the storage under test with the data, not to /tmp.
+        assert maria.settings(["tmpdir"])["tmpdir"] == str(base / "data" / "#tmp")
         with pytest.raises(QueryTimeout):  # a cross join of lineitem with itself: minutes, cut at 0.2 s
             maria.run("SELECT count(*) FROM lineitem a, lineitem b WHERE a.l_comment < b.l_comment", timeout_s=0.2)
         assert maria.run("SELECT count(*) FROM region")[0] == [(5,)]  # the session still works, without a timeout

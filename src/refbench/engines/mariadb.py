@@ -69,9 +69,14 @@ DEFAULTS = {
     "innodb_buffer_pool_dump_at_shutdown": "OFF",
     "innodb_buffer_pool_load_at_startup": "OFF",
 }
-# Set by refbench itself (after the plan's settings, so they win): its data directory, its closed socket, loopback.
+# Set by refbench itself (after the plan's settings, so they win): its data directory, its closed socket, loopback,
+# and its temporary files in the data directory.
 RESERVED = ("datadir", "socket", "port", "bind_address", "skip_networking", "skip_name_resolve", "pid_file",
-            "log_error", "user", "basedir", "skip_grant_tables")
+            "log_error", "user", "basedir", "skip_grant_tables", "tmpdir")
+# The server's tmpdir, inside its data directory: on-disk temporary tables (a large GROUP BY, a sort) then land on the
+# storage under test like the data, and go with it; tmpdir's default, /tmp, is neither (and may be small). The '#'
+# keeps it from being taken for a database (SHOW DATABASES lists it as '#mysql50##tmp', which no one can use).
+TMP_DIR = "#tmp"
 
 
 # Where Debian puts the server's binaries: mariadbd is in /usr/sbin, which a user's PATH may not have.
@@ -234,6 +239,8 @@ class ManagedMariaDB:
     def start(self) -> None:
         check_server_settings(self.settings)  # before mariadb-install-db writes anything
         self.initialize()
+        (self.data_dir / TMP_DIR).mkdir(exist_ok=True)
+        self._own(self.data_dir / TMP_DIR)
         self.stop_stale()
         self.port = free_port()
         # A short socket path (unix socket paths are limited to about 100 bytes), made mode 0700 by mkdtemp.
@@ -252,7 +259,7 @@ class ManagedMariaDB:
     def _launch(self) -> None:
         options = {**DEFAULTS, **self.settings, "datadir": str(self.data_dir), "socket": str(self.socket),
                    "port": str(self.port), "bind_address": "127.0.0.1", "pid_file": str(self.pid_file),
-                   "log_error": str(self.log_file)}
+                   "log_error": str(self.log_file), "tmpdir": str(self.data_dir / TMP_DIR)}
         # --no-defaults must come first; flags without a value are refbench's own.
         argv = [_binary("mariadbd"), "--no-defaults", *(f"--{name}={value}" for name, value in options.items()),
                 "--skip-name-resolve"]
