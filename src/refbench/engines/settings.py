@@ -94,8 +94,6 @@ def dsn_problem(value: str) -> str | None:
     hold a password."""
     if not value:
         return None
-    if re.match(r"\s*(mysql|mariadb)://", value, re.IGNORECASE):
-        return mysql_dsn_problem(value)
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
@@ -106,6 +104,13 @@ def dsn_problem(value: str) -> str | None:
         return (f"must be a libpq connection string such as 'host=db1 user=bench dbname=tpcc' or postgresql://…, "
                 f"and is not ({reason})")
     return None
+
+
+def server_dsn_problem(value: str) -> str | None:
+    """A DSN of either server engine: a mysql:// (or mariadb://) DSN for MariaDB, else a libpq connection string."""
+    if re.match(r"\s*(mysql|mariadb)://", value, re.IGNORECASE):
+        return mysql_dsn_problem(value)
+    return dsn_problem(value)
 
 
 def mysql_dsn_problem(value: str) -> str | None:

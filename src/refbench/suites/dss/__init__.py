@@ -20,9 +20,9 @@ from typing import Any
 
 from refbench.engines import Engine, Placement, QueryTimeout, engine_for_dsn, get_engine, open_engine
 from refbench.engines.settings import (
-    check_server_settings, dsn_problem, duckdb_size_problem, mariadb_setting_problem, mariadb_size_bytes,
-    mariadb_size_problem, optional, pg_setting_problem, pg_settings_dict, pg_size_bytes, pg_size_problem,
-    setting_origins, settings_dict,
+    check_server_settings, duckdb_size_problem, mariadb_setting_problem, mariadb_size_bytes, mariadb_size_problem,
+    optional, pg_setting_problem, pg_settings_dict, pg_size_bytes, pg_size_problem, server_dsn_problem, setting_origins,
+    settings_dict,
 )
 from refbench.errors import UserError
 from refbench.host import pagecache
@@ -76,7 +76,7 @@ class DssSuite:
         "data_dir": Option(str, "", "Where the generated data and the DuckDB database go (default: the work directory); "
                                     "put it on the storage under test."),
         "dsn": Option(str, "", "Drive this server instead of a managed one: a PostgreSQL (libpq connection string or "
-                               "postgresql://…) or a MariaDB (mysql://user:password@host:port/database).", check=dsn_problem),
+                               "postgresql://…) or a MariaDB (mysql://user:password@host:port/database).", check=server_dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, "256MB", "Managed PostgreSQL's buffer cache: the memory cap that pushes I/O to storage.",
                                  check=pg_size_problem),

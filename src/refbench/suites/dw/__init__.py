@@ -17,7 +17,8 @@ from typing import Any
 
 from refbench.engines import get_engine
 from refbench.engines.settings import (
-    dsn_problem, duckdb_size_problem, mariadb_setting_problem, mariadb_size_problem, pg_setting_problem, pg_size_problem,
+    duckdb_size_problem, mariadb_setting_problem, mariadb_size_problem, pg_setting_problem, pg_size_problem,
+    server_dsn_problem,
 )
 from refbench.errors import UserError
 from refbench.plan import ENGINES, Option, Plan
@@ -69,7 +70,7 @@ class DwSuite:
                                     "work directory); put it on the storage under test."),
         "dsn": Option(str, "", "Rate this server instead of a managed one, a PostgreSQL (libpq string) or a MariaDB "
                                "(mysql://…): its files cannot be kept out of its host's page cache, and its physical scan "
-                               "rate is not measured.", check=dsn_problem),
+                               "rate is not measured.", check=server_dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, {"quick": "16MB", "standard": "1GB", "full": "64GB"},
                                  "The row store's memory cap, about a tenth of its data or less (the DWFT rating paper caps SQL Server "
