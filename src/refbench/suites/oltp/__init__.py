@@ -44,7 +44,7 @@ REPORTED_SETTINGS = {
     "postgres": ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
                  "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"],
     "mariadb": ["innodb_buffer_pool_size", "max_connections", "innodb_flush_log_at_trx_commit", "innodb_doublewrite",
-                "innodb_flush_method", "innodb_log_file_size", "log_bin", "sync_binlog", "transaction_isolation",
+                "innodb_flush_method", "innodb_log_file_size", "log_bin", "sync_binlog", "tx_isolation",
                 "default_storage_engine"],
 }
 
