@@ -14,8 +14,10 @@ It does not outlive refbench: ``mariadbd`` is refbench's own child, gets SIGTERM
 when refbench's main thread ends, and refbench's watchdog (refbench.children) stops it and removes its socket
 directory after a kill -9.
 
-The page cache needs no bound here (host.cachebound, which PostgreSQL needs): InnoDB reads and writes its data files
-with O_DIRECT (innodb_flush_method's default since 10.6), so what it reads comes from storage or its buffer pool.
+InnoDB reads and writes its data files with O_DIRECT (innodb_flush_method's default since 10.6), so what it reads
+comes from storage or its buffer pool. The bounded page cache of the conditions work (host.cachebound) still applies
+when asked for (``cache_bytes``, as ManagedPostgres has it), so that both engines run under the same bound: its redo
+log and temporary files go through the page cache.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from refbench.children import die_with_parent, watchdog
 from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
 from refbench.engines.postgres import (
-    _account_can, _as_account, _last_error, _tail, free_port, managed_data_dir, proc_stat,
+    _account_can, _as_account, _join_then_become, _last_error, _tail, free_port, managed_data_dir, proc_stat,
 )
 from refbench.errors import UserError
+from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
 from refbench.redaction import read_private, redact, write_private
 
@@ -158,9 +161,11 @@ def _native_password_hash(password: str) -> str:
 class ManagedMariaDB:
     """install / start / stop of a private MariaDB server. ``settings`` are server variables (name -> value, dashes or
     underscores), innodb_buffer_pool_size among them; ``password_file`` keeps the refbench user's password (a file of
-    the run, so that a resumed run keeps it); without one it lives in memory only."""
+    the run, so that a resumed run keeps it); without one it lives in memory only. ``cache_bytes`` bounds the page
+    cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None):
+    def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
+                 cache_bytes: int = 0):
         self.data_dir = Path(data_dir).absolute()
         self.settings = {_setting_name(name): str(value) for name, value in settings.items()}
         self.password_file = Path(password_file).absolute() if password_file else None
@@ -171,7 +176,8 @@ class ManagedMariaDB:
         self.pid_file = self.data_dir / "mariadbd.pid"
         self.process: subprocess.Popen | None = None
         self._password: str | None = None
-        self._socket_guard = self._server_guard = None
+        self._socket_guard = self._server_guard = self._bound_guard = None
+        self.bound = Bound(cache_bytes, self.data_dir) if cache_bytes else None
 
     @staticmethod
     def reachable(directory: Path) -> bool:
@@ -241,6 +247,10 @@ class ManagedMariaDB:
         self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-mariadb-"))
         self._socket_guard = watchdog().register(remove=[self.socket_dir])
         self._own(self.socket_dir)
+        if self.bound is not None:
+            self.bound.create()
+            if self.bound.cgroup is not None:  # removed after the server is stopped: registered before it
+                self._bound_guard = watchdog().register(remove=[self.bound.cgroup.path])
         self._launch()
         self._create_user()
 
@@ -261,9 +271,13 @@ class ManagedMariaDB:
         # as long as refbench.
         on_death = functools.partial(die_with_parent, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         _LAUNCHED[self.log_file] = self.log_file.stat().st_size if self.log_file.exists() else 0
+        account, preexec = _as_account(self.account), on_death
+        if self.bound is not None and self.bound.cgroup is not None:
+            # Joined before exec (as root), then the server's account, as ManagedPostgres does.
+            account, preexec = {}, functools.partial(_join_then_become, self.bound.join, self.account, on_death)
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            start_new_session=True, preexec_fn=on_death, **_as_account(self.account))
+                                            start_new_session=True, preexec_fn=preexec, **account)
         # SIGTERM is mariadbd's clean shutdown; SIGKILL is safe for InnoDB too (its redo log recovers it).
         self._server_guard = watchdog().register(pid=self.process.pid, grace_s=10.0, signals=(signal.SIGTERM, signal.SIGKILL))
         self._wait_until_ready()
@@ -309,6 +323,11 @@ class ManagedMariaDB:
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
+        if self.bound is not None:
+            self.bound.close()
+        if self._bound_guard is not None:
+            self._bound_guard.release()
+            self._bound_guard = None
         if self._socket_guard is not None:
             self._socket_guard.release()
             self._socket_guard = None
@@ -659,10 +678,10 @@ class MariaDbEngine(ServerEngine):
 
     @classmethod
     def create(cls, dataset: Dataset, place: Placement) -> "MariaDbEngine":
-        # place.cache_bytes needs no bound: InnoDB reads its files with O_DIRECT (see the module's docstring).
         if place.dsn:
             return cls(place.dsn, None, place.workers, dataset)
-        return cls("", ManagedMariaDB(place.location, place.settings, place.password_file), place.workers, dataset)
+        server = ManagedMariaDB(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes)
+        return cls("", server, place.workers, dataset)
 
     @classmethod
     def require_installed(cls) -> None:
