@@ -987,9 +987,9 @@ class MariaDbTransactional:
             cursor.execute("CREATE TABLE refbench_load (warehouses int, loaded_rows bigint, "
                            "loaded_at DATETIME DEFAULT CURRENT_TIMESTAMP)")
             cursor.execute("INSERT INTO refbench_load (warehouses, loaded_rows) VALUES (%s, %s)", (warehouses, rows))
-            self._flush(conn)
+            self.flush_dirty_pages(conn)
 
-    def _flush(self, conn) -> None:
+    def flush_dirty_pages(self, conn) -> None:
         """PostgreSQL's CHECKPOINT after a load, for InnoDB: the page cleaner is told to keep no dirty page, at an I/O
         rate the storage sets rather than innodb_io_capacity's (200 pages/s by default: a 2-warehouse load took 70 s),
         until the load's pages are written, so that their writing does not fall into the first measurement. A user's

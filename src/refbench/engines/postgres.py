@@ -828,11 +828,13 @@ class PostgresTransactional:
         return {"tables": tables, "total_bytes": sum(t["bytes"] for t in tables.values())}
 
     def script(self, conn, text: str, params: dict[str, Any]) -> tuple:
+        """In one transaction, or a savepoint of the caller's: a script's SET LOCALs end with it."""
         row: tuple = ()
-        for statement in sql_statements(text):
-            cursor = conn.execute(statement, params if "%(" in statement else None)
-            if cursor.description:
-                row = cursor.fetchone()
+        with conn.transaction():
+            for statement in sql_statements(text):
+                cursor = conn.execute(statement, params if "%(" in statement else None)
+                if cursor.description:
+                    row = cursor.fetchone()
         return row
 
     def counters(self, conn) -> dict[str, int]:

@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from refbench.engines import Dataset, Engine, Placement, engine_for_dsn, get_engine, open_engine, transactional
+from refbench.engines import (
+    Dataset, Engine, Placement, Transactional, engine_for_dsn, get_engine, open_engine, transactional,
+)
 from refbench.engines.settings import (
     check_mariadb_settings, check_server_settings, mariadb_setting_problem, pg_setting_problem, pg_settings_dict, pg_size_bytes,
     pg_size_problem, server_dsn_problem, setting_origins,
@@ -68,6 +71,17 @@ def load_bytes(warehouses: int) -> int:
 
 def server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
     return storage.server_memory(o["cache_mb"], o["warehouses"] * WAREHOUSE_BYTES, {"shared_buffers": o["shared_buffers"]})
+
+
+def _space_bytes(o: dict[str, Any]) -> int:
+    """What the managed server's data directory takes: the load, and for MariaDB its redo log, which InnoDB creates at
+    its full size (innodb_log_file_size, 96 MB unless set) beside a few system tablespaces (about 100 MB)."""
+    if engine_name(o) != "mariadb":
+        return load_bytes(o["warehouses"])
+    log = _server_settings(o).get("innodb_log_file_size", "96M")
+    size = re.fullmatch(r"(\d+)([KMGT]?)", log.strip().upper())
+    log_bytes = int(size[1]) * 1024 ** " KMGT".index(size[2] or " ") if size else 2**30  # the server judges the value
+    return load_bytes(o["warehouses"]) + log_bytes + 100 * 10**6
 
 
 def engine_name(o: dict[str, Any]) -> str:
@@ -206,8 +220,8 @@ class OltpSuite:
             get_engine(name).require_installed()
             _check_settings(name, o)
             server_memory(o)  # a cache bound that cannot work is refused here
-            require_free_space(Path(where), load_bytes(o["warehouses"]),
-                               f"{o['warehouses']} warehouse(s) (about {load_bytes(o['warehouses']) / 1e9:,.1f} GB of "
+            require_free_space(Path(where), _space_bytes(o),
+                               f"{o['warehouses']} warehouse(s) (about {_space_bytes(o) / 1e9:,.1f} GB of "
                                "tables, indexes and WAL)")
         return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
                      f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
@@ -218,7 +232,7 @@ class OltpSuite:
         loads = len(cases) if o["reload_each_case"] else 1
         load_s = loads * o["warehouses"] * LOAD_S_PER_WAREHOUSE
         seconds = SETUP_S + load_s + len(cases) * (o["rampup_s"] + o["duration_s"])
-        space = [] if o["dsn"] else [(_load_dir(plan), load_bytes(o["warehouses"]),
+        space = [] if o["dsn"] else [(_load_dir(plan), _space_bytes(o),
                                       f"oltp: {o['warehouses']:,} warehouse(s) of tables, indexes and WAL")]
         title = get_engine(engine_name(o)).title
         return Estimate(seconds, f"{title} ({'at the dsn' if o['dsn'] else 'managed'}): {SETUP_S} s to start, {loads} load(s) of {o['warehouses']:,} warehouse(s) at {LOAD_S_PER_WAREHOUSE:g} s each "
@@ -383,6 +397,12 @@ def _check_settings(name: str, o: dict[str, Any]) -> None:
         check_mariadb_settings(_server_settings(o), setting_origins("oltp", o, "mariadb_settings"))
     else:
         check_server_settings(_server_settings(o), setting_origins("oltp", o))
+
+
+def transactions_at(dsn: str) -> Transactional:
+    """The OLTP side of the server at ``dsn`` (PostgreSQL or MariaDB, by the DSN's form), for the benchmarks:
+    ``database.build(transactions_at(dsn), …)`` loads it and ``driver.run(transactions_at(dsn), …)`` drives it."""
+    return transactional(open_engine(engine_for_dsn(dsn), TPCC, Placement(Path(), dsn=dsn)), TPCC)
 
 
 def _load_dir(plan: Plan) -> str:

@@ -3,8 +3,8 @@
 -- Parameters: at_load (true on a freshly loaded database, where condition 11 is checked as written) and
 -- delivered_at_load (2100).
 -- Every row is read: sequential scans and hash aggregates read each table once, where the planner would otherwise
--- walk ORDER_LINE's primary key (three times the pages at 1 warehouse, in random order).
-BEGIN;
+-- walk ORDER_LINE's primary key (three times the pages at 1 warehouse, in random order). The engine runs the
+-- statements in one transaction (a savepoint inside the caller's), so the SET LOCALs end with it.
 SET LOCAL enable_indexscan = off;
 SET LOCAL work_mem = '64MB';
 WITH lines AS MATERIALIZED (
@@ -66,4 +66,3 @@ SELECT
     WHERE coalesce(orders, 0) - new_orders <> CASE WHEN %(at_load)s THEN %(delivered_at_load)s
                                                    ELSE coalesce(min_no_o_id, d_next_o_id) - 1 END),
   (SELECT count(*) FROM customers WHERE balance + ytd_payment <> delivered);
-COMMIT;
