@@ -716,6 +716,8 @@ class PostgresTransactional:
     SCHEMA = "tpcc"
 
     def __init__(self, dsn: str, dataset: Dataset):
+        import psycopg.pq  # noqa: F401  imported before the driver forks its workers: they share its pages
+
         self.dsn, self.dataset = dsn, dataset
 
     @classmethod
