@@ -336,7 +336,7 @@ def _panic_since_launch(log: Path) -> str | None:
     except OSError:
         return None
     panics = [line.split("PANIC:", 1)[1].strip() for line in lines if "PANIC:" in line]
-    return f"{panics[-1]} (its log: {log})" if panics else None
+    return f"PANIC: {panics[-1]} (its log: {log})" if panics else None
 
 
 def managed_data_dir(preferred: Path, fallback: Path, reachable=None) -> Path:
