@@ -136,7 +136,12 @@ def run_refbench(source: "Source", dsn: str, warehouses: int, users: int, second
 
 def _run_driver(arguments: str) -> None:
     dsn, warehouses, users, rampup, seconds, seed = json.loads(arguments)
-    result = driver.run(dsn, warehouses, users, rampup, seconds, False, seed)
+    try:
+        from refbench.suites.oltp import transactions_at
+    except ImportError:  # an older refbench's driver (--before), which took the DSN itself
+        result = driver.run(dsn, warehouses, users, rampup, seconds, False, seed)
+    else:
+        result = driver.run(transactions_at(dsn), warehouses, users, rampup, seconds, False, seed)
     m = figures(result)
     print(json.dumps({"nopm": m["nopm"], "new_orders": m["new_orders_schema_delta"], "driver_cpu_s": result.driver_cpu_s,
                       "db_cpu_s": result.db_cpu_s}))
@@ -190,12 +195,14 @@ def run_pgbench(server: ManagedPostgres, users: int, seconds: int) -> float:
 
 def measure_loads(server: ManagedPostgres, loads: list[int], rounds: int) -> dict[int, list[float]]:
     """Seconds of refbench's whole build (load, keys, vacuum, checkpoint) per warehouse count, interleaved."""
+    from refbench.suites.oltp import transactions_at
+
     seconds: dict[int, list[float]] = {w: [] for w in loads}
     for i in range(rounds):
         for w in (loads if i % 2 == 0 else list(reversed(loads))):
             dsn = server.database(f"load{w}")
             t0 = time.monotonic()
-            database.build(dsn, w, os.cpu_count() or 1, True, lambda *_: None)
+            database.build(transactions_at(dsn), w, os.cpu_count() or 1, True, lambda *_: None)
             seconds[w].append(time.monotonic() - t0)
             with connect(server.dsn, autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE load{w}")
@@ -252,9 +259,11 @@ def main() -> None:
             load_s = measure_loads(server, loads, args.load_rounds)
             load_average = os.getloadavg()
         if user_counts:
+            from refbench.suites.oltp import transactions_at
+
             ours_dsn, theirs_dsn = server.database("refbench"), server.database("gotpc")
             t0 = time.monotonic()
-            database.build(ours_dsn, args.warehouses, os.cpu_count() or 1, True, lambda *_: None)
+            database.build(transactions_at(ours_dsn), args.warehouses, os.cpu_count() or 1, True, lambda *_: None)
             ours_load_s = time.monotonic() - t0
             common = ["-d", "postgres", "-H", "127.0.0.1", "-P", str(server.port), "-U", "refbench", "-p", server.password,
                       "-D", "gotpc", "--conn-params", "sslmode=disable"]

@@ -107,10 +107,17 @@ def dsn_problem(value: str) -> str | None:
 
 
 def server_dsn_problem(value: str) -> str | None:
-    """A DSN of either server engine: a mysql:// (or mariadb://) DSN for MariaDB, else a libpq connection string."""
-    if re.match(r"\s*(mysql|mariadb)://", value, re.IGNORECASE):
-        return mysql_dsn_problem(value)
-    return dsn_problem(value)
+    """A DSN of either server engine: a mysql:// (or mariadb://) URI for MariaDB, else libpq's forms (key=value or
+    postgresql://…); the value is never repeated."""
+    if not value:
+        return None
+    from refbench.engines import engine_for_dsn
+
+    try:
+        engine = engine_for_dsn(value) if "://" in value else "postgres"
+    except UserError as exc:
+        return "is not usable: " + str(exc)[0].lower() + str(exc)[1:].rstrip(".")
+    return mysql_dsn_problem(value) if engine == "mariadb" else dsn_problem(value)
 
 
 def mysql_dsn_problem(value: str) -> str | None:
@@ -140,16 +147,6 @@ def mariadb_size_bytes(value: str) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*([kmgtKMGT]?)\s*", value)
     assert m, value
     return int(m.group(1)) * _MARIADB_UNITS[m.group(2).lower()]
-
-
-def mariadb_setting_problem(item: str) -> str | None:
-    """One managed-MariaDB server variable, name=value (the server judges the name and value at plan time)."""
-    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_-]*)=(.*)", item)
-    if not m or not m.group(2).strip():
-        return "must look like name=value, e.g. join_buffer_size=4M (no spaces around '=')"
-    if m.group(1).lower().replace("-", "_") == "innodb_buffer_pool_size":
-        return "sets innodb_buffer_pool_size, which has its own option (mariadb_buffer_pool)"
-    return None
 
 
 def settings_dict(items: list[str]) -> dict[str, str]:
@@ -202,9 +199,37 @@ def _log_message(stderr: str, level: str) -> list[str]:
     return [m.group(1).strip() for m in re.finditer(rf"{level}:\s+(.*)", stderr)]
 
 
-def setting_origins(suite: str, options: dict[str, Any]) -> dict[str, str]:
-    """Where each managed-server setting of a suite's options comes from, for check_server_settings' messages."""
+def setting_origins(suite: str, options: dict[str, Any], key: str = "pg_settings") -> dict[str, str]:
+    """Where each managed-server setting of a suite's options comes from, for check_server_settings' messages:
+    ``key`` names the option of more settings (pg_settings, or mariadb_settings, whose buffer pool is shared_buffers'
+    size)."""
     origins = {"shared_buffers": f"[{suite}] shared_buffers '{options['shared_buffers']}'"}
-    for item in options["pg_settings"]:
-        origins[item.partition("=")[0].strip().lower()] = f"[{suite}] pg_settings item '{item}'"
+    origins["innodb_buffer_pool_size"] = origins["shared_buffers"]
+    for item in options[key]:
+        origins[item.partition("=")[0].strip().lower()] = f"[{suite}] {key} item '{item}'"
     return origins
+
+
+def mariadb_setting_problem(pool_option: str):
+    """The check of one managed MariaDB setting, name=value (the server itself judges the value when the plan is
+    checked); ``pool_option`` is the suite's option that sizes the buffer pool."""
+    def problem(item: str) -> str | None:
+        from refbench.engines.mariadb import RESERVED
+
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_-]*)=(.*)", item)
+        if not m or not m.group(2).strip():
+            return "must look like name=value, e.g. innodb_log_file_size=1G (no spaces around '=')"
+        name = m.group(1).lower().replace("-", "_")
+        if name in RESERVED:
+            return f"sets {name}, which refbench sets itself for the server it manages"
+        if name == "innodb_buffer_pool_size":
+            return f"sets innodb_buffer_pool_size, which has its own option ({pool_option})"
+        return None
+    return problem
+
+
+def check_mariadb_settings(settings: dict[str, str], origins: dict[str, str]) -> None:
+    """As check_server_settings, judged by the installed mariadbd."""
+    from refbench.engines.mariadb import check_server_settings as check
+
+    check(settings, origins)

@@ -90,7 +90,7 @@ class DssSuite:
                                       "else room for all of the data, at most half of this host's memory).",
                                       check=optional(mariadb_size_problem)),
         "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
-                                   check=mariadb_setting_problem),
+                                   check=mariadb_setting_problem("mariadb_buffer_pool")),
         "drop_caches": Option(bool, True, "Evict the engine's data files from the OS page cache before each cold "
                               "query (posix_fadvise, those files only)."),
         "cache_mb": storage.CACHE_MB,

@@ -85,7 +85,7 @@ class DwSuite:
                                       "The MariaDB row store's memory cap (innodb_buffer_pool_size; InnoDB reads with "
                                       "O_DIRECT, so this is all the memory its data gets).", check=mariadb_size_problem),
         "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
-                                   check=mariadb_setting_problem),
+                                   check=mariadb_setting_problem("mariadb_buffer_pool")),
         "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never); "
                           "the row store's only when it has no cache bound (cache_mb).", minimum=0),
         "cache_mb": storage.CACHE_MB,
