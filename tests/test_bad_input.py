@@ -479,7 +479,7 @@ def _violations(option) -> list:
     if option.choices is not None:
         scalar_bad.append("no-such-choice")
     if option.kind is list:
-        out += [[], [*default, default[0]]] + [[b] for b in scalar_bad]
+        out += [[]] + ([[*default, default[0]]] if default else []) + [[b] for b in scalar_bad]
     else:
         out += scalar_bad
     return out

@@ -663,13 +663,17 @@ def _load_table(dsn: str, table: str, csv: Path) -> int:
                 raise UserError(f"the MariaDB server refuses LOAD DATA LOCAL INFILE, which refbench loads with "
                                 f"({_client_error(exc)}); set local_infile=ON on it.") from None
             raise
-        rows = cursor.rowcount
-        warnings = conn.warning_count()
-        if warnings:
-            message = _rows(conn, "SHOW WARNINGS LIMIT 1")[0][2]
-            raise UserError(f"loading {csv} into MariaDB gave {warnings} warning{'s' * (warnings > 1)}, the first: "
-                            f"{message.rstrip('.')}.")
-        return rows
+        _fail_on_warnings(conn, str(csv))
+        return cursor.rowcount
+
+
+def _fail_on_warnings(conn, what: str) -> None:
+    """LOAD DATA turns a value that does not fit its column into a warning, and loads on: a warning fails the load."""
+    warnings = conn.warning_count()
+    if warnings:
+        message = _rows(conn, "SHOW WARNINGS LIMIT 1")[0][2]
+        raise UserError(f"loading {what} into MariaDB gave {warnings} warning{'s' * (warnings > 1)}, the first: "
+                        f"{message.rstrip('.')}.")
 
 
 class MariaDbEngine(ServerEngine):
@@ -963,13 +967,8 @@ class MariaDbTransactional:
                                ("\t".join(r"\N" if v is None else str(v) for v in row) + "\n" for row in rows))
 
     def copy_lines(self, conn, table: str, columns: str, lines) -> int:
-        """LOAD DATA LOCAL turns a value that does not fit its column into a warning: any warning fails the load."""
         count = load_lines(conn, table, columns, lines)
-        warnings = conn.warning_count()
-        if warnings:
-            message = _rows(conn, "SHOW WARNINGS LIMIT 1")[0][2]
-            raise UserError(f"loading {table} into MariaDB gave {warnings} warning{'s' * (warnings > 1)}, the first: "
-                            f"{message.rstrip('.')}.")
+        _fail_on_warnings(conn, table)
         return count
 
     def finish_tables(self, tables: list[str], workers: int) -> None:
