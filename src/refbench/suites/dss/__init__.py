@@ -66,7 +66,8 @@ class DssSuite:
         "sf": Option(float, {"quick": 0.01, "standard": 10.0, "full": 100.0},
                      "Scale factor (SF 1 ≈ 1 GB of data; full's SF 100 runs where the space check finds room, else "
                      "choose --sf 30).", minimum=0.001),
-        "engines": Option(list, list(ENGINES), "Engines: duckdb (column store), postgres and mariadb (row stores).",
+        "engines": Option(list, ["duckdb", "postgres"], "Engines: duckdb (column store), postgres and mariadb (row "
+                          "stores).",
                           item=str, choices=ENGINES),
         "modes": Option(list, list(MODES), "individual (each query cold, then warm), power, throughput.", item=str,
                         choices=MODES),
