@@ -1,17 +1,20 @@
-"""OLTP benchmark: refbench's driver against go-tpc (PingCAP) and pgbench on the same managed PostgreSQL, the
-driver's cost as the user count grows, and the load's time per warehouse as the warehouse count grows.
+"""OLTP benchmark: refbench's driver against go-tpc (PingCAP) and pgbench on the same managed PostgreSQL (or,
+with --engine mariadb, go-tpc's MySQL TPC-C and sysbench on the same managed MariaDB), the driver's cost as the
+user count grows, and the load's time per warehouse as the warehouse count grows.
 
 One command, one server, the same settings, warehouses and connections for both TPC-C drivers, run in
 alternation (refbench, go-tpc, go-tpc, refbench, …) so that the shared machine's drift falls on both. For each
 user count in --users:
 - NOPM ratio (refbench / go-tpc), both counted the same way: Σ D_NEXT_O_ID delta over the same measured
   window after the same warm-up (go-tpc calls its own New-Orders per minute "tpmC"),
-- driver CPU per New-Order, and the driver's share of all CPU the benchmark used (driver + PostgreSQL),
+- driver CPU per New-Order, and the driver's share of all CPU the benchmark used (driver + server),
 - the driver's resident memory: the peak over the run of the sum of RSS over its processes (the process that
   runs the driver, started for each run, and every process it forked; not the server or the watchdog) and of
   PSS (RSS with shared pages split between their sharers, which the sum of RSS counts once per process),
-- load time ratio (both up to frozen, analyzed tables: go-tpc's prepare, then the VACUUM refbench's build ends with).
-pgbench (TPC-B-like, built into PostgreSQL) gives the server's raw transaction rate on the same instance.
+- load time ratio (both up to the state refbench's build leaves: go-tpc's prepare, then on PostgreSQL the VACUUM
+  FREEZE ANALYZE, on MariaDB the ANALYZE TABLE and the write-out of the load's dirty pages).
+pgbench (TPC-B-like, built into PostgreSQL) or sysbench's oltp_read_write (MariaDB; `apt-get install sysbench`)
+gives the server's raw transaction rate on the same instance.
 --loads 10,100 loads those warehouse counts into fresh databases, interleaved over --load-rounds rounds, and
 prints the time per warehouse of each and its ratio to the first's.
 
@@ -20,8 +23,9 @@ directory, e.g. from `git archive`), up to a user count, in alternation with thi
 
     .venv/bin/python bench/oltp_bench.py --before /var/tmp/before/src:64 --users 4,64,384 --no-go-tpc --no-pgbench
 
-Usage: .venv/bin/python bench/oltp_bench.py [--warehouses 10] [--users 4,64] [--seconds 60] [--rounds 3]
-       [--before SRC[:MAX_USERS]] [--no-go-tpc] [--no-pgbench] [--loads 10,100 [--load-rounds 2]]
+Usage: .venv/bin/python bench/oltp_bench.py [--engine postgres|mariadb] [--warehouses 10] [--users 4,64]
+       [--seconds 60] [--rounds 3] [--before SRC[:MAX_USERS]] [--no-refbench] [--no-go-tpc] [--no-reference]
+       [--loads 10,100 [--load-rounds 2]]
 Prints Markdown for docs/BENCHMARKS.md.
 """
 
@@ -117,12 +121,10 @@ class MemorySampler:
         self._thread.join()
 
 
-def run_refbench(source: "Source", engine: str, dsn: str, warehouses: int, users: int, seconds: int, rampup: int,
-                 seed: int) -> dict:
+def run_refbench(source: "Source", dsn: str, warehouses: int, users: int, seconds: int, rampup: int, seed: int) -> dict:
     """One run of the driver of ``source`` in a process of its own (the driver's parent), whose tree is sampled."""
     env = {**os.environ, "PYTHONPATH": source.src} if source.src else dict(os.environ)
-    proc = subprocess.Popen([sys.executable, __file__, "--run-driver",
-                             json.dumps([engine, dsn, warehouses, users, rampup, seconds, seed])],
+    proc = subprocess.Popen([sys.executable, __file__, "--run-driver", json.dumps([dsn, warehouses, users, rampup, seconds, seed])],
                             stdout=subprocess.PIPE, text=True, env=env)
     with MemorySampler(proc.pid) as memory:
         out = proc.communicate()[0]
@@ -132,8 +134,13 @@ def run_refbench(source: "Source", engine: str, dsn: str, warehouses: int, users
 
 
 def _run_driver(arguments: str) -> None:
-    engine, dsn, warehouses, users, rampup, seconds, seed = json.loads(arguments)
-    result = driver.run(dsn, warehouses, users, rampup, seconds, False, seed)
+    dsn, warehouses, users, rampup, seconds, seed = json.loads(arguments)
+    try:
+        from refbench.suites.oltp import transactions_at
+    except ImportError:  # an older refbench's driver (--before), which took the DSN itself
+        result = driver.run(dsn, warehouses, users, rampup, seconds, False, seed)
+    else:
+        result = driver.run(transactions_at(dsn), warehouses, users, rampup, seconds, False, seed)
     m = figures(result)
     print(json.dumps({"nopm": m["nopm"], "new_orders": m["new_orders_schema_delta"], "driver_cpu_s": result.driver_cpu_s,
                       "db_cpu_s": result.db_cpu_s}))
@@ -190,10 +197,6 @@ class Postgres:
         with connect(self.server.dsn, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
 
-    def build(self, dsn: str, warehouses: int) -> None:
-        """refbench's whole build: load, keys, VACUUM FREEZE ANALYZE, checkpoint."""
-        database.build(dsn, warehouses, os.cpu_count() or 1, True, lambda *_: None)
-
     def go_tpc_args(self, db: str) -> list[str]:
         return ["-d", "postgres", "-H", "127.0.0.1", "-P", str(self.server.port), "-U", "refbench",
                 "-p", self.server.password, "-D", db, "--conn-params", "sslmode=disable"]
@@ -216,11 +219,12 @@ class Postgres:
 
 
 class MariaDb:
-    """A managed MariaDB as a refbench oltp run on MariaDB starts it: ManagedMariaDB's durable defaults (InnoDB,
-    innodb_flush_log_at_trx_commit=1, doublewrite on, binlog off) and the server's own 128M buffer pool, the size of
-    PostgreSQL's shared_buffers above, with a connection for every user and some for refbench's own. sysbench's
-    oltp_read_write is the server's raw transaction rate, as pgbench is PostgreSQL's."""
-    title = "managed MariaDB (durable defaults, innodb_buffer_pool_size 128M)"
+    """A managed MariaDB as `refbench oltp --engine mariadb` starts it by default: ManagedMariaDB's durable defaults
+    (InnoDB, innodb_flush_log_at_trx_commit=1, doublewrite on, binlog off), a buffer pool of oltp's shared_buffers
+    (128MB), oltp's mariadb_settings (innodb_log_file_size=1G) and a connection for every user and some for
+    refbench's own. sysbench's oltp_read_write is the server's raw transaction rate, as pgbench is PostgreSQL's."""
+    title = ("managed MariaDB 10.11 (durable: innodb_flush_log_at_trx_commit=1, doublewrite; innodb_buffer_pool_size "
+             "128M, innodb_log_file_size 1G)")
     # go-tpc's prepare ends with its consistency checks, whose correlated subqueries (3.3.2.10 and on) run for many
     # minutes on MariaDB; refbench's build does not check either (its conditions are the run's), so both time the load.
     go_tpc_prepare = ["--no-check"]
@@ -229,7 +233,9 @@ class MariaDb:
         from refbench.engines import mariadb  # not in an older refbench (--before)
 
         self.mariadb = mariadb
-        self.server = mariadb.ManagedMariaDB(base / "mariadb", {"max_connections": str(max_users + 20)})
+        self.server = mariadb.ManagedMariaDB(base / "mariadb", {"innodb_buffer_pool_size": "128M",
+                                                                "innodb_log_file_size": "1G",
+                                                                "max_connections": str(max_users + 20)})
 
     def start(self) -> None:
         self.server.start()
@@ -255,39 +261,24 @@ class MariaDb:
     def server_cpu_s(self) -> float:
         return process_cpu_s(self.server.process.pid)  # mariadbd is one process: its threads are counted in it
 
-    def checkpoint(self, timeout_s: float = 300.0) -> None:
-        """InnoDB's nearest to PostgreSQL's CHECKPOINT: the page cleaner writes every dirty page of the buffer pool
-        (dirty pages allowed: 0 %) before the run starts, so no run inherits the previous one's writes. At full speed,
-        as CHECKPOINT's are: at the default innodb_io_capacity (200) it wrote 70 pages/s here, a minute per run."""
-        settings = ("innodb_io_capacity_max", "innodb_io_capacity", "innodb_max_dirty_pages_pct")  # in setting order
-        with self.mariadb.connect(self.server.dsn, autocommit=True) as conn:
-            cursor = conn.cursor()
-            cursor.execute("SELECT " + ", ".join(f"@@{name}" for name in settings))
-            kept = cursor.fetchone()
-            for name, value in zip(settings, (100000, 100000, 0)):
-                cursor.execute(f"SET GLOBAL {name} = {value}")
-            try:
-                deadline = time.monotonic() + timeout_s
-                while time.monotonic() < deadline:
-                    cursor.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")
-                    if int(cursor.fetchone()[1]) == 0:
-                        break
-                    time.sleep(0.2)
-            finally:
-                for name, value in reversed(list(zip(settings, kept))):
-                    cursor.execute(f"SET GLOBAL {name} = {value}")
+    def checkpoint(self) -> None:
+        """refbench's own write-out of the buffer pool's dirty pages, which its build ends with (InnoDB's nearest to
+        PostgreSQL's CHECKPOINT)."""
+        from refbench.suites.oltp import transactions_at
 
-    def build(self, dsn: str, warehouses: int) -> None:
-        raise SystemExit("refbench's MariaDB loader is not in this checkout yet (branch s19-oltp); run with --no-refbench")
+        side = transactions_at(self.server.dsn)
+        with side.connect() as conn:
+            side.flush_dirty_pages(conn)
 
     def go_tpc_args(self, db: str) -> list[str]:
         return ["-d", "mysql", "-H", "127.0.0.1", "-P", str(self.server.port), "-U", "refbench",
                 "-p", self.server.password, "-D", db]
 
     def after_prepare(self, dsn: str) -> None:
-        # the state refbench's load leaves its own tables in: statistics gathered
+        # the state refbench's build leaves its own tables in: statistics gathered, the load's pages written
         tables = [name for name, in self._execute(dsn, "SHOW TABLES")]
         self._execute(dsn, "ANALYZE TABLE " + ", ".join(f"`{t}`" for t in tables))
+        self.checkpoint()
 
     def reference(self, users: int, seconds: int) -> str:
         """sysbench 1.0's oltp_read_write (10 reads, 4 writes a transaction) on 10 tables of 100,000 rows (about
@@ -333,6 +324,14 @@ def run_go_tpc(go_tpc: str, engine, common: list[str], dsn: str, warehouses: int
             "pss_kb": pss_kb, "processes": 1}
 
 
+def build(dsn: str, warehouses: int) -> None:
+    """refbench's whole build: schema, parallel bulk load, keys and indexes, then PostgreSQL's VACUUM FREEZE ANALYZE
+    and CHECKPOINT, or MariaDB's ANALYZE, procedures and the write-out of the load's pages."""
+    from refbench.suites.oltp import transactions_at  # not in an older refbench (--before)
+
+    database.build(transactions_at(dsn), warehouses, os.cpu_count() or 1, True, lambda *_: None)
+
+
 def measure_loads(engine, loads: list[int], rounds: int) -> dict[int, list[float]]:
     """Seconds of refbench's whole build per warehouse count, interleaved."""
     seconds: dict[int, list[float]] = {w: [] for w in loads}
@@ -340,7 +339,7 @@ def measure_loads(engine, loads: list[int], rounds: int) -> dict[int, list[float
         for w in (loads if i % 2 == 0 else list(reversed(loads))):
             dsn = engine.database(f"load{w}")
             t0 = time.monotonic()
-            engine.build(dsn, w)
+            build(dsn, w)
             seconds[w].append(time.monotonic() - t0)
             engine.drop(f"load{w}")
     return seconds
@@ -402,7 +401,7 @@ def main() -> None:
             ours_dsn, theirs_dsn = engine.database("refbench"), engine.database("gotpc")
             if sources:
                 t0 = time.monotonic()
-                engine.build(ours_dsn, args.warehouses)
+                build(ours_dsn, args.warehouses)
                 ours_load_s = time.monotonic() - t0
             common = engine.go_tpc_args("gotpc")
             if go_tpc:
@@ -419,8 +418,8 @@ def main() -> None:
                         continue
                     engine.checkpoint()  # each run starts from the same state of the buffers and the log
                     if source is not None:
-                        result = run_refbench(source, args.engine, ours_dsn, args.warehouses, users, args.seconds,
-                                              args.rampup, i + 1)
+                        result = run_refbench(source, ours_dsn, args.warehouses, users, args.seconds, args.rampup,
+                                              i + 1)
                     else:
                         result = run_go_tpc(go_tpc, engine, common, theirs_dsn, args.warehouses, users, args.seconds,
                                             args.rampup)

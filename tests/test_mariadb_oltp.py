@@ -4,13 +4,12 @@ against the tables around it), remote lines and payments reach the other warehou
 a New-Order, the consistency check finds a violation when there is one, and the conditions hold after a few hundred
 mixed calls from four connections, two per warehouse.
 
-The rows are load.py's: its row generators are run unchanged, with its PostgreSQL connection and COPY swapped for a
-MariaDB connection and engines.mariadb.load_lines (the same COPY text format) for the duration of the load; the
-suite's loader is not wired to engines yet (issue 19, point 1)."""
+The database is built by the suite's own database.build through the engine's OLTP side (MariaDbTransactional):
+load.py's row generators, LOAD DATA LOCAL INFILE, the indexes, the procedures. The last tests run the whole suite,
+`refbench oltp --engine mariadb`, and its bad inputs."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -24,51 +23,22 @@ from pathlib import Path
 
 import pytest
 
-from refbench.engines.mariadb import ManagedMariaDB, connect, load_lines
-from refbench.engines.postgres import sql_statements
-from refbench.suites.oltp import load
-from refbench.suites.oltp.consistency import CONDITIONS, ORDERS_DELIVERED_AT_LOAD
+from refbench.engines import sql_statements
+from refbench.engines.mariadb import ManagedMariaDB, MariaDbTransactional, connect
+from refbench.suites.oltp import TPCC, consistency, database
 from refbench.suites.oltp.driver import DECK
-from refbench.suites.oltp.inputs import INPUTS, UNUSED_ITEM
+from refbench.suites.oltp.inputs import UNUSED_ITEM, inputs_for
 from refbench.suites.oltp.rand import TpccRandom
 
 pytestmark = pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
                                 reason="mariadb-server is not installed (make setup installs it)")
 
-TRANSACTIONS = ["new_order", "payment", "order_status", "delivery", "stock_level"]
 ARITY = {"new_order": 4, "payment": 7, "order_status": 4, "delivery": 2, "stock_level": 3}
 UNUSED_ITEM_ERROR = 1644  # SIGNAL SQLSTATE '45000', new_order.sql's rollback
 
 
 def _sql(name: str) -> str:
     return files("refbench.suites.oltp").joinpath("sql", "mariadb", f"{name}.sql").read_text()
-
-
-def _load_lines_without_warnings(conn, table: str, columns: str, lines) -> int:
-    """load_lines, and no row changed on the way in: LOAD DATA LOCAL turns what would be errors (a value that does not
-    fit its column) into warnings."""
-    count = load_lines(conn, table, columns, lines)
-    cursor = conn.cursor()
-    cursor.execute("SHOW WARNINGS")
-    warnings = cursor.fetchall()
-    assert not warnings, f"loading {table}: {warnings[:3]}"
-    return count
-
-
-def _load_rows(conn, table: str, columns: str, rows) -> int:
-    return _load_lines_without_warnings(
-        conn, table, columns, ("\t".join(r"\N" if v is None else str(v) for v in row) + "\n" for row in rows))
-
-
-@contextlib.contextmanager
-def _loader_connection(dsn: str, autocommit: bool = False):
-    """What load.py's `with connect(dsn) as conn` gets from psycopg: a connection that commits when the block ends."""
-    conn = connect(dsn, local_infile=True, autocommit=autocommit)
-    try:
-        yield conn
-        conn.commit()
-    finally:
-        conn.close()
 
 
 def _execute(conn, statement: str, params=None) -> list[tuple]:
@@ -100,37 +70,24 @@ def _one(conn, statement: str, params=None):
 
 
 def _violations(conn, at_load: bool = False) -> dict[int, int]:
-    """consistency.sql's statements in order; the conditions that do not hold, with their counts."""
-    params = {"at_load": int(at_load), "delivered_at_load": ORDERS_DELIVERED_AT_LOAD}
-    counts = [rows[0] for statement in sql_statements(_sql("consistency")) if (rows := _execute(conn, statement, params))]
-    assert len(counts) == 1 and _one(conn, "SELECT @@in_transaction") == 0
-    return {n: int(count) for n, count in zip(CONDITIONS, counts[0]) if count}
+    """The suite's check (consistency.sql through the engine); the conditions that do not hold, with their counts."""
+    found = consistency.check(MariaDbTransactional("", TPCC, None), conn, at_load)
+    assert _one(conn, "SELECT @@in_transaction") == 0
+    return {n: count for n, (_, count) in found.items() if count}
 
 
 @pytest.fixture(scope="module")
 def tpcc():
-    """A managed MariaDB (durable defaults) holding 2 loaded warehouses with its indexes and the five procedures;
-    yields (DSN, rows loaded)."""
+    """A managed MariaDB (durable defaults) holding 2 loaded warehouses with its indexes and the five procedures, built
+    by the suite's database.build; yields (DSN, rows loaded, the server)."""
     base = Path(tempfile.mkdtemp(prefix="refbench-test-mariadb-oltp-"))
     base.chmod(0o755)  # the mysql system user must reach the data directory
     server = ManagedMariaDB(base / "data", {"innodb_buffer_pool_size": "256M"})
     try:
         server.start()
         dsn = server.database("tpcc")
-        with connect(dsn, autocommit=True) as conn:
-            for statement in sql_statements(_sql("schema")):
-                _execute(conn, statement)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(load, "connect", _loader_connection)
-            patch.setattr(load, "_copy", _load_rows)
-            patch.setattr(load, "_copy_lines", _load_lines_without_warnings)
-            rows, _ = load.load_all(dsn, 2, 2)
-        with connect(dsn, autocommit=True) as conn:
-            for statement in sql_statements(_sql("indexes")):
-                _execute(conn, statement)
-            for name in TRANSACTIONS:
-                _execute(conn, _sql(name))  # one CREATE OR REPLACE PROCEDURE per file, sent whole
-        yield dsn, rows
+        info = database.build(MariaDbTransactional(dsn, TPCC, None), 2, 2, False, lambda what, done: None)
+        yield dsn, info["rows"], server
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -356,12 +313,8 @@ def test_stock_level_counts_the_distinct_low_stock_items_of_the_last_20_orders(c
 
 
 def _arguments(transaction: str, params: list) -> list:
-    """inputs.py's parameters for PostgreSQL, as the MariaDB procedures take them: text, and New-Order's three int[]
-    literals {…} as one JSON array of lines."""
-    args = [p.decode() if p is not None else None for p in params]
-    if transaction == "new_order":
-        args[3:] = [_lines(*([int(v) for v in a[1:-1].split(",")] for a in args[3:]))]
-    return args
+    """inputs.py's parameters for MariaDB (New-Order's lines one JSON array) as text."""
+    return [p.decode() if p is not None else None for p in params]
 
 
 def test_the_conditions_hold_after_a_few_hundred_mixed_calls_from_four_connections(tpcc):
@@ -382,7 +335,7 @@ def test_the_conditions_hold_after_a_few_hundred_mixed_calls_from_four_connectio
                     deck = DECK[:]
                     rng.shuffle(deck)
                     for transaction in deck:
-                        args = _arguments(transaction, INPUTS[transaction](rng, w, [3 - w]))
+                        args = _arguments(transaction, inputs_for("json")[transaction](rng, w, [3 - w]))
                         assert len(args) == ARITY[transaction]
                         try:
                             _call(conn, transaction, *args)
@@ -409,3 +362,84 @@ def test_the_conditions_hold_after_a_few_hundred_mixed_calls_from_four_connectio
         assert counts["new_order"] + counts["rolled back"] == 4 * 6 * 10
         assert _one(conn, "SELECT sum(d_next_o_id) FROM district") == next_o_id + counts["new_order"]
         assert _violations(conn) == {}
+
+
+# ---- the suite on MariaDB: `refbench oltp --engine mariadb` and its bad inputs -----------------------------------
+
+
+@pytest.mark.slow
+def test_refbench_oltp_on_a_managed_mariadb_passes_its_checks(refbench, tmp_path):
+    """The quick profile's shape on a managed MariaDB, with more users than the workers have CPUs' share, so that a
+    worker drives several users through the non-blocking calls (select/epoll over _mysql's sockets): the consistency
+    conditions hold before and after, the mix and the rollbacks are as specified, NOPM and TPM come from the server's
+    counters, and the report states the durable settings."""
+    users = 2 * (os.cpu_count() or 1) + 1
+    result = refbench("oltp", "--engine", "mariadb", "--users", str(users), "--rampup-s", "2", "--duration-s", "5",
+                      "--runs-dir", str(tmp_path / "runs"), "--json")
+    assert result.code == 0, result.stderr
+    run = next((tmp_path / "runs").iterdir())
+    record = json.loads((run / "records" / "oltp" / f"u{users}-r1.json").read_text())
+    m = record["metrics"]
+    assert m["errors"] == 0 and m["users"] == users and m["driver_processes"] - 1 < users  # users share workers
+    assert m["nopm"] > 0 and m["tpm"] > m["nopm"] and m["new_orders_schema_delta"] > 0
+    # NOPM comes from Σ D_NEXT_O_ID, which the driver's own count of committed New-Orders must match closely (the
+    # window's edges cut a few transactions either way).
+    assert abs(m["new_orders_schema_delta"] - m["new_orders_committed_by_driver"]) <= 2 * users
+    assert m["new_order_lat_p99_ms"] > 0 and m["db_cpu_s"] > 0 and 0 < m["driver_cpu_share_pct"] < 100
+    settings = record["extra"]["settings"]
+    assert settings["engine"] == "MariaDB" and settings["innodb_flush_log_at_trx_commit"] == "1"
+    assert settings["innodb_doublewrite"] == "ON" and settings["innodb_buffer_pool_size"] == str(128 * 2**20)
+    assert "stored procedures" in record["method"] and "Com_commit" in record["method"]
+    findings = json.loads((run / "findings" / "oltp.json").read_text())
+    names = [f["check"] for f in findings]
+    assert sum(n.startswith("consistency condition") for n in names) == 12 and any(n.startswith("mix:") for n in names)
+    assert all(f["passed"] for f in findings), [f for f in findings if not f["passed"]]
+
+
+def _in_process(tmp_path: Path, *args: str):
+    from test_bad_input import run_in_process
+
+    return run_in_process(tmp_path, "oltp", *args, "--runs-dir", str(tmp_path / "runs"))
+
+
+def _refused(result, says: str) -> str:
+    """One sentence, a non-zero exit, and no run directory."""
+    assert result.code != 0 and says in result.stderr, result.stderr
+    sentence = result.stderr.strip().removeprefix("refbench: ")
+    assert sentence.count(". ") == 0 and sentence.endswith(".") and "Traceback" not in result.stderr
+    return sentence
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--engine", "oracle"], "engine must be postgres or mariadb, not 'oracle'"),
+    (["--engine", "postgres", "--dsn", "mysql://bench@127.0.0.1/tpcc"], "contradicts the dsn, which is a MariaDB DSN"),
+    (["--dsn", "mysql://bench@127.0.0.1:1/tpcc"], "cannot connect to MariaDB at 'mysql://bench@127.0.0.1:1/tpcc'"),
+    (["--dsn", "mysql://bench@127.0.0.1:99999/tpcc"], "is not a number from 1 to 65535"),
+    (["--engine", "mariadb", "--mariadb-settings", "innodb_log_file_size=lots"], "is refused by MariaDB"),
+    (["--engine", "mariadb", "--mariadb-settings", "datadir=/tmp"], "which refbench sets itself"),
+])
+def test_bad_engine_choices_are_one_sentence_and_write_nothing(tmp_path, args, says):
+    _refused(_in_process(tmp_path, *args), says)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_user_without_the_privileges_or_the_password_is_refused_before_the_run(tpcc, tmp_path):
+    """A server user that may read but not create procedures, and a wrong password: one sentence each, nothing
+    written. The sentences are the engine's (engines.mariadb.check_server and connect)."""
+    server = tpcc[2]
+    with connect(server.dsn, autocommit=True) as admin:
+        for host in ("localhost", "127.0.0.1"):
+            _execute(admin, f"CREATE OR REPLACE USER 'reader'@'{host}' IDENTIFIED BY 'pw'")
+            _execute(admin, f"GRANT SELECT, INSERT, UPDATE, DELETE ON tpcc.* TO 'reader'@'{host}'")
+    try:
+        sentence = _refused(_in_process(tmp_path, "--dsn", f"mysql://reader:pw@127.0.0.1:{server.port}/tpcc"),
+                            "lacks the privileges")
+        assert "CREATE ROUTINE" in sentence and "'pw'" not in sentence
+        sentence = _refused(_in_process(tmp_path, "--dsn", f"mysql://reader:wrong@127.0.0.1:{server.port}/tpcc"),
+                            "cannot connect to MariaDB")
+        assert "wrong" not in sentence and "Access denied" in sentence
+        assert not (tmp_path / "runs").exists()
+    finally:
+        with connect(server.dsn, autocommit=True) as admin:
+            for host in ("localhost", "127.0.0.1"):
+                _execute(admin, f"DROP USER IF EXISTS 'reader'@'{host}'")

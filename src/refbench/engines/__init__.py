@@ -199,6 +199,90 @@ class Engine(Protocol):
         or by default those that shape a query workload's."""
 
 
+class TransactionFailed(Exception):
+    """A virtual user's call failed in a way after which going on would only measure the failure (a lost connection,
+    a full disk, missing procedures): the case ends, and the message says what happened, in words."""
+
+
+class TransactionClient(Protocol):
+    """One virtual user's own connection, calling the workload's transactions: each is one statement (a server-side
+    function or stored procedure of the dataset's SQL files) given by the suite as ``calls`` (transaction -> the
+    statement in the engine's dialect, parameters as the engine's client marks them). Parameters are text (bytes) or
+    None. An outcome is "ok", "rollback" (the transaction ended with ``rollback_code``, its designed rollback) or the
+    error code of any other error (counted as an error); TransactionFailed ends the case.
+
+    Two ways to call, so that one process drives many users: ``call`` waits for the outcome; ``send`` returns at once,
+    and ``receive`` is called when ``fileno()`` is readable (select/epoll), returning None until the whole outcome
+    has arrived."""
+
+    def fileno(self) -> int: ...
+    def call(self, tx: str, params: list[bytes | None]) -> str: ...
+    def send(self, tx: str, params: list[bytes | None]) -> None: ...
+    def receive(self) -> str | None: ...
+    def close(self) -> None: ...
+
+
+class Transactional(Protocol):
+    """What an OLTP workload asks of a server engine beside Engine, for a started engine's database (``create``):
+    the user's rights, the bulk load of generated rows, the indexes, statistics and transactions' procedures after it,
+    the counters the figures come from, the server's CPU, and the virtual users' clients. The SQL is the dataset's (its
+    files per engine); the engine supplies how its server runs it. Picklable: loader processes receive it."""
+
+    name: str                 # the engine's registry name
+    dataset: Dataset
+    new_order_lines: str  # how New-Order's lines are passed: "arrays" (three int[]) or "json" (one array of triples)
+
+    @classmethod
+    def create(cls, engine: "Engine", dataset: Dataset) -> "Transactional": ...
+
+    def check_user(self, users: int, own: int) -> None:
+        """A UserError in one sentence when the user may not build the schema and its procedures, or the server
+        cannot take a connection for each of ``users`` virtual users and ``own`` of refbench's."""
+
+    def loaded_warehouses(self) -> int | None:
+        """The warehouses of a complete earlier load, or None."""
+
+    def create_schema(self) -> None:
+        """Drops the dataset's tables and creates them empty (schema)."""
+
+    def loader(self) -> Any:
+        """A connection for one loader process, a context manager committing its rows once at the end."""
+
+    def copy_rows(self, conn: Any, table: str, columns: str, rows: Any) -> int: ...
+
+    def copy_lines(self, conn: Any, table: str, columns: str, lines: Any) -> int:
+        """Bulk load of rows already in COPY's text format (tab-separated, \\N for NULL, one per line)."""
+
+    def finish_tables(self, tables: list[str], workers: int) -> None:
+        """The indexes (indexes) and statistics of the loaded tables, largest first, ``workers`` at once."""
+
+    def install(self, transactions: list[str]) -> None:
+        """The transactions' functions or procedures, one SQL file each."""
+
+    def mark_loaded(self, warehouses: int, rows: int) -> None:
+        """Records the load as complete, and writes it out so that the first measurement does not pay for it."""
+
+    def sizes(self) -> dict[str, Any]: ...
+
+    def connect(self) -> Any:
+        """A DB-API connection (autocommit) to the database, for the suite's own SQL in the engine's dialect."""
+
+    def script(self, conn: Any, text: str, params: dict[str, Any]) -> tuple:
+        """Runs an SQL script's statements in order on ``conn`` (``params`` for those that name them); the row of the
+        one statement that returns rows."""
+
+    def counters(self, conn: Any) -> dict[str, int]:
+        """sum_d_next_o_id (NOPM's counter), xact_commit and xact_rollback (TPM's), cumulative."""
+
+    def server_cpu(self, conn: Any) -> Any:
+        """A function giving the server's CPU seconds so far, or None when the server is not on this host."""
+
+    def client(self, calls: dict[str, str], rollback_code: str) -> TransactionClient: ...
+
+    def failure(self, exc: BaseException) -> str | None:
+        """The first line of a client library error's message (a full disk, a lost server), None for other errors."""
+
+
 class ServerEngine:
     """What the engines with a server (managed, or a user's behind a DSN) share: the dataset's database on it, the
     main connection run() uses, restarts for a cold cache, the server's files and process. A subclass sets ``title``,
@@ -282,6 +366,15 @@ def get_engine(name: str) -> type[Engine]:
             raise
         raise UserError(f"the {name} engine is not part of this refbench yet.") from None
     return module.ENGINE
+
+
+def transactional(engine: Engine, dataset: Dataset) -> Transactional:
+    """The OLTP side of a started ``engine`` (its module's TRANSACTIONAL), for ``dataset``."""
+    module = importlib.import_module(_MODULES[engine.name])
+    kind = getattr(module, "TRANSACTIONAL", None)
+    if kind is None:
+        raise UserError(f"the {engine.title} engine does not run OLTP transactions.")
+    return kind.create(engine, dataset)
 
 
 def open_engine(name: str, dataset: Dataset, place: Placement) -> Engine:

@@ -14,12 +14,15 @@ It does not outlive refbench: ``mariadbd`` is refbench's own child, gets SIGTERM
 when refbench's main thread ends, and refbench's watchdog (refbench.children) stops it and removes its socket
 directory after a kill -9.
 
-The page cache needs no bound here (host.cachebound, which PostgreSQL needs): InnoDB reads and writes its data files
-with O_DIRECT (innodb_flush_method's default since 10.6), so what it reads comes from storage or its buffer pool.
+InnoDB reads and writes its data files with O_DIRECT (innodb_flush_method's default since 10.6), so what it reads
+comes from storage or its buffer pool. The bounded page cache of the conditions work (host.cachebound) still applies
+when asked for (``cache_bytes``, as ManagedPostgres has it), so that both engines run under the same bound: its redo
+log and temporary files go through the page cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -39,13 +42,16 @@ from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import die_with_parent, watchdog
-from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, sql_statements
-from refbench.engines.postgres import _account_can, _as_account, _last_error, _tail, free_port, managed_data_dir
+from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines.postgres import (
+    _account_can, _as_account, _join_then_become, _last_error, _tail, free_port, managed_data_dir, proc_stat,
+)
 from refbench.errors import UserError
+from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
 from refbench.redaction import read_private, redact, write_private
 
-__all__ = ["ENGINE", "ManagedMariaDB", "MariaDbEngine", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "load_lines", "parse_dsn",
+__all__ = ["ENGINE", "TRANSACTIONAL", "ManagedMariaDB", "MariaDbTransactional", "MariaDbEngine", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "load_lines", "parse_dsn",
            "require_server_binaries", "server_settings", "server_version", "version_problem"]
 
 USER = "refbench"
@@ -155,9 +161,11 @@ def _native_password_hash(password: str) -> str:
 class ManagedMariaDB:
     """install / start / stop of a private MariaDB server. ``settings`` are server variables (name -> value, dashes or
     underscores), innodb_buffer_pool_size among them; ``password_file`` keeps the refbench user's password (a file of
-    the run, so that a resumed run keeps it); without one it lives in memory only."""
+    the run, so that a resumed run keeps it); without one it lives in memory only. ``cache_bytes`` bounds the page
+    cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None):
+    def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
+                 cache_bytes: int = 0):
         self.data_dir = Path(data_dir).absolute()
         self.settings = {_setting_name(name): str(value) for name, value in settings.items()}
         self.password_file = Path(password_file).absolute() if password_file else None
@@ -168,7 +176,8 @@ class ManagedMariaDB:
         self.pid_file = self.data_dir / "mariadbd.pid"
         self.process: subprocess.Popen | None = None
         self._password: str | None = None
-        self._socket_guard = self._server_guard = None
+        self._socket_guard = self._server_guard = self._bound_guard = None
+        self.bound = Bound(cache_bytes, self.data_dir) if cache_bytes else None
 
     @staticmethod
     def reachable(directory: Path) -> bool:
@@ -238,6 +247,10 @@ class ManagedMariaDB:
         self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-mariadb-"))
         self._socket_guard = watchdog().register(remove=[self.socket_dir])
         self._own(self.socket_dir)
+        if self.bound is not None:
+            self.bound.create()
+            if self.bound.cgroup is not None:  # removed after the server is stopped: registered before it
+                self._bound_guard = watchdog().register(remove=[self.bound.cgroup.path])
         self._launch()
         self._create_user()
 
@@ -258,9 +271,13 @@ class ManagedMariaDB:
         # as long as refbench.
         on_death = functools.partial(die_with_parent, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         _LAUNCHED[self.log_file] = self.log_file.stat().st_size if self.log_file.exists() else 0
+        account, preexec = _as_account(self.account), on_death
+        if self.bound is not None and self.bound.cgroup is not None:
+            # Joined before exec (as root), then the server's account, as ManagedPostgres does.
+            account, preexec = {}, functools.partial(_join_then_become, self.bound.join, self.account, on_death)
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            start_new_session=True, preexec_fn=on_death, **_as_account(self.account))
+                                            start_new_session=True, preexec_fn=preexec, **account)
         # SIGTERM is mariadbd's clean shutdown; SIGKILL is safe for InnoDB too (its redo log recovers it).
         self._server_guard = watchdog().register(pid=self.process.pid, grace_s=10.0, signals=(signal.SIGTERM, signal.SIGKILL))
         self._wait_until_ready()
@@ -306,6 +323,11 @@ class ManagedMariaDB:
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
+        if self.bound is not None:
+            self.bound.close()
+        if self._bound_guard is not None:
+            self._bound_guard.release()
+            self._bound_guard = None
         if self._socket_guard is not None:
             self._socket_guard.release()
             self._socket_guard = None
@@ -656,10 +678,10 @@ class MariaDbEngine(ServerEngine):
 
     @classmethod
     def create(cls, dataset: Dataset, place: Placement) -> "MariaDbEngine":
-        # place.cache_bytes needs no bound: InnoDB reads its files with O_DIRECT (see the module's docstring).
         if place.dsn:
             return cls(place.dsn, None, place.workers, dataset)
-        return cls("", ManagedMariaDB(place.location, place.settings, place.password_file), place.workers, dataset)
+        server = ManagedMariaDB(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes)
+        return cls("", server, place.workers, dataset)
 
     @classmethod
     def require_installed(cls) -> None:
@@ -774,3 +796,268 @@ class MariaDbEngine(ServerEngine):
 
 
 ENGINE = MariaDbEngine
+
+
+# ---- the OLTP side (refbench.engines.Transactional): the oltp suite's tables in the DSN's database ----------------
+
+
+# Client errors after which a virtual user's connection is gone.
+_LOST = {2006, 2013, 2055, 4031}  # server gone, lost during the query, lost at reading, idle timeout
+# Server errors after which going on would only measure the failure: the virtual user stops and the case fails.
+_FATAL = {
+    **dict.fromkeys((1021, 1037, 1038, 1040, 1041, 1114), "the database server ran out of disk space, memory or connections"),
+    **dict.fromkeys((1053, 1317, 1927), "the database server was shut down or the transaction was cancelled"),
+    **dict.fromkeys((1030, 1034, 1180, 1181), "the database server's storage engine failed"),
+    **dict.fromkeys((1054, 1064, 1146, 1305, 1318), "the TPC-C tables or procedures are missing or were changed"),
+}
+
+
+class MariaDbClient:
+    """refbench.engines.TransactionClient on mysqlclient's low-level connection (_mysql): ``send_query`` sends a CALL
+    and returns, ``read_query_result`` reads its outcome once the socket (``fileno``) is readable, so one process
+    drives many users as on PostgreSQL. The values go into the CALL's text as quoted, escaped literals (the protocol's
+    text form; a server-side prepared CALL would cost a round trip more per user at login and nothing less per call)."""
+
+    __slots__ = ("conn", "templates", "rollback_code", "error", "literal")
+
+    def __init__(self, dsn: str, calls: dict[str, str], rollback_code: str):
+        try:
+            self.conn = connect(dsn, autocommit=True)
+        except UserError as exc:
+            raise TransactionFailed(f"could not start: {exc}") from None
+        self.templates = {tx: query.encode() for tx, query in calls.items()}
+        self.rollback_code, self.error, self.literal = rollback_code, _driver().MySQLError, self.conn.string_literal
+
+    def fileno(self) -> int:
+        return self.conn.fileno()
+
+    def _query(self, tx: str, params: list) -> bytes:
+        literal = self.literal
+        return self.templates[tx] % tuple([b"NULL" if p is None else literal(p) for p in params])
+
+    def call(self, tx: str, params: list) -> str:
+        try:
+            self.conn.send_query(self._query(tx, params))
+        except self.error as exc:
+            return self._outcome(exc)
+        return self.receive()
+
+    def send(self, tx: str, params: list) -> None:
+        try:
+            self.conn.send_query(self._query(tx, params))
+        except self.error as exc:
+            self._outcome(exc)  # a send fails only when the connection is gone: raised there
+
+    def receive(self) -> str:
+        """The CALL's outcome: its one-row result, then the procedure's closing status, which the server sends right
+        after it (the procedures select their result after their COMMIT), so neither read waits for the server."""
+        conn = self.conn
+        try:
+            conn.read_query_result()
+            conn.store_result()
+            while conn.next_result() == 0:
+                conn.store_result()
+        except self.error as exc:
+            return self._outcome(exc)
+        return "ok"
+
+    def _outcome(self, exc: BaseException) -> str:
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+        if str(code) == self.rollback_code:
+            return "rollback"
+        if code in _LOST or not exc.args:
+            raise TransactionFailed(f"lost its connection: {_client_error(exc)}")
+        if code in _FATAL:
+            raise TransactionFailed(f"stopped: {_FATAL[code]} ({code}: {_client_error(exc)})")
+        return str(code)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@contextlib.contextmanager
+def _loader_connection(dsn: str):
+    """A loader's connection: LOAD DATA LOCAL allowed, its rows committed once when the block ends."""
+    conn = connect(dsn, local_infile=True, autocommit=False)
+    try:
+        yield conn
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _each_in_parallel(dsn: str, groups: list[list[str]], workers: int) -> None:
+    """Each group's statements in order on a connection of its own, ``workers`` groups at once."""
+    def run(group: list[str]) -> None:
+        with connect(dsn, autocommit=True) as conn:
+            cursor = conn.cursor()
+            for statement in group:
+                cursor.execute(statement)
+                if cursor.description:
+                    cursor.fetchall()  # ANALYZE TABLE answers with a result set
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(run, [g for g in groups if g]))
+
+
+def _process_cpu_s(pid: int) -> float | None:
+    """CPU seconds so far of one process and all its threads (mariadbd is one process)."""
+    stat = proc_stat(pid)
+    return None if stat is None else stat[2] / os.sysconf("SC_CLK_TCK")
+
+
+class MariaDbTransactional:
+    """refbench.engines.Transactional for MariaDB: the dataset's tables in the DSN's database (InnoDB, keys declared
+    with the tables so rows land in key order), loaded by LOAD DATA LOCAL INFILE (one transaction per loader), then the
+    secondary indexes and ANALYZE TABLE; the transactions are stored procedures, one CALL each."""
+
+    name = "mariadb"
+    new_order_lines = "json"
+    # How long mark_loaded waits for InnoDB to write the load's dirty pages out before the first measurement.
+    FLUSH_WAIT_S = 300.0
+
+    def __init__(self, dsn: str, dataset: Dataset, server_pid: int | None):
+        self.dsn, self.dataset, self.server_pid = dsn, dataset, server_pid
+
+    @classmethod
+    def create(cls, engine: Any, dataset: Dataset) -> "MariaDbTransactional":
+        return cls(engine.dsn, dataset, engine.server_pid())
+
+    def connect(self):
+        return connect(self.dsn, autocommit=True)
+
+    def check_user(self, users: int, own: int) -> None:
+        with self.connect() as conn:
+            check_server(conn)
+            limit = int(_rows(conn, "SELECT @@max_connections")[0][0])
+            used = int(_rows(conn, "SHOW GLOBAL STATUS LIKE 'Threads_connected'")[0][1])
+        free = limit - used + 1  # this check's own connection is free again when the run starts
+        if free < users + own:
+            raise UserError(f"the MariaDB server has {free} free connection(s) (max_connections {limit}, {used} in use) "
+                            f"and {users} virtual user(s) need {users + own} (one each and {own} of refbench's own); "
+                            "raise its max_connections or lower the user count.")
+
+    def loaded_warehouses(self) -> int | None:
+        with self.connect() as conn:
+            if not _rows(conn, "SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema = DATABASE() "
+                               "AND table_name = 'refbench_load'")[0][0]:
+                return None
+            found = _rows(conn, "SELECT warehouses FROM refbench_load")
+        return found[0][0] if found else None
+
+    def create_schema(self) -> None:
+        with self.connect() as conn:
+            cursor = conn.cursor()
+            cursor.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(self.dataset.tables))
+            for statement in sql_statements(self.dataset.sql(self.name, "schema")):
+                cursor.execute(statement)
+
+    def loader(self):
+        return _loader_connection(self.dsn)
+
+    def copy_rows(self, conn, table: str, columns: str, rows) -> int:
+        return self.copy_lines(conn, table, columns,
+                               ("\t".join(r"\N" if v is None else str(v) for v in row) + "\n" for row in rows))
+
+    def copy_lines(self, conn, table: str, columns: str, lines) -> int:
+        """LOAD DATA LOCAL turns a value that does not fit its column into a warning: any warning fails the load."""
+        count = load_lines(conn, table, columns, lines)
+        warnings = conn.warning_count()
+        if warnings:
+            message = _rows(conn, "SHOW WARNINGS LIMIT 1")[0][2]
+            raise UserError(f"loading {table} into MariaDB gave {warnings} warning{'s' * (warnings > 1)}, the first: "
+                            f"{message.rstrip('.')}.")
+        return count
+
+    def finish_tables(self, tables: list[str], workers: int) -> None:
+        """One table's indexes in sequence (a build locks its table's metadata), tables in parallel, then ANALYZE."""
+        by_table: dict[str, list[str]] = {}
+        for statement in sql_statements(self.dataset.sql(self.name, "indexes")):
+            by_table.setdefault(re.search(r" ON (\w+)", statement)[1], []).append(statement)
+        _each_in_parallel(self.dsn, [by_table.get(t, []) + [f"ANALYZE TABLE {t}"] for t in tables], workers)
+
+    def install(self, transactions: list[str]) -> None:
+        with self.connect() as conn:
+            for name in transactions:
+                conn.cursor().execute(self.dataset.sql(self.name, name))  # one CREATE OR REPLACE PROCEDURE, whole
+
+    def mark_loaded(self, warehouses: int, rows: int) -> None:
+        with self.connect() as conn:
+            cursor = conn.cursor()
+            cursor.execute("CREATE TABLE refbench_load (warehouses int, loaded_rows bigint, "
+                           "loaded_at DATETIME DEFAULT CURRENT_TIMESTAMP)")
+            cursor.execute("INSERT INTO refbench_load (warehouses, loaded_rows) VALUES (%s, %s)", (warehouses, rows))
+            self.flush_dirty_pages(conn)
+
+    def flush_dirty_pages(self, conn) -> None:
+        """PostgreSQL's CHECKPOINT after a load, for InnoDB: the page cleaner is told to keep no dirty page, at an I/O
+        rate the storage sets rather than innodb_io_capacity's (200 pages/s by default: a 2-warehouse load took 70 s),
+        until the load's pages are written, so that their writing does not fall into the first measurement. A user's
+        server may not let this user set them; then the server writes them in its own time."""
+        names = ("innodb_io_capacity_max", "innodb_io_capacity", "innodb_max_dirty_pages_pct")
+        before = dict(_rows(conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s)", names))
+        cursor = conn.cursor()
+        changed: list[str] = []
+        try:
+            for name, value in zip(names, ("1000000", "1000000", "0")):
+                cursor.execute(f"SET GLOBAL {name} = {value}")
+                changed.append(name)
+            deadline = time.monotonic() + self.FLUSH_WAIT_S
+            while time.monotonic() < deadline:
+                if int(_rows(conn, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")[0][1]) < 64:
+                    break
+                time.sleep(0.1)
+        except _driver().OperationalError:
+            pass  # no SUPER or SYSTEM VARIABLES ADMIN on a user's server
+        finally:
+            for name in reversed(changed):
+                cursor.execute(f"SET GLOBAL {name} = {before[name]}")
+
+    def sizes(self) -> dict[str, Any]:
+        with self.connect() as conn:
+            found = _rows(conn, "SELECT table_name, data_length + index_length, table_rows FROM information_schema.TABLES "
+                                "WHERE table_schema = DATABASE()")
+        tables = {name: {"bytes": int(size), "rows_estimate": int(n or 0)} for name, size, n in found
+                  if name in self.dataset.tables}
+        return {"tables": tables, "total_bytes": sum(t["bytes"] for t in tables.values())}
+
+    def script(self, conn, text: str, params: dict[str, Any]) -> tuple:
+        row: tuple = ()
+        cursor = conn.cursor()
+        for statement in sql_statements(text):
+            cursor.execute(statement, params if "%(" in statement else None)
+            if cursor.description:
+                row = cursor.fetchone()
+            while cursor.nextset():
+                pass
+        return row
+
+    def counters(self, conn) -> dict[str, int]:
+        """TPM's counter is the server's: a CALL's COMMIT or ROLLBACK counts once in Com_commit or Com_rollback (the
+        statements inside a procedure count in Handler_commit, not there), for all the server's databases."""
+        next_o_id = _rows(conn, "SELECT sum(d_next_o_id) FROM district")[0][0]
+        status = dict(_rows(conn, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')"))
+        return {"sum_d_next_o_id": int(next_o_id), "xact_commit": int(status["Com_commit"]),
+                "xact_rollback": int(status["Com_rollback"])}
+
+    def server_cpu(self, conn):
+        pid = self.server_pid
+        if pid is None:
+            # A user's server on this host: its pid file, when this user may read it.
+            try:
+                pid = int(Path(_rows(conn, "SELECT @@pid_file")[0][0]).read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                return None
+            stat = proc_stat(pid)
+            if stat is None or stat[0] not in ("mariadbd", "mysqld"):
+                return None
+        return functools.partial(_process_cpu_s, pid)
+
+    def client(self, calls: dict[str, str], rollback_code: str) -> MariaDbClient:
+        return MariaDbClient(self.dsn, calls, rollback_code)
+
+    def failure(self, exc: BaseException) -> str | None:
+        return _client_error(exc) if isinstance(exc, _driver().Error) else None
+
+
+TRANSACTIONAL = MariaDbTransactional

@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from refbench.children import die_with_parent, watchdog
-from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, sql_statements
+from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
 from refbench.host.inventory import postgres_binary
 from refbench.redaction import read_private, redact, write_private
 
-__all__ = ["ENGINE", "ManagedPostgres", "PostgresEngine", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings",
+__all__ = ["ENGINE", "TRANSACTIONAL", "ManagedPostgres", "PostgresEngine", "PostgresTransactional", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings",
            "sql_statements"]
 
 SUPERUSER = "refbench"
@@ -578,3 +578,284 @@ class PostgresEngine(ServerEngine):
 
 
 ENGINE = PostgresEngine
+
+
+# ---- the OLTP side (refbench.engines.Transactional): the oltp suite's schema tpcc in the database ----------------
+
+
+# Errors after which going on would only measure the failure: the virtual user stops and the case fails.
+FATAL_SQLSTATE_CLASSES = {
+    "53": "the database server ran out of disk space, memory or connections",
+    "57": "the database server was shut down or the transaction was cancelled",
+    "58": "the database server had an I/O error",
+    "XX": "the database server had an internal error",
+    "42": "the TPC-C tables or functions are missing or were changed",
+}
+
+
+def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(command name, parent pid, own CPU ticks, reaped children's CPU ticks) of a process, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]), int(fields[11]) + int(fields[12]),
+            int(fields[13]) + int(fields[14]))
+
+
+def postmaster_pid(conn: Any) -> int | None:
+    """The postmaster of the server behind ``conn`` when it runs on this host (the parent of the connection's
+    backend); None for a server elsewhere, whose CPU this host cannot see."""
+    backend = proc_stat(conn.info.backend_pid)
+    if backend is None or backend[0] != "postgres":
+        return None
+    postmaster = proc_stat(backend[1])
+    return backend[1] if postmaster is not None and postmaster[0] == "postgres" else None
+
+
+def postgres_cpu_s(postmaster: int) -> float:
+    """CPU seconds used so far by one PostgreSQL server: its postmaster and live children, plus what its exited
+    children (backends of closed connections) used, which the kernel adds to the postmaster's children's totals when
+    it reaps them. Only that server: another PostgreSQL on the host (a neighbour's run) is not counted."""
+    own = proc_stat(postmaster)
+    if own is None:
+        return 0.0
+    total = own[2] + own[3]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        child = proc_stat(int(pid))
+        if child is not None and child[1] == postmaster:
+            total += child[2]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class PostgresClient:
+    """refbench.engines.TransactionClient on libpq's prepared-statement calls, without psycopg's cursor machinery: it
+    halves the driver's CPU per transaction, and the driver's CPU is CPU the database under test does not get."""
+
+    __slots__ = ("conn", "pgconn", "names", "rollback_code", "result", "ok", "error")
+
+    def __init__(self, dsn: str, calls: dict[str, str], rollback_code: str):
+        from psycopg import OperationalError, pq
+
+        # Looked up once here, not once per transaction.
+        self.ok, self.error = pq.ExecStatus.TUPLES_OK, OperationalError
+
+        try:
+            self.conn = connect(dsn, autocommit=True)
+        except UserError as exc:
+            raise TransactionFailed(f"could not start: {exc}") from None
+        self.pgconn = self.conn.pgconn
+        self.names = {tx: tx.encode() for tx in calls}
+        self.rollback_code, self.result = rollback_code, None
+        for tx, query in calls.items():
+            prepared = self.pgconn.prepare(self.names[tx], query.encode())
+            if prepared.status != pq.ExecStatus.COMMAND_OK:
+                self.conn.close()
+                raise TransactionFailed("could not start: " + prepared.error_message.decode(errors="replace").strip())
+
+    def fileno(self) -> int:
+        return self.pgconn.socket
+
+    def call(self, tx: str, params: list) -> str:
+        try:
+            result = self.pgconn.exec_prepared(self.names[tx], params)
+        except self.error:
+            raise self.lost() from None
+        return "ok" if result.status == self.ok else self._outcome(result)
+
+    def send(self, tx: str, params: list) -> None:
+        try:
+            self.pgconn.send_query_prepared(self.names[tx], params)
+        except self.error:
+            raise self.lost() from None
+
+    def receive(self) -> str | None:
+        pgconn = self.pgconn
+        try:
+            pgconn.consume_input()
+        except self.error:
+            raise self.lost() from None
+        # A call's result, then libpq's end of it (when the server's ReadyForQuery has arrived too).
+        while not pgconn.is_busy():
+            result = pgconn.get_result()
+            if result is None:
+                result, self.result = self.result, None
+                return "ok" if result.status == self.ok else self._outcome(result)
+            self.result = result
+        return None
+
+    def _outcome(self, result: Any) -> str:
+        from psycopg import pq
+
+        sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
+        if sqlstate == self.rollback_code:
+            return "rollback"
+        if self.pgconn.status != pq.ConnStatus.OK:
+            raise self.lost()
+        if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
+            message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
+            raise TransactionFailed(f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
+        return sqlstate
+
+    def lost(self) -> TransactionFailed:
+        first = self.pgconn.error_message.decode(errors="replace").strip().splitlines()[:1] or ["?"]
+        return TransactionFailed("lost its connection: " + " ".join(first[0].split()))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresTransactional:
+    """refbench.engines.Transactional for PostgreSQL: the dataset's tables in schema tpcc, loaded by COPY (one
+    transaction per loader), then keys, indexes and VACUUM (FREEZE, ANALYZE); the transactions are PL/pgSQL
+    functions called as prepared statements."""
+
+    name = "postgres"
+    new_order_lines = "arrays"
+    SCHEMA = "tpcc"
+
+    def __init__(self, dsn: str, dataset: Dataset):
+        self.dsn, self.dataset = dsn, dataset
+
+    @classmethod
+    def create(cls, engine: Any, dataset: Dataset) -> "PostgresTransactional":
+        return cls(engine.dsn, dataset)
+
+    def connect(self):
+        return connect(self.dsn, autocommit=True)
+
+    def check_user(self, users: int, own: int) -> None:
+        with self.connect() as conn:
+            ok = conn.execute("SELECT has_database_privilege(current_database(), 'CREATE')").fetchone()[0]
+            if not ok:
+                user, db = conn.execute("SELECT current_user, current_database()").fetchone()
+                raise UserError(f"PostgreSQL user '{user}' may not create schemas in database '{db}'; "
+                                f"grant it with: GRANT CREATE ON DATABASE {db} TO {user};")
+            # The connections free now for this role (superusers may also take the reserved ones).
+            limit, reserved, used = conn.execute(
+                "SELECT current_setting('max_connections')::int, "
+                "CASE WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN 0 "
+                "ELSE current_setting('superuser_reserved_connections')::int "
+                "+ coalesce(current_setting('reserved_connections', true)::int, 0) END, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')").fetchone()
+        free = limit - reserved - used + 1  # this check's own connection is free again when the run starts
+        if free < users + own:
+            reserve = f", {reserved} reserved for superusers" if reserved else ""
+            raise UserError(f"the PostgreSQL server has {free} free connection(s) (max_connections {limit}, {used} in use"
+                            f"{reserve}) and {users} virtual user(s) need {users + own} (one each and {own} of refbench's "
+                            "own); raise its max_connections or lower the user count.")
+
+    def loaded_warehouses(self) -> int | None:
+        with self.connect() as conn:
+            if not conn.execute(f"SELECT to_regclass('{self.SCHEMA}.refbench_load') IS NOT NULL").fetchone()[0]:
+                return None
+            row = conn.execute(f"SELECT warehouses FROM {self.SCHEMA}.refbench_load").fetchone()
+        return row[0] if row else None
+
+    def create_schema(self) -> None:
+        with self.connect() as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {self.SCHEMA} CASCADE")
+            conn.execute(self.dataset.sql(self.name, "schema"))
+
+    def loader(self):
+        # One transaction per loader (a warehouse): one commit (and WAL flush) instead of one per COPY.
+        return connect(self.dsn)
+
+    def copy_rows(self, conn, table: str, columns: str, rows) -> int:
+        count = 0
+        with conn.cursor() as cur, cur.copy(f"COPY {self.SCHEMA}.{table} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        return count
+
+    def copy_lines(self, conn, table: str, columns: str, lines) -> int:
+        """The generated values hold no tab, newline or backslash, so they need no escaping: formatting a row with one
+        % is about half the cost of psycopg's write_row per field, and the load's CPU is mostly this."""
+        count = 0
+        with conn.cursor() as cur, cur.copy(f"COPY {self.SCHEMA}.{table} ({columns}) FROM STDIN") as copy:
+            chunk: list[str] = []
+            for line in lines:
+                chunk.append(line)
+                if len(chunk) == 4096:
+                    copy.write("".join(chunk))
+                    count += len(chunk)
+                    chunk = []
+            copy.write("".join(chunk))
+            count += len(chunk)
+        return count
+
+    def finish_tables(self, tables: list[str], workers: int) -> None:
+        """Keys, indexes, then VACUUM (FREEZE, ANALYZE) of each table, the tables shared out over ``workers``
+        connections, largest first: a 100-warehouse load's order_line alone is several GB."""
+        statements: dict[str, list[str]] = {t: [] for t in tables}
+        for statement in sql_statements(self.dataset.sql(self.name, "indexes")):
+            statements[re.search(rf"{self.SCHEMA}\.(\w+)", statement).group(1)].append(statement)
+        # Freshly copied rows have no hint bits and no visibility map yet; without the VACUUM the first case would pay
+        # for setting them (and autovacuum would do it in the middle of a measurement), and the cases would disagree.
+        # maintenance_work_mem: a large table's keys sorted in memory rather than in temporary files; the server's
+        # default (64 MB) is made for many sessions, this is one of a few.
+        run_in_parallel(self.dsn, [statements[t] + [f"VACUUM (FREEZE, ANALYZE) {self.SCHEMA}.{t}"] for t in tables],
+                        workers, {"maintenance_work_mem": "256MB"})
+
+    def install(self, transactions: list[str]) -> None:
+        with self.connect() as conn:
+            for name in transactions:
+                conn.execute(self.dataset.sql(self.name, name))
+
+    def mark_loaded(self, warehouses: int, rows: int) -> None:
+        import psycopg
+
+        with self.connect() as conn:
+            conn.execute(f"CREATE TABLE {self.SCHEMA}.refbench_load (warehouses int, rows bigint, "
+                         "loaded_at timestamptz DEFAULT now())")
+            conn.execute(f"INSERT INTO {self.SCHEMA}.refbench_load (warehouses, rows) VALUES (%s, %s)", (warehouses, rows))
+            # Writes the load out now, so that its checkpoint does not fall into the first measurement. A user's
+            # server may not let this user checkpoint; then the server does it in its own time.
+            try:
+                conn.execute("CHECKPOINT")
+            except psycopg.errors.InsufficientPrivilege:
+                pass
+
+    def sizes(self) -> dict[str, Any]:
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT c.relname, pg_total_relation_size(c.oid), c.reltuples::bigint FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                (self.SCHEMA,)).fetchall()
+        tables = {name: {"bytes": size, "rows_estimate": tuples} for name, size, tuples in rows if name in self.dataset.tables}
+        return {"tables": tables, "total_bytes": sum(t["bytes"] for t in tables.values())}
+
+    def script(self, conn, text: str, params: dict[str, Any]) -> tuple:
+        """In one transaction, or a savepoint of the caller's: a script's SET LOCALs end with it."""
+        row: tuple = ()
+        with conn.transaction():
+            for statement in sql_statements(text):
+                cursor = conn.execute(statement, params if "%(" in statement else None)
+                if cursor.description:
+                    row = cursor.fetchone()
+        return row
+
+    def counters(self, conn) -> dict[str, int]:
+        next_o_id = conn.execute(f"SELECT sum(d_next_o_id)::bigint FROM {self.SCHEMA}.district").fetchone()[0]
+        commits, rollbacks = conn.execute(
+            "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()").fetchone()
+        return {"sum_d_next_o_id": int(next_o_id), "xact_commit": int(commits), "xact_rollback": int(rollbacks)}
+
+    def server_cpu(self, conn):
+        postmaster = postmaster_pid(conn)
+        return None if postmaster is None else functools.partial(postgres_cpu_s, postmaster)
+
+    def client(self, calls: dict[str, str], rollback_code: str) -> PostgresClient:
+        return PostgresClient(self.dsn, calls, rollback_code)
+
+    def failure(self, exc: BaseException) -> str | None:
+        import psycopg
+
+        if not isinstance(exc, psycopg.Error):
+            return None
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+TRANSACTIONAL = PostgresTransactional

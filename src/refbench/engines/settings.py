@@ -151,9 +151,51 @@ def _log_message(stderr: str, level: str) -> list[str]:
     return [m.group(1).strip() for m in re.finditer(rf"{level}:\s+(.*)", stderr)]
 
 
-def setting_origins(suite: str, options: dict[str, Any]) -> dict[str, str]:
-    """Where each managed-server setting of a suite's options comes from, for check_server_settings' messages."""
+def setting_origins(suite: str, options: dict[str, Any], key: str = "pg_settings") -> dict[str, str]:
+    """Where each managed-server setting of a suite's options comes from, for check_server_settings' messages:
+    ``key`` names the option of more settings (pg_settings, or mariadb_settings, whose buffer pool is shared_buffers'
+    size)."""
     origins = {"shared_buffers": f"[{suite}] shared_buffers '{options['shared_buffers']}'"}
-    for item in options["pg_settings"]:
-        origins[item.partition("=")[0].strip().lower()] = f"[{suite}] pg_settings item '{item}'"
+    origins["innodb_buffer_pool_size"] = origins["shared_buffers"]
+    for item in options[key]:
+        origins[item.partition("=")[0].strip().lower()] = f"[{suite}] {key} item '{item}'"
     return origins
+
+
+def mariadb_setting_problem(item: str) -> str | None:
+    """One managed MariaDB setting, name=value (the server itself judges the value, check_mariadb_settings)."""
+    from refbench.engines.mariadb import RESERVED
+
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_-]*)=(.*)", item)
+    if not m or not m.group(2).strip():
+        return "must look like name=value, e.g. innodb_log_file_size=1G (no spaces around '=')"
+    name = m.group(1).lower().replace("-", "_")
+    if name in RESERVED:
+        return f"sets {name}, which refbench sets itself for the server it manages"
+    if name == "innodb_buffer_pool_size":
+        return "sets innodb_buffer_pool_size, which the shared_buffers option sizes"
+    return None
+
+
+def check_mariadb_settings(settings: dict[str, str], origins: dict[str, str]) -> None:
+    """As check_server_settings, judged by the installed mariadbd."""
+    from refbench.engines.mariadb import check_server_settings as check
+
+    check(settings, origins)
+
+
+def server_dsn_problem(value: str) -> str | None:
+    """A DSN of PostgreSQL (libpq's forms) or MariaDB (mysql://…, mariadb://…); the value is never repeated."""
+    if not value:
+        return None
+    from refbench.engines import engine_for_dsn
+
+    try:
+        if engine_for_dsn(value) == "postgres":
+            return dsn_problem(value)
+        from refbench.engines.mariadb import parse_dsn
+
+        parse_dsn(value)
+    except UserError as exc:
+        return "is not usable: " + str(exc)[0].lower() + str(exc)[1:].rstrip(".")
+    return None
