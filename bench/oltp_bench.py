@@ -357,6 +357,10 @@ def cpu_per_new_order_us(r: dict) -> float:
     return 1e6 * r["driver_cpu_s"] / r["new_orders"]
 
 
+def server_cpu_per_new_order_us(r: dict) -> float:
+    return 1e6 * r["db_cpu_s"] / r["new_orders"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", choices=sorted(ENGINES), default="postgres", help="the server both drivers run on")
@@ -438,13 +442,14 @@ def main() -> None:
               f"{', '.join(drivers)} in alternation on the same instance, {args.rounds} rounds, each {args.rampup} s "
               f"warm-up then {args.seconds} s measured; medians (memory: the largest peak). Load average at the end: "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.\n")
-        print("| users | driver | NOPM | driver CPU per New-Order | driver share of benchmark CPU | driver processes | "
-              "driver RSS (sum) | driver PSS (sum) |\n|---|---|---|---|---|---|---|---|")
+        print("| users | driver | NOPM | driver CPU per New-Order | server CPU per New-Order | driver share of benchmark "
+              "CPU | driver processes | driver RSS (sum) | driver PSS (sum) |\n|---|---|---|---|---|---|---|---|---|")
         for users in user_counts:
             for name in drivers:
                 if rs := runs.get((name, users)):
                     print(f"| {users} | {name} | {median(rs, lambda r: r['nopm']):,.0f} | "
-                          f"{median(rs, cpu_per_new_order_us):,.0f} µs | {median(rs, share):.1f}% | "
+                          f"{median(rs, cpu_per_new_order_us):,.0f} µs | {median(rs, server_cpu_per_new_order_us):,.0f} µs | "
+                          f"{median(rs, share):.1f}% | "
                           f"{max(r['processes'] for r in rs)} | {max(r['rss_kb'] for r in rs) / 1e3:,.0f} MB | "
                           f"{max(r['pss_kb'] for r in rs) / 1e3:,.0f} MB |")
         for users in user_counts:
