@@ -136,11 +136,10 @@ def run_refbench(source: "Source", dsn: str, warehouses: int, users: int, second
 def _run_driver(arguments: str) -> None:
     dsn, warehouses, users, rampup, seconds, seed = json.loads(arguments)
     try:
-        from refbench.suites.oltp import transactions_at
+        server = transactions_at(dsn)
     except ImportError:  # an older refbench's driver (--before), which took the DSN itself
-        result = driver.run(dsn, warehouses, users, rampup, seconds, False, seed)
-    else:
-        result = driver.run(transactions_at(dsn), warehouses, users, rampup, seconds, False, seed)
+        server = dsn
+    result = driver.run(server, warehouses, users, rampup, seconds, False, seed)
     m = figures(result)
     print(json.dumps({"nopm": m["nopm"], "new_orders": m["new_orders_schema_delta"], "driver_cpu_s": result.driver_cpu_s,
                       "db_cpu_s": result.db_cpu_s}))
@@ -169,12 +168,9 @@ class Postgres:
     def __init__(self, base: Path, max_users: int):
         self.server = ManagedPostgres(base / "pgdata", {"shared_buffers": "128MB", "max_connections": str(max_users + 20),
                                                         "max_wal_size": "1GB"})
-        self._postmaster: int | None = None
 
     def start(self) -> None:
         self.server.start()
-        with connect(self.server.dsn, autocommit=True) as conn:
-            self._postmaster = driver.server_pid(conn)
 
     def stop(self) -> None:
         self.server.stop()
@@ -189,9 +185,6 @@ class Postgres:
     def new_orders(self, dsn: str) -> int:
         with connect(dsn, autocommit=True) as conn:
             return int(conn.execute("SELECT sum(d_next_o_id) FROM district").fetchone()[0])
-
-    def server_cpu_s(self) -> float:
-        return driver.postgres_cpu_s(self._postmaster)
 
     def checkpoint(self) -> None:
         with connect(self.server.dsn, autocommit=True) as conn:
@@ -258,15 +251,10 @@ class MariaDb:
     def new_orders(self, dsn: str) -> int:
         return int(self._execute(dsn, "SELECT sum(d_next_o_id) FROM district")[0][0])
 
-    def server_cpu_s(self) -> float:
-        return process_cpu_s(self.server.process.pid)  # mariadbd is one process: its threads are counted in it
-
     def checkpoint(self) -> None:
         """refbench's own write-out of the buffer pool's dirty pages, which its build ends with (InnoDB's nearest to
         PostgreSQL's CHECKPOINT)."""
-        from refbench.suites.oltp import transactions_at
-
-        side = transactions_at(self.server.dsn)
+        side = transactions_at(self.server.database("refbench"))
         with side.connect() as conn:
             side.flush_dirty_pages(conn)
 
@@ -303,17 +291,17 @@ class MariaDb:
 ENGINES = {"postgres": Postgres, "mariadb": MariaDb}
 
 
-def run_go_tpc(go_tpc: str, engine, common: list[str], dsn: str, warehouses: int, users: int, seconds: int,
-               rampup: int) -> dict:
+def run_go_tpc(go_tpc: str, engine, server_cpu_s, common: list[str], dsn: str, warehouses: int, users: int,
+               seconds: int, rampup: int) -> dict:
     """go-tpc runs for ramp-up + measurement + 5 s; the window [ramp-up, ramp-up + seconds] is measured from
     outside, exactly as refbench measures its own: the schema's New-Order counter and both sides' CPU."""
     proc = subprocess.Popen([go_tpc, "tpcc", "run", *common, "--warehouses", str(warehouses), "-T", str(users),
                              "--time", f"{rampup + seconds + 5}s", "--interval", "1000s"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(rampup)
-    no0, cpu0, db0, t0 = engine.new_orders(dsn), process_cpu_s(proc.pid), engine.server_cpu_s(), time.time()
+    no0, cpu0, db0, t0 = engine.new_orders(dsn), process_cpu_s(proc.pid), server_cpu_s(), time.time()
     time.sleep(seconds)
-    no1, cpu1, db1, t1 = engine.new_orders(dsn), process_cpu_s(proc.pid), engine.server_cpu_s(), time.time()
+    no1, cpu1, db1, t1 = engine.new_orders(dsn), process_cpu_s(proc.pid), server_cpu_s(), time.time()
     rss_kb, pss_kb = memory_kb(proc.pid)
     out = proc.communicate()[0]
     if proc.returncode != 0:
@@ -324,11 +312,17 @@ def run_go_tpc(go_tpc: str, engine, common: list[str], dsn: str, warehouses: int
             "pss_kb": pss_kb, "processes": 1}
 
 
+def transactions_at(dsn: str):
+    """refbench's OLTP side of the server at ``dsn``: its build, counters, server CPU (imported here: an older
+    refbench, whose driver --before runs, has none)."""
+    from refbench.suites.oltp import transactions_at
+
+    return transactions_at(dsn)
+
+
 def build(dsn: str, warehouses: int) -> None:
     """refbench's whole build: schema, parallel bulk load, keys and indexes, then PostgreSQL's VACUUM FREEZE ANALYZE
     and CHECKPOINT, or MariaDB's ANALYZE, procedures and the write-out of the load's pages."""
-    from refbench.suites.oltp import transactions_at  # not in an older refbench (--before)
-
     database.build(transactions_at(dsn), warehouses, os.cpu_count() or 1, True, lambda *_: None)
 
 
@@ -403,6 +397,9 @@ def main() -> None:
             load_average = os.getloadavg()
         if user_counts:
             ours_dsn, theirs_dsn = engine.database("refbench"), engine.database("gotpc")
+            side = transactions_at(ours_dsn)
+            with side.connect() as conn:
+                server_cpu_s = side.server_cpu(conn)  # the server's CPU seconds so far, as refbench's driver reads them
             if sources:
                 t0 = time.monotonic()
                 build(ours_dsn, args.warehouses)
@@ -425,7 +422,7 @@ def main() -> None:
                         result = run_refbench(source, ours_dsn, args.warehouses, users, args.seconds, args.rampup,
                                               i + 1)
                     else:
-                        result = run_go_tpc(go_tpc, engine, common, theirs_dsn, args.warehouses, users, args.seconds,
+                        result = run_go_tpc(go_tpc, engine, server_cpu_s, common, theirs_dsn, args.warehouses, users, args.seconds,
                                             args.rampup)
                     runs.setdefault((who, users), []).append(result)
                     print(f"{who}, {users} users, round {i + 1}: {result['nopm']:,.0f} NOPM, driver share "
