@@ -269,7 +269,7 @@ class MariaDb:
         self.checkpoint()
 
     def reference(self, users: int, seconds: int) -> str:
-        """sysbench 1.0's oltp_read_write (10 reads, 4 writes a transaction) on 10 tables of 100,000 rows (about
+        """sysbench 1.0's oltp_read_write (14 reads, 4 writes a transaction) on 10 tables of 100,000 rows (about
         the data of pgbench's scale 10), over TCP like go-tpc."""
         sysbench = shutil.which("sysbench")
         if sysbench is None:
