@@ -74,6 +74,7 @@ def test_a_kill_9_leaves_a_lock_file_that_blocks_neither_clean_nor_resume(tmp_pa
     proc.kill()
     proc.wait()
     assert (run / "run.lock").exists()  # kill -9 runs no cleanup; the kernel released the lock itself
+    (run / "records" / "sleepy" / ".tmp-cut.json").write_text('{"suite": "sl')  # a write the kill cut short
     assert refbench("runs", "--runs-dir", "runs", "--json").json()[0]["status"] == "interrupted"
     cleaned = refbench("clean", "--all-work", "--runs-dir", "runs")
     assert cleaned.code == 0 and f"removed runs/{run.name}/work (" in cleaned.stderr, cleaned.stderr

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from refbench.engines import sql_statements
 from refbench.engines.mariadb import ManagedMariaDB, MariaDbTransactional, connect
 from refbench.suites.oltp import TPCC, consistency, database
 from refbench.suites.oltp.driver import DECK

@@ -324,8 +324,9 @@ class Run:
         atomic_write_json(self.record_path(record.suite, record.case_id), dataclasses.asdict(record))
 
     def _record_files(self, suite: str | None = None) -> list[Path]:
+        # Not the .tmp-* files of a write a kill -9 cut short (pathlib's * matches dot files): resume removes them.
         base = self.path / "records"
-        return sorted((base / suite).glob("*.json") if suite else base.glob("*/*.json"))
+        return sorted((base / suite).glob("[!.]*.json") if suite else base.glob("*/[!.]*.json"))
 
     def records(self, suite: str | None = None) -> list[Record]:
         """The finished cases; a corrupt record file ends with a CorruptRunFile naming it."""
@@ -410,7 +411,7 @@ class Run:
         atomic_write_json(self.path / "findings" / f"{suite}.json", [dataclasses.asdict(f) for f in findings])
 
     def _findings_files(self) -> list[Path]:
-        return sorted((self.path / "findings").glob("*.json"))
+        return sorted((self.path / "findings").glob("[!.]*.json"))
 
     def findings(self) -> dict[str, list[Finding]]:
         """Each suite's correctness verdicts; a corrupt findings file ends with a CorruptRunFile naming it."""

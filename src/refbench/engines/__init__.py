@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -395,3 +396,14 @@ def engine_for_dsn(dsn: str) -> str:
         raise UserError(f"the DSN's scheme '{scheme.group(1)}://' names no engine refbench drives; use postgresql://, "
                         "postgres://, mysql:// or mariadb://.")
     return engine
+
+
+def last_server_failure() -> str | None:
+    """What the last managed server of this process that failed logged, in a sentence: a server that stops (a
+    PostgreSQL PANIC, a MariaDB that waits for disk space) leaves its clients only a lost or silent connection, so
+    its log is where the reason is. Asks only the engines this process imported: the others ran no server."""
+    for module_name in _MODULES.values():
+        module = sys.modules.get(module_name)
+        if module is not None and hasattr(module, "last_panic") and (failure := module.last_panic()):
+            return f"the managed {module.ENGINE.title} stopped: {failure}"
+    return None

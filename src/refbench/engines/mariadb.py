@@ -917,6 +917,7 @@ class MariaDbTransactional:
     FLUSH_WAIT_S = 300.0
 
     def __init__(self, dsn: str, dataset: Dataset, server_pid: int | None):
+        _driver()  # imported before the driver forks its workers: they share its pages
         self.dsn, self.dataset, self.server_pid = dsn, dataset, server_pid
 
     @classmethod

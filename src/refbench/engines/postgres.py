@@ -336,7 +336,7 @@ def _panic_since_launch(log: Path) -> str | None:
     except OSError:
         return None
     panics = [line.split("PANIC:", 1)[1].strip() for line in lines if "PANIC:" in line]
-    return f"{panics[-1]} (its log: {log})" if panics else None
+    return f"PANIC: {panics[-1]} (its log: {log})" if panics else None
 
 
 def managed_data_dir(preferred: Path, fallback: Path, reachable=None) -> Path:
@@ -716,6 +716,8 @@ class PostgresTransactional:
     SCHEMA = "tpcc"
 
     def __init__(self, dsn: str, dataset: Dataset):
+        import psycopg.pq  # noqa: F401  imported before the driver forks its workers: they share its pages
+
         self.dsn, self.dataset = dsn, dataset
 
     @classmethod

@@ -191,8 +191,8 @@ def server_dsn_problem(value: str) -> str | None:
     from refbench.engines import engine_for_dsn
 
     try:
-        if engine_for_dsn(value) == "postgres":
-            return dsn_problem(value)
+        if "://" not in value or engine_for_dsn(value) == "postgres":
+            return dsn_problem(value)  # libpq's own words for its key=value strings and URIs
         from refbench.engines.mariadb import parse_dsn
 
         parse_dsn(value)

@@ -52,14 +52,16 @@ REPORTED_SETTINGS = {
 }
 
 
-# The database the engine creates, and the SQL files of sql/ (the transactions are PL/pgSQL functions). The engine's
-# CSV load is not used: load.py generates the rows and streams them in.
+# The database the engine creates, and the SQL files of sql/ (PostgreSQL's PL/pgSQL functions) and sql/mariadb/
+# (MariaDB's procedures). The engine's CSV load is not used: load.py generates the rows and streams them in through
+# the engine's Transactional.
 TPCC = Dataset("refbench", "TPC-C", tuple(database.TABLES), "refbench.suites.oltp")
 
 WAREHOUSE_BYTES = 100 * 10**6  # tables and indexes of one warehouse
 # For --dry-run's estimate, on the 2-core VM: a load takes 1.5 s a warehouse (README, the full profile's load); initdb,
 # the server's start and stop and the consistency checks took the rest of the quick profile's 33 s (23 s of cases).
-LOAD_S_PER_WAREHOUSE = 1.5
+# MariaDB's build of 10 warehouses took 1.13x and 1.61x PostgreSQL's in one command, interleaved (NOTES-s19-oltp).
+LOAD_S_PER_WAREHOUSE = {"postgres": 1.5, "mariadb": 2.0}
 SETUP_S = 10
 
 
@@ -152,8 +154,9 @@ class OltpSuite:
     summary = ("Order processing like the OLTP orders-per-minute paper (derived from TPC-C) on PostgreSQL or MariaDB: virtual users against W "
                "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
                "a user-count scaling series, and the consistency conditions checked before and after.")
-    targets_help = ("One directory for the database (existing): the managed PostgreSQL's data goes in "
-                    "DIR/oltp-pgdata, like --data-dir DIR/oltp-pgdata, and is removed at the end unless --keep-work; not with --dsn.")
+    targets_help = ("One directory for the database (existing): the managed server's data goes in "
+                    "DIR/oltp-pgdata (MariaDB: DIR/oltp-mariadb-data), like --data-dir, and is removed at the end unless "
+                    "--keep-work; not with --dsn.")
     examples = [
         "refbench oltp /mnt/nvme0                       # the database on /mnt/nvme0",
         "refbench oltp                                  # managed PostgreSQL, quick profile",
@@ -230,12 +233,13 @@ class OltpSuite:
     def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
         o = plan.options[self.name]
         loads = len(cases) if o["reload_each_case"] else 1
-        load_s = loads * o["warehouses"] * LOAD_S_PER_WAREHOUSE
+        per_warehouse_s = LOAD_S_PER_WAREHOUSE[engine_name(o)]
+        load_s = loads * o["warehouses"] * per_warehouse_s
         seconds = SETUP_S + load_s + len(cases) * (o["rampup_s"] + o["duration_s"])
         space = [] if o["dsn"] else [(_load_dir(plan), _space_bytes(o),
                                       f"oltp: {o['warehouses']:,} warehouse(s) of tables, indexes and WAL")]
         title = get_engine(engine_name(o)).title
-        return Estimate(seconds, f"{title} ({'at the dsn' if o['dsn'] else 'managed'}): {SETUP_S} s to start, {loads} load(s) of {o['warehouses']:,} warehouse(s) at {LOAD_S_PER_WAREHOUSE:g} s each "
+        return Estimate(seconds, f"{title} ({'at the dsn' if o['dsn'] else 'managed'}): {SETUP_S} s to start, {loads} load(s) of {o['warehouses']:,} warehouse(s) at {per_warehouse_s:g} s each "
                         f"+ {len(cases)} case(s) × ({o['rampup_s']} s ramp-up + {o['duration_s']} s measured)", space)
 
     # ---- the database --------------------------------------------------------------------------------

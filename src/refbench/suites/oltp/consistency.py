@@ -1,8 +1,8 @@
 """The twelve TPC-C consistency conditions (3.3.2), checked on the loaded database before the run and again after it.
 
-All twelve are read by ONE statement (sql/consistency.sql; MariaDB's dialect in sql/mariadb/ reads them in one
-snapshot too), so they see one snapshot: every refbench transaction keeps all of them
-true, so the check is valid even while transactions commit. The statement reads each of the seven tables once, in
+All twelve are read by ONE statement (sql/consistency.sql; MariaDB's dialect in sql/mariadb/ is a short script in
+one snapshot), so they see one snapshot: every refbench transaction keeps all of them true, so the check is valid even
+while transactions commit. The statement reads each of the seven tables once, in
 sequence (HISTORY aggregated by warehouse, district and customer in one pass), so its cost grows with the rows:
 at 1 warehouse, after a short run, it reads 7,500 pages (60 MB), each once.
 

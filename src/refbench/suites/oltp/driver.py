@@ -5,8 +5,8 @@ measurement; latencies go into HDR histograms.
 A virtual user is a connection and its own random inputs, not a process: a worker sends a user's next call as
 soon as its previous one returned (the engine client's non-blocking send — libpq's prepared statement on PostgreSQL,
 a CALL through mysqlclient's _mysql on MariaDB — then epoll over all the worker's sockets), so hundreds of users cost
-a few processes. The users' connections open one after another over
-the first half of the ramp-up, as a real client population logs in, not as one burst.
+a few processes. The users' connections open one after another over the first half of the ramp-up, as a real client
+population logs in, not as one burst.
 
 A virtual user's home warehouse is spread evenly over all warehouses (user i → warehouse i mod W + 1), so no
 warehouse is a hot spot. Keying and think times are off unless asked for (5.2.5.7).

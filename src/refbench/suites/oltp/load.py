@@ -6,7 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from datetime import datetime
-from typing import Callable, Iterator
+from typing import Callable
 
 from refbench.children import forked_worker
 from refbench.engines import Transactional
