@@ -269,9 +269,11 @@ def test_a_server_that_cannot_start_says_why_in_one_sentence(base):
     assert not any("mariadbd" in cmd for cmd in descendants(os.getpid()).values())
 
 
-def test_rows_in_copy_text_format_stream_in_with_load_data_local_infile(base):
+def test_rows_in_copy_text_format_stream_in_with_load_data_local_infile(base, tmp_path, monkeypatch):
     server = ManagedMariaDB(base / "data", {"innodb_buffer_pool_size": "32M"})
     server.start()
+    # The loader's pipes are made in the temporary directory: this test's own, so another test's loads are not seen.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     try:
         with connect(server.database("tpcc"), local_infile=True, autocommit=True) as conn:
             _call(conn, "CREATE TABLE item (i_id INT PRIMARY KEY, i_name VARCHAR(24), i_price DECIMAL(5,2), i_data VARCHAR(50))")

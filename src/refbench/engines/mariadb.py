@@ -29,7 +29,6 @@ import hashlib
 import os
 import pwd
 import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -41,15 +40,15 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from refbench.children import die_with_parent, watchdog
 from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.engines.postgres import (
-    _account_can, _as_account, _join_then_become, _last_error, _tail, free_port, managed_data_dir, proc_stat,
+    _last_error, _tail, managed_data_dir, proc_stat,
 )
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
-from refbench.redaction import read_private, redact, write_private
+from refbench.redaction import redact
 
 __all__ = ["ENGINE", "TRANSACTIONAL", "ManagedMariaDB", "MariaDbTransactional", "MariaDbEngine", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "load_lines", "parse_dsn",
            "require_server_binaries", "server_settings", "server_version", "version_problem"]
@@ -163,11 +162,13 @@ def _native_password_hash(password: str) -> str:
     return "*" + hashlib.sha1(hashlib.sha1(password.encode()).digest()).hexdigest().upper()
 
 
-class ManagedMariaDB:
+class ManagedMariaDB(ManagedProcess):
     """install / start / stop of a private MariaDB server. ``settings`` are server variables (name -> value, dashes or
     underscores), innodb_buffer_pool_size among them; ``password_file`` keeps the refbench user's password (a file of
     the run, so that a resumed run keeps it); without one it lives in memory only. ``cache_bytes`` bounds the page
     cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
+
+    socket_prefix = "refbench-mariadb-"
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
                  cache_bytes: int = 0):
@@ -175,14 +176,10 @@ class ManagedMariaDB:
         self.settings = {_setting_name(name): str(value) for name, value in settings.items()}
         self.password_file = Path(password_file).absolute() if password_file else None
         self.account = _run_as()
-        self.port = 0
-        self.socket_dir: Path | None = None
         self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
         self.pid_file = self.data_dir / "mariadbd.pid"
-        self.process: subprocess.Popen | None = None
-        self._password: str | None = None
-        self._socket_guard = self._server_guard = self._bound_guard = None
         self.bound = Bound(cache_bytes, self.data_dir) if cache_bytes else None
+        self._init_process()
 
     @staticmethod
     def reachable(directory: Path) -> bool:
@@ -215,10 +212,6 @@ class ManagedMariaDB:
             conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{name}`")
         return self.dsn.replace("/?", f"/{name}?")
 
-    def _own(self, path: Path) -> None:
-        if self.account is not None:
-            os.chown(path, self.account.pw_uid, self.account.pw_gid)
-
     def initialize(self) -> bool:
         """mariadb-install-db when the data directory is new; returns True if it did."""
         if (self.data_dir / "mysql").is_dir():
@@ -248,24 +241,9 @@ class ManagedMariaDB:
         self.initialize()
         (self.data_dir / TMP_DIR).mkdir(exist_ok=True)
         self._own(self.data_dir / TMP_DIR)
-        self.stop_stale()
-        self.port = free_port()
-        # A short socket path (unix socket paths are limited to about 100 bytes), made mode 0700 by mkdtemp.
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-mariadb-"))
-        self._socket_guard = watchdog().register(remove=[self.socket_dir])
-        self._own(self.socket_dir)
-        if self.bound is not None:
-            self.bound.create()
-            if self.bound.cgroup is not None:  # removed after the server is stopped: registered before it
-                self._bound_guard = watchdog().register(remove=[self.bound.cgroup.path])
+        self._open()
         self._launch()
         self._create_user()
-
-    def restart(self) -> None:
-        """Stops and starts the server on the same port and socket, so its buffer pool starts empty."""
-        self._stop_own()
-        self.stop_stale()
-        self._launch()
 
     def _launch(self) -> None:
         options = {**DEFAULTS, **self.settings, "datadir": str(self.data_dir), "socket": str(self.socket),
@@ -274,19 +252,9 @@ class ManagedMariaDB:
         # --no-defaults must come first; flags without a value are refbench's own.
         argv = [_binary("mariadbd"), "--no-defaults", *(f"--{name}={value}" for name, value in options.items()),
                 "--skip-name-resolve"]
-        # The kernel's signal reaches the server when the thread that started it ends: only the main thread lives
-        # as long as refbench.
-        on_death = functools.partial(die_with_parent, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         _LAUNCHED[self.log_file] = self.log_file.stat().st_size if self.log_file.exists() else 0
-        account, preexec = _as_account(self.account), on_death
-        if self.bound is not None and self.bound.cgroup is not None:
-            # Joined before exec (as root), then the server's account, as ManagedPostgres does.
-            account, preexec = {}, functools.partial(_join_then_become, self.bound.join, self.account, on_death)
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            start_new_session=True, preexec_fn=preexec, **account)
         # SIGTERM is mariadbd's clean shutdown; SIGKILL is safe for InnoDB too (its redo log recovers it).
-        self._server_guard = watchdog().register(pid=self.process.pid, grace_s=10.0, signals=(signal.SIGTERM, signal.SIGKILL))
+        self._spawn(argv, signal.SIGTERM, 10.0, (signal.SIGTERM, signal.SIGKILL))
         self._wait_until_ready()
 
     def _wait_until_ready(self) -> None:
@@ -303,16 +271,6 @@ class ManagedMariaDB:
                 raise UserError(f"MariaDB did not accept connections within {START_TIMEOUT_S:g} s (its log: {self.log_file}).")
             time.sleep(0.05)
 
-    @property
-    def password(self) -> str:
-        """The refbench user's password on this server: the run's, once generated."""
-        if self._password is None:
-            kept = read_private(self.password_file) if self.password_file else None
-            self._password = kept.strip() if kept else secrets.token_urlsafe(24)
-            if self.password_file and not kept:
-                write_private(self.password_file, self._password + "\n")
-        return self._password
-
     def _create_user(self) -> None:
         """The refbench user, on the socket and on 127.0.0.1, with this run's password (again on every start: the
         password file may be a new run's)."""
@@ -324,36 +282,9 @@ class ManagedMariaDB:
                 cursor.execute(f"CREATE OR REPLACE USER '{USER}'@'{host}' IDENTIFIED BY PASSWORD '{hashed}'")
                 cursor.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'{host}' WITH GRANT OPTION")
 
-    def stop(self) -> None:
-        self._stop_own()
-        self.stop_stale()
-        if self.socket_dir is not None:
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
-            self.socket_dir = None
-        if self.bound is not None:
-            self.bound.close()
-        if self._bound_guard is not None:
-            self._bound_guard.release()
-            self._bound_guard = None
-        if self._socket_guard is not None:
-            self._socket_guard.release()
-            self._socket_guard = None
-
     def _stop_own(self) -> None:
         """Clean shutdown (SIGTERM) of the server this object started, and SIGKILL if that hangs."""
-        if self.process is not None:
-            for signum, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, None)):
-                if self.process.poll() is not None:
-                    break
-                self.process.send_signal(signum)
-                try:
-                    self.process.wait(wait_s)
-                except subprocess.TimeoutExpired:
-                    continue
-            self.process = None
-        if self._server_guard is not None:
-            self._server_guard.release()
-            self._server_guard = None
+        self._shut_down([(signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, None)])
 
     def stop_stale(self) -> None:
         """Stops a server of this data directory that another process started (a refbench that was killed)."""

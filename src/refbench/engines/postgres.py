@@ -20,25 +20,20 @@ import functools
 import os
 import pwd
 import re
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
-import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from refbench.children import die_with_parent, watchdog
 from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
 from refbench.host.inventory import postgres_binary
-from refbench.redaction import read_private, redact, write_private
+from refbench.redaction import redact
 
 __all__ = ["ENGINE", "TRANSACTIONAL", "ManagedPostgres", "PostgresEngine", "PostgresTransactional", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings",
            "sql_statements"]
@@ -77,40 +72,12 @@ def _run_as() -> pwd.struct_passwd | None:
                         "run refbench as another user or install the postgresql package.") from None
 
 
-def _as_account(account: pwd.struct_passwd | None) -> dict[str, Any]:
-    """subprocess arguments that run a command as ``account`` with its own groups only (none of root's)."""
-    if account is None:
-        return {}
-    return {"user": account.pw_uid, "group": account.pw_gid,
-            "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid)}
-
-
-def _join_then_become(join, account: pwd.struct_passwd | None, then) -> None:
-    """A server's preexec_fn: join its cgroup as root, then become its account, as _as_account would have."""
-    join()
-    if account is not None:
-        os.setgroups(os.getgrouplist(account.pw_name, account.pw_gid))
-        os.setregid(account.pw_gid, account.pw_gid)
-        os.setreuid(account.pw_uid, account.pw_uid)
-    if then is not None:
-        then()
-
-
-def _account_can(account: pwd.struct_passwd | None, test_flag: str, path: Path) -> bool:
-    """``test FLAG PATH`` as the server's account: can it enter (-x), read (-r) or write (-w) there?"""
-    return account is None or subprocess.run(["test", test_flag, str(path)], **_as_account(account)).returncode == 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ManagedPostgres:
+class ManagedPostgres(ManagedProcess):
     """initdb / start / stop of a private PostgreSQL server. ``password_file`` keeps the TCP password (a file of the
     run, so that a resumed run keeps it); without one the password lives in memory only. ``cache_bytes`` bounds the
     page cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
+
+    socket_prefix = "refbench-pg-"
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
                  cache_bytes: int = 0):
@@ -118,13 +85,9 @@ class ManagedPostgres:
         self.settings = dict(settings)
         self.password_file = Path(password_file).absolute() if password_file else None
         self.account = _run_as()
-        self.port = 0
-        self.socket_dir: Path | None = None
         self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
-        self.process: subprocess.Popen | None = None
         self.bound = Bound(cache_bytes, self.data_dir / "base") if cache_bytes else None
-        self._password: str | None = None
-        self._socket_guard = self._server_guard = self._bound_guard = None
+        self._init_process()
 
     @staticmethod
     def reachable(directory: Path) -> bool:
@@ -158,10 +121,6 @@ class ManagedPostgres:
             raise UserError(f"PostgreSQL {what} of {self.data_dir} failed: {detail}.")
         return result
 
-    def _own(self, path: Path) -> None:
-        if self.account is not None:
-            os.chown(path, self.account.pw_uid, self.account.pw_gid)
-
     def initialize(self) -> bool:
         """initdb when the data directory is new; returns True if it did."""
         if (self.data_dir / "PG_VERSION").exists():
@@ -182,25 +141,9 @@ class ManagedPostgres:
 
     def start(self) -> None:
         self.initialize()
-        self.stop_stale()
-        self.port = free_port()
-        # A short socket path (unix socket paths are limited to about 100 bytes, run directories are long), made
-        # mode 0700 by mkdtemp: the socket trusts whoever reaches it.
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-pg-"))
-        self._socket_guard = watchdog().register(remove=[self.socket_dir])
-        self._own(self.socket_dir)
-        if self.bound is not None:
-            self.bound.create()
-            if self.bound.cgroup is not None:  # removed after the server is stopped: registered before it
-                self._bound_guard = watchdog().register(remove=[self.bound.cgroup.path])
+        self._open()
         self._launch()
         self._set_password()
-
-    def restart(self) -> None:
-        """Stops and starts the server on the same port and socket, so its buffer cache starts empty."""
-        self._stop_own()
-        self.stop_stale()
-        self._launch()
 
     def _launch(self) -> None:
         self._write_hba()
@@ -210,21 +153,9 @@ class ManagedPostgres:
         argv = [_binary("postgres"), "-D", str(self.data_dir)]
         for name, value in options.items():
             argv += ["-c", f"{name}={value}"]
-        # The kernel's signal reaches the server when the thread that started it ends: only the main thread lives
-        # as long as refbench.
-        on_death = functools.partial(die_with_parent, signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
         _LAUNCHED[self.log_file] = self.log_file.stat().st_size if self.log_file.exists() else 0
-        account, preexec = _as_account(self.account), on_death
-        if self.bound is not None and self.bound.cgroup is not None:
-            # The server joins its cgroup before exec, so every process it forks is bounded from the start. Joining
-            # takes root, so here the switch to the server's account is done after it, not by subprocess.
-            account, preexec = {}, functools.partial(_join_then_become, self.bound.join, self.account, on_death)
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            start_new_session=True, preexec_fn=preexec, **account)
-        # Fast shutdown, then immediate (which still stops the backends), then SIGKILL.
-        self._server_guard = watchdog().register(pid=self.process.pid, grace_s=5.0,
-                                                 signals=(signal.SIGINT, signal.SIGQUIT, signal.SIGKILL))
+        # SIGINT is a fast shutdown; after a kill -9 of refbench, then immediate (which still stops the backends).
+        self._spawn(argv, signal.SIGINT, 5.0, (signal.SIGINT, signal.SIGQUIT, signal.SIGKILL))
         self._wait_until_ready()
 
     def _wait_until_ready(self) -> None:
@@ -253,16 +184,6 @@ class ManagedPostgres:
         path.chmod(0o600)
         self._own(path)
 
-    @property
-    def password(self) -> str:
-        """The TCP password of this server: the run's, once generated."""
-        if self._password is None:
-            kept = read_private(self.password_file) if self.password_file else None
-            self._password = kept.strip() if kept else secrets.token_urlsafe(24)
-            if self.password_file and not kept:
-                write_private(self.password_file, self._password + "\n")
-        return self._password
-
     def _set_password(self) -> None:
         from psycopg import sql
 
@@ -272,41 +193,14 @@ class ManagedPostgres:
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(SUPERUSER),
                                                                      sql.Literal(verifier.decode())))
 
-    def stop(self) -> None:
-        self._stop_own()
-        self.stop_stale()
-        if self.socket_dir is not None:
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
-            self.socket_dir = None
-        if self.bound is not None:
-            self.bound.close()
-        if self._bound_guard is not None:
-            self._bound_guard.release()
-            self._bound_guard = None
-        if self._socket_guard is not None:
-            self._socket_guard.release()
-            self._socket_guard = None
-
     def _stop_own(self) -> None:
         """Fast shutdown of the server this object started, as pg_ctl -m fast, and immediate if that hangs."""
-        if self.process is not None:
-            steps = [(signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10.0), (signal.SIGKILL, None)]
-            if _panic_since_launch(self.log_file):
-                # Crash recovery after a PANIC on a full disk can spin without heeding a fast shutdown (two minutes
-                # seen); there is nothing clean left to shut down, so immediate it is.
-                steps = steps[1:]
-            for signum, wait_s in steps:
-                if self.process.poll() is not None:
-                    break
-                self.process.send_signal(signum)
-                try:
-                    self.process.wait(wait_s)
-                except subprocess.TimeoutExpired:
-                    continue
-            self.process = None
-        if self._server_guard is not None:
-            self._server_guard.release()
-            self._server_guard = None
+        steps = [(signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10.0), (signal.SIGKILL, None)]
+        if self.process is not None and _panic_since_launch(self.log_file):
+            # Crash recovery after a PANIC on a full disk can spin without heeding a fast shutdown (two minutes
+            # seen); there is nothing clean left to shut down, so immediate it is.
+            steps = steps[1:]
+        self._shut_down(steps)
 
     def stop_stale(self) -> None:
         """Stops a server of this data directory that another process started (a refbench that was killed)."""
