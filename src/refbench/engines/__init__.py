@@ -287,11 +287,20 @@ class Transactional(Protocol):
 class ServerEngine:
     """What the engines with a server (managed, or a user's behind a DSN) share: the dataset's database on it, the
     main connection run() uses, restarts for a cold cache, the server's files and process. A subclass sets ``title``,
-    ``buffer_cache`` (its cache's name, for cold()'s words) and ``Session`` (its session class, opened on a DSN)."""
+    ``buffer_cache`` (its cache's name, for cold()'s words), ``Session`` (its session class, opened on a DSN) and
+    ``Managed`` (its managed server's class)."""
 
     title: str
     buffer_cache: str
     Session: Any
+    Managed: Any  # the managed server's class: (data_dir, settings, password_file, cache_bytes=…)
+
+    @classmethod
+    def create(cls, dataset: Dataset, place: Placement) -> "ServerEngine":
+        if place.dsn:
+            return cls(place.dsn, None, place.workers, dataset)
+        server = cls.Managed(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes)
+        return cls("", server, place.workers, dataset)
 
     def __init__(self, dsn: str, server: Any, workers: int, dataset: Dataset):
         """``dsn`` is the dataset's database; for a managed ``server`` not started yet, "" until start()."""

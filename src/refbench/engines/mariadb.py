@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
 from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.engines.postgres import (
     _last_error, _tail, managed_data_dir, proc_stat,
@@ -617,13 +617,7 @@ class MariaDbEngine(ServerEngine):
     in_process = False
     buffer_cache = "buffer pool"  # not reloaded at a restart (DEFAULTS)
     Session = MariaDbSession
-
-    @classmethod
-    def create(cls, dataset: Dataset, place: Placement) -> "MariaDbEngine":
-        if place.dsn:
-            return cls(place.dsn, None, place.workers, dataset)
-        server = ManagedMariaDB(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes)
-        return cls("", server, place.workers, dataset)
+    Managed = ManagedMariaDB
 
     @classmethod
     def require_installed(cls) -> None:

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from refbench.engines import Dataset, Placement, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
 from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
@@ -366,16 +366,10 @@ class PostgresEngine(ServerEngine):
     in_process = False
     buffer_cache = "shared buffers"
     Session = PostgresSession
+    Managed = ManagedPostgres
 
     # Per index build: an SF 10 lineitem index sorts about 2 GB of keys; two builds run at once.
     INDEX_SETTINGS = {"maintenance_work_mem": "1GB"}
-
-    @classmethod
-    def create(cls, dataset: Dataset, place: Placement) -> "PostgresEngine":
-        if place.dsn:
-            return cls(place.dsn, None, place.workers, dataset)
-        server = ManagedPostgres(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes)
-        return cls("", server, place.workers, dataset)
 
     @classmethod
     def require_installed(cls) -> None:
