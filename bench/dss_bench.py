@@ -31,9 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from refbench.engines.postgres import ManagedPostgres, connect
+from refbench.engines.duckdb import DuckDbEngine
+from refbench.engines.postgres import ManagedPostgres, PostgresEngine, connect
 from refbench.suites.dss import datagen, timed_generate_and_load
-from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import stream_queries
 
 HERE = Path(__file__).parent
@@ -117,11 +117,11 @@ def main() -> None:
         t0 = time.monotonic()
         info = datagen.generate(base / "data", args.sf)
         generate_s = time.monotonic() - t0
-        pg = PostgresEngine(server.database("tpch"), server, 2)
+        pg = PostgresEngine(server.database("tpch"), server, 2, datagen.TPCH)
         t0 = time.monotonic()
         pg_load = pg.load(base / "data", args.sf)
         pg_s = time.monotonic() - t0
-        duck = DuckDbEngine(base / "tpch.duckdb")
+        duck = DuckDbEngine(base / "tpch.duckdb", datagen.TPCH)
         t0 = time.monotonic()
         duck.load(base / "data", args.sf)
         duck_s = time.monotonic() - t0

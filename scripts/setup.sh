@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 VENV="${VENV:-.venv}"
 # fdisk: sfdisk, for the partition-table tests; chromium: the browser the report's tests open it in (Playwright
-# drives it by its path, so Playwright's own browser download is not needed).
-APT_PACKAGES=(fio postgresql util-linux fdisk chromium)
+# drives it by its path, so Playwright's own browser download is not needed). mariadb-server: the MariaDB engine
+# (refbench starts its own mariadbd); libmariadb-dev, gcc, python3-dev: PyPI's MariaDB client builds against them.
+APT_PACKAGES=(fio postgresql util-linux fdisk chromium mariadb-server mariadb-client libmariadb-dev gcc python3-dev)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -20,8 +21,23 @@ if ((${#missing[@]})); then
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
+  # Debian starts (and enables) a system MariaDB on port 3306 when it installs mariadb-server; refbench's tests and
+  # runs start their own on other ports and need none of it. A policy-rc.d that refuses every start keeps it from
+  # starting while this installs (unless the machine has one of its own), and it is disabled afterwards.
+  policy=/usr/sbin/policy-rc.d
+  if [[ " ${missing[*]} " == *" mariadb-server "* && ! -e $policy ]]; then
+    trap '"${SUDO[@]}" rm -f '"$policy" EXIT
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$policy" >/dev/null
+    "${SUDO[@]}" chmod 755 "$policy"
+  fi
   "${SUDO[@]}" apt-get update -qq
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [[ " ${missing[*]} " == *" mariadb-server "* ]]; then
+    # disable works without a running systemd too (it edits links, the SysV ones included); stop is for a machine
+    # whose own policy let it start.
+    "${SUDO[@]}" systemctl disable mariadb >/dev/null 2>&1 || "${SUDO[@]}" update-rc.d mariadb disable >/dev/null 2>&1 || true
+    "${SUDO[@]}" systemctl stop mariadb >/dev/null 2>&1 || "${SUDO[@]}" service mariadb stop >/dev/null 2>&1 || true
+  fi
 fi
 
 PYTHON="${PYTHON:-python3}"

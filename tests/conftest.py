@@ -140,6 +140,16 @@ def reachable_dir():
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def tpch_sf1(tmp_path_factory):
+    """tpchgen-cli's SF 1 CSVs, generated once for every engine's reference-answer test: (directory, what the first
+    generation reported)."""
+    from refbench.suites.dss import datagen
+
+    directory = tmp_path_factory.mktemp("tpch-sf1")
+    return directory, datagen.generate(directory, 1.0)
+
+
 @pytest.fixture
 def data_dir(reachable_dir):
     """A managed server's data directory the postgres system user can reach."""

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from refbench.engines.duckdb import DuckDbEngine
 from refbench.suites.dss import check_answers, datagen
 from refbench.suites.dss.answers import as_expected, compare, engine_kinds, reference_answer
-from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dss.queries import stream_queries
 
 SF = 0.01
@@ -21,7 +21,7 @@ def engine(tmp_path_factory):
     """DuckDB on the suite's own SF 0.01 data (tpchgen-cli)."""
     base = tmp_path_factory.mktemp("tpch-sf0.01")
     datagen.generate(base / "data", SF)
-    duck = DuckDbEngine(base / "tpch.duckdb")
+    duck = DuckDbEngine(base / "tpch.duckdb", datagen.TPCH)
     duck.load(base / "data", SF)
     duck.open()
     yield duck

@@ -145,6 +145,13 @@ BAD_OPTIONS = [
     (["oltp", "--repeats", "1000000000000"], ["--repeats must be at most 100"]),
     (["sleepy", "--runs-dir", " "], ["--runs-dir must not be empty."]),
     (["sleepy", "--warehouses", "3"], ["No such option: --warehouses"]),
+    (["dss", "--engines", "duckdb,oracle"], ["--engines item 'oracle' must be one of duckdb, postgres, mariadb"]),
+    (["dw", "--engines", "mysql"], ["--engines item 'mysql' must be one of duckdb, postgres, mariadb, not 'mysql'."]),
+    (["dss", "--dsn", "mysql://bench@db1:port/tpch"], ["--dsn must be a MariaDB DSN", "is not a number from 1 to 65535"]),
+    (["dss", "--engines", "duckdb", "--dsn", "mysql://bench@db1/tpch"],
+     ["[dss] dsn is a MariaDB DSN, and the engines ['duckdb'] do not include mariadb."]),
+    (["dss", "--mariadb-buffer-pool", "lots"], ["--mariadb-buffer-pool must be a size such as 256M", "'lots'"]),
+    (["dw", "--mariadb-settings", "innodb_buffer_pool_size=1G"], ["has its own option (mariadb_buffer_pool)"]),
 ]
 
 
@@ -202,6 +209,23 @@ def test_the_postgres_binary_judges_managed_server_settings_before_anything_is_w
             pytest.skip("tpchgen-cli not installed")
     result = cli(*args, "--runs-dir", "runs")
     _assert_refused(result, expected)
+    assert _tree(tmp_path) == set()
+
+
+@pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
+                    reason="mariadb-server is not installed")
+@pytest.mark.parametrize("args,expected", [
+    (["dss", "--engines", "mariadb", "--dsn", "mysql://bench@127.0.0.1:1/tpch"],
+     ["cannot connect to MariaDB at 'mysql://bench@127.0.0.1:1/tpch'"]),
+    (["dw", "--engines", "mariadb", "--mariadb-settings", "join_buffer_size=lots"],
+     ["[dw] mariadb_settings item 'join_buffer_size=lots' is refused by MariaDB", "Unknown suffix"]),
+], ids=["unreachable dsn", "bad setting"])
+def test_a_mariadb_that_cannot_serve_dss_is_refused_before_anything_is_written(tmp_path, cli, args, expected):
+    try:
+        tpchgen()
+    except UserError:
+        pytest.skip("tpchgen-cli not installed")
+    _assert_refused(cli(*args, "--runs-dir", "runs"), expected)
     assert _tree(tmp_path) == set()
 
 
@@ -455,7 +479,7 @@ def _violations(option) -> list:
     if option.choices is not None:
         scalar_bad.append("no-such-choice")
     if option.kind is list:
-        out += [[], [*default, default[0]]] + [[b] for b in scalar_bad]
+        out += [[]] + ([[*default, default[0]]] if default else []) + [[b] for b in scalar_bad]
     else:
         out += scalar_bad
     return out

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from refbench.engines.postgres import ManagedPostgres, connect
-from refbench.suites.oltp import consistency, database, driver
+from refbench.suites.oltp import consistency, database, driver, transactions_at
 
 pytestmark = pytest.mark.slow  # a load and a short run: about 40 s on two cores
 
@@ -38,10 +38,10 @@ def server():
 def databases(server):
     """(a copy of the database as loaded, the database after two virtual users ran the mix for 5 s)."""
     run_dsn = server.database("refbench")
-    database.build(run_dsn, 1, 2, False, lambda *_: None)
+    database.build(transactions_at(run_dsn), 1, 2, False, lambda *_: None)
     with connect(server.dsn, autocommit=True) as conn:
         conn.execute("CREATE DATABASE loaded TEMPLATE refbench")
-    result = driver.run(run_dsn, 1, 2, 1, 5, False, 1)
+    result = driver.run(transactions_at(run_dsn), 1, 2, 1, 5, False, 1)
     assert result.counts["delivery"]["ok"] > 0 and result.counts["payment"]["ok"] > 0
     with connect(run_dsn, autocommit=True) as conn:
         undelivered_from = conn.execute("SELECT min(m) FROM (SELECT min(no_o_id) m FROM tpcc.new_order GROUP BY no_d_id) x").fetchone()[0]
@@ -54,7 +54,7 @@ def violations(dsn: str, corruption: str = "", at_load: bool = False) -> dict[in
     with connect(dsn) as conn:
         if corruption:
             assert conn.execute(corruption).rowcount == 1  # one row changed, no more
-        result = consistency.check(conn, at_load)
+        result = consistency.check(transactions_at(dsn), conn, at_load)
         conn.rollback()
     assert set(result) == ALL
     return {n: count for n, (_, count) in result.items() if count}

@@ -8,25 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from refbench.engines.postgres import ManagedPostgres
+from refbench.engines.duckdb import DuckDbEngine
+from refbench.engines.mariadb import ManagedMariaDB
+from refbench.engines.postgres import ManagedPostgres, PostgresEngine
 from refbench.suites.dss import datagen
 from refbench.suites.dss.answers import as_expected, compare, engine_kinds, reference_answer
-from refbench.suites.dss.engines import DuckDbEngine, PostgresEngine
 from refbench.suites.dss.queries import QUERIES, STREAM_ORDERS, min_streams, stream_queries
 
 
-@pytest.fixture(scope="module")
-def sf1_data(tmp_path_factory):
-    return tmp_path_factory.mktemp("tpch-sf1"), 1.0
-
-
 @pytest.mark.slow
-def test_duckdb_answers_match_the_reference_set_at_sf1(sf1_data):
-    data, sf = sf1_data
-    info = datagen.generate(data, sf)
+def test_duckdb_answers_match_the_reference_set_at_sf1(tpch_sf1):
+    (data, info), sf = tpch_sf1, 1.0
     assert not info["reused"] and info["bytes"]["lineitem"] > 600e6
     assert datagen.generate(data, sf)["reused"]  # a complete set is not generated twice
-    engine = DuckDbEngine(data / "tpch.duckdb")
+    engine = DuckDbEngine(data / "tpch.duckdb", datagen.TPCH)
     loaded = engine.load(data, sf)
     assert loaded["rows"]["lineitem"] == 6_001_215 and engine.loaded(sf)
     try:
@@ -60,15 +55,15 @@ def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
     datagen.generate(data, sf)
     server = ManagedPostgres(base / "pgdata", {})
     server.start()
-    duck = DuckDbEngine(tmp_path / "tpch.duckdb")
+    duck = DuckDbEngine(tmp_path / "tpch.duckdb", datagen.TPCH)
     try:
         duck.load(data, sf)
         duck.open()
-        pg = PostgresEngine(server.database("tpch"), server, 2)
+        pg = PostgresEngine(server.database("tpch"), server, 2, datagen.TPCH)
         loaded = pg.load(data, sf)
         assert loaded["copy"] == "server-side COPY FREEZE"
         # A user's server (no managed server to read the files) gets the same rows through the connection.
-        through = PostgresEngine(server.database("tpch_dsn"), None, 2).load(data, sf)
+        through = PostgresEngine(server.database("tpch_dsn"), None, 2, datagen.TPCH).load(data, sf)
         assert through["copy"] == "COPY FREEZE through the connection" and through["rows"] == loaded["rows"]
         pg.open()
         # COPY FREEZE left nothing for VACUUM to freeze: every page of lineitem is all-frozen in the visibility map.
@@ -111,7 +106,7 @@ def test_tpchgen_failure_is_one_sentence(tmp_path):
 
 
 @pytest.mark.slow
-def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tmp_path, refbench):
+def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tmp_path, refbench):
     import json
 
     shared = Path(tempfile.mkdtemp(prefix="refbench-test-dss-data-"))
@@ -122,7 +117,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
         assert first.code == 0, first.stderr
         run = tmp_path / first.last_line
         records = {p.stem: json.loads(p.read_text()) for p in (run / "records" / "dss").glob("[!.]*.json")}
-        for engine in ("duckdb", "postgres"):
+        for engine in ("duckdb", "postgres", "mariadb"):
             assert {f"{engine}-q{q:02d}" for q in range(1, 23)} | {f"{engine}-power", f"{engine}-throughput"} <= set(records)
             q6 = records[f"{engine}-q06"]["metrics"]
             assert q6["cold_s"] > 0 and q6["warm_s"] > 0 and q6["rows"] == 1
@@ -132,12 +127,18 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
             assert throughput["metrics"]["streams"] == 2 and throughput["metrics"]["throughput"] > 0
             assert throughput["extra"]["stream_orders"] == {"1": STREAM_ORDERS[1], "2": STREAM_ORDERS[2]}
         findings = json.loads((run / "findings" / "dss.json").read_text())
-        assert len(findings) == 22 and all(f["passed"] for f in findings)
+        assert len(findings) == 44 and all(f["passed"] for f in findings)
         assert findings[0]["check"] == "cross-engine agreement Q1 (duckdb and postgres, stream 0, SF 0.01)"
+        assert findings[22]["check"] == "cross-engine agreement Q1 (duckdb and mariadb, stream 0, SF 0.01)"
+        verdict = json.loads((run / "verdict.json").read_text())[0]
+        assert [(e["engine"], e["kind"], e["checks"]) for e in verdict["engines"]] == [
+            ("duckdb", "column store", "44 passed"), ("mariadb", "row store", "22 passed"), ("postgres", "row store", "22 passed")]
+        assert all(e["load s"] > 0 and e["power"] > 0 and e["query time geometric mean s"] > 0 for e in verdict["engines"])
+        assert "the engines compared" in (run / "report.html").read_text()
         assert {"individual", "figures", "power_steps", "load", "settings"} <= {p.stem for p in (run / "tables" / "dss").glob("*.csv")}
         assert {"single_stream", "parallel_streams", "duckdb_long_queries", "postgres_short_queries"} <= {
             p.stem for p in (run / "charts" / "dss").glob("*.png")}
-        assert "Power, throughput and their combination" in (run / "report.html").read_text()
+        assert "Engines compared: load, power, throughput and their combination" in (run / "report.html").read_text()
 
         # The same data and databases again, with one PostgreSQL row changed behind refbench's back.
         server = ManagedPostgres(shared / "pgdata", {})
@@ -158,6 +159,7 @@ def test_dss_runs_every_mode_on_both_engines_and_a_wrong_answer_fails_the_run(tm
         assert {("duckdb-power", "elapsed_s"), ("postgres-power", "power"), ("postgres-power", "Q17_s")} <= in_both
     finally:
         ManagedPostgres(shared / "pgdata", {}).stop_stale()
+        ManagedMariaDB(shared / "mariadb", {}).stop_stale()
         shutil.rmtree(shared, ignore_errors=True)
 
 
@@ -179,9 +181,11 @@ def test_compare_sums_up_each_engine_as_the_geometric_mean_of_its_query_speedups
 def test_a_runaway_query_is_cancelled_at_the_timeout_on_both_engines(tmp_path, reachable_dir):
     import time
 
-    from refbench.suites.dss.engines import DuckDbSession, PostgresSession, QueryTimeout
+    from refbench.engines import QueryTimeout
+    from refbench.engines.duckdb import DuckDbSession
+    from refbench.engines.postgres import PostgresSession
 
-    duck = DuckDbEngine(tmp_path / "empty.duckdb")
+    duck = DuckDbEngine(tmp_path / "empty.duckdb", datagen.TPCH)
     duck.open()
     server = ManagedPostgres(reachable_dir / "pgdata", {})
     server.start()
@@ -223,11 +227,16 @@ def test_a_tiny_query_timeout_is_recorded_and_the_run_finishes(refbench, tmp_pat
 
 
 def test_the_space_check_names_what_each_engine_needs_where(tmp_path):
-    from refbench.suites.dss import BYTES_PER_SF, space_needed
+    from refbench.suites.dss import BYTES_PER_SF, MARIADB_FIXED_BYTES, space_needed
 
     o = {"sf": 10.0, "dsn": "", "pg_data_dir": str(tmp_path / "pg"), "shared_buffers": "256MB",
          "pg_settings": ["max_wal_size=2GB"]}
-    needs = space_needed(o, tmp_path / "data", ["duckdb", "postgres"])
+    needs = space_needed(o, tmp_path / "data", ["duckdb", "postgres", "mariadb"])
+    assert needs[tmp_path / "data" / "mariadb"] == {"MariaDB tables, indexes and logs": 10 * BYTES_PER_SF["mariadb"]
+                                                    + MARIADB_FIXED_BYTES}
+    # A DSN's engine is the user's server: nothing of it is written here, and the other server is still managed.
+    driven = space_needed({**o, "dsn": "mysql://bench@db1/tpch"}, tmp_path / "data", ["postgres", "mariadb"])
+    assert tmp_path / "data" / "mariadb" not in driven and tmp_path / "pg" in driven
     assert needs[tmp_path / "data"] == {"generated CSV": 10 * BYTES_PER_SF["csv"], "DuckDB database": 10 * BYTES_PER_SF["duckdb"]}
     assert needs[tmp_path / "pg"] == {"PostgreSQL tables, indexes, temporary files and WAL":
                                       10 * (BYTES_PER_SF["postgres"] + BYTES_PER_SF["postgres_temp"]) + 2 * 2**30}
@@ -247,15 +256,13 @@ def test_a_scale_factor_that_does_not_fit_is_refused_before_anything_is_written(
 def test_the_managed_server_loads_from_a_data_directory_given_relative_to_refbench(reachable_dir, monkeypatch):
     """`make demo`'s data directory is relative to where refbench runs; the managed server reads the CSV files itself
     (server-side COPY), from its own working directory, so it must be given their absolute paths."""
-    from refbench.suites.dss.engines import PostgresEngine
-
     datagen.generate(reachable_dir / "tpch", 0.01)
     monkeypatch.chdir(reachable_dir)
     server = ManagedPostgres(reachable_dir / "pgdata", {})
     server.start()
     try:
         assert server.can_read(Path("tpch") / "lineitem.csv")  # so the server reads the files, not the client
-        engine = PostgresEngine(server.database("tpch"), server, 1)
+        engine = PostgresEngine(server.database("tpch"), server, 1, datagen.TPCH)
         loaded = engine.load(Path("tpch"), 0.01)
         assert loaded["rows"]["lineitem"] > 50_000 and engine.loaded(0.01)
         engine.close()

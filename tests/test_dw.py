@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from refbench.suites.dw.capacity import CapacityRules, whole_tb
@@ -90,3 +93,37 @@ def test_relative_throughput_of_a_run_against_itself_is_100_percent():
     assert tables["stores"][0]["relative throughput %"] == 100
     assert tables["primary"][0]["column store relative throughput %"] == 100
     assert tables["primary"][0]["maximum user data capacity (TB)"] == 41
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
+                    reason="mariadb-server is not installed")
+def test_mariadb_is_rated_as_a_row_store_beside_the_column_store(tmp_path, refbench):
+    """MariaDB through the whole dw suite, at SF 0.01 to stay short: its logical scan rate comes from its buffer pool's
+    page requests, its data files are not evicted (O_DIRECT), and the rated figures per store sit side by side."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from refbench.engines.mariadb import ManagedMariaDB
+
+    data = Path(tempfile.mkdtemp(prefix="refbench-test-dw-mariadb-"))
+    data.chmod(0o755)
+    try:
+        result = refbench("dw", "--engines", "mariadb,duckdb", "--sf", "0.01", "--duration-s", "3", "--data-dir", str(data),
+                          "--runs-dir", "runs", timeout=300)
+        assert result.code == 0, result.stderr
+        run = tmp_path / result.last_line
+        maria = json.loads((run / "records" / "dw" / "mariadb.json").read_text())
+        assert maria["extra"]["store"] == "row store" and maria["extra"]["data_files"] == 0
+        assert maria["metrics"]["queries_completed"] > 0 and maria["metrics"]["logical_scan_mb_s"] > 0
+        assert "innodb_buffer_pool_size 64M" in maria["method"] and "O_DIRECT" in maria["method"]
+        sheet = (run / "tables" / "dw" / "rating_sheet.csv").read_text()
+        assert "Row Store (mariadb),queries/hr," in sheet and "Column Store (duckdb),queries/hr," in sheet
+        verdict = json.loads((run / "verdict.json").read_text())[0]
+        assert [(e["engine"], e["store"], e["checks"]) for e in verdict["engines"]] == [
+            ("mariadb", "row store", "23 passed"), ("duckdb", "column store", "23 passed")]  # 22 agreements + its interval
+        assert verdict["checks_failed"] == 0 and not (data / "mariadb").exists()  # the run's own server, removed
+    finally:
+        ManagedMariaDB(data / "mariadb", {}).stop_stale()
+        shutil.rmtree(data, ignore_errors=True)

@@ -156,7 +156,7 @@ def test_a_postgresql_panic_on_a_full_disk_is_caught_and_explained(tmp_path):
         shutil.rmtree(base, ignore_errors=True)
     message = str(explained)
     assert "PANIC" not in str(caught.value)  # the client saw only the connection drop …
-    assert "the managed PostgreSQL stopped with a PANIC" in message and "No space left on device" in message  # … we say why
+    assert "the managed PostgreSQL stopped: PANIC:" in message and "No space left on device" in message  # … we say why
     assert "out of disk space" in message and "pg_wal" in message and "refbench resume" in message
     assert explained.exit_code == 75
 

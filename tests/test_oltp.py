@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from refbench.engines.postgres import ManagedPostgres, connect
-from refbench.suites.oltp import consistency, database
+from refbench.suites.oltp import consistency, database, transactions_at
 from refbench.suites.oltp.driver import TX
 from refbench.suites.oltp.inputs import INPUTS
 from refbench.suites.oltp.rand import TpccRandom, last_name
@@ -59,12 +59,12 @@ def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, dat
     server.start()
     try:
         dsn = server.database("refbench")
-        database.build(dsn, 1, 2, False, lambda *_: None)
+        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
         with connect(dsn, autocommit=True) as conn:
-            assert all(v == 0 for _, v in consistency.check(conn).values())
+            assert all(v == 0 for _, v in consistency.check(transactions_at(dsn), conn).values())
             conn.execute("UPDATE tpcc.district SET d_ytd = d_ytd + 1 WHERE d_w_id = 1 AND d_id = 3")
             conn.execute("DELETE FROM tpcc.new_order WHERE no_w_id = 1 AND no_d_id = 5 AND no_o_id = 2500")
-            broken = consistency.check(conn)
+            broken = consistency.check(transactions_at(dsn), conn)
         assert broken[1][1] == 1 and broken[3][1] == 1 and broken[9][1] == 1
     finally:
         server.stop()
@@ -258,9 +258,9 @@ def test_think_times_end_with_the_measurement(data_dir):
     server.start()
     try:
         dsn = server.database("refbench")
-        database.build(dsn, 1, 2, False, lambda *_: None)
+        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
         t0 = time.monotonic()
-        result = driver.run(dsn, 1, 2, 0, 2, True, 1)
+        result = driver.run(transactions_at(dsn), 1, 2, 0, 2, True, 1)
         assert time.monotonic() - t0 < 15
         assert result.errors == {} and result.measured_s > 1.5
     finally:
@@ -289,8 +289,8 @@ def test_wrong_password_is_one_sentence_and_writes_nothing(tmp_path, refbench, d
 def test_the_database_cpu_is_counted_for_the_server_under_test_only(data_dir):
     """Another PostgreSQL on the host (a neighbour's run) once made the driver's CPU share negative when one of its
     backends exited: only the server behind the driver's connection counts."""
-    from refbench.engines.postgres import ManagedPostgres, connect
-    from refbench.suites.oltp.driver import postgres_cpu_s, server_pid
+    from refbench.engines.postgres import ManagedPostgres, connect, postgres_cpu_s
+    from refbench.engines.postgres import postmaster_pid as server_pid
 
     ours, neighbour = ManagedPostgres(data_dir / "ours", {}), ManagedPostgres(data_dir / "neighbour", {})
     ours.start()
@@ -320,7 +320,7 @@ def test_many_virtual_users_run_on_a_few_processes_and_the_figures_hold(data_dir
     server.start()
     try:
         dsn = server.database("refbench")
-        database.build(dsn, 2, 2, False, lambda *_: None)
+        database.build(transactions_at(dsn), 2, 2, False, lambda *_: None)
         me = os.getpid()
         command = Path(f"/proc/{me}/cmdline").read_bytes()
         seen = {"workers": 0, "backends": 0}
@@ -341,8 +341,8 @@ def test_many_virtual_users_run_on_a_few_processes_and_the_figures_hold(data_dir
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
                     "AND backend_type = 'client backend'").fetchone()[0])
 
-            result = driver.run(dsn, 2, users, 3, 4, False, 1, on_tick=tick)
-            after = consistency.check(watcher)
+            result = driver.run(transactions_at(dsn), 2, users, 3, 4, False, 1, on_tick=tick)
+            after = consistency.check(transactions_at(dsn), watcher)
         m = figures(result)
     finally:
         server.stop()

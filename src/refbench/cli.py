@@ -159,6 +159,13 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
                     f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}".rstrip() + "[/bold]"
                     + (f" ({escape(h['note'])})" if h["note"] else ""))
                 table.add_row(v["suite"] if i == 0 else "", text)
+            if len(v.get("engines") or []) > 1:  # the engines run, side by side
+                compared = RichTable(box=None, pad_edge=False, header_style="bold")
+                for column in v["engines"][0]:
+                    compared.add_column(escape(column), justify="left" if column == "engine" else "right")
+                for row in v["engines"]:
+                    compared.add_row(*(escape("—" if value is None else fmt(value)) for value in row.values()))
+                table.add_row("", compared)
             style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
             table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
             table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")

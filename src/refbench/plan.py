@@ -8,7 +8,7 @@ file:line when we can find it).
     profile = "quick"             # quick | standard | full
     suites = ["device"]           # in order; default: the suite sections present in the file
     targets = ["/mnt/nvme0"]      # what the storage suites measure
-    engines = ["duckdb", "postgres"]
+    engines = ["duckdb", "postgres", "mariadb"]
     tags = ["firmware=2.1"]       # NAME=VALUE labels for history and filters (also --tag)
 
     [accept]                      # acceptance thresholds (accept.py)
@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from refbench.accept import parse as parse_accept
+from refbench.engines import names as engine_names
 from refbench.errors import UserError
 from refbench.suites import get_suite, suite_names
 
 PROFILES = ("quick", "standard", "full")
-ENGINES = ("duckdb", "postgres")
+ENGINES = engine_names()  # the registry's: a new engine module is a new choice
 
 
 class PlanError(UserError):

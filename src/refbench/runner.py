@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from refbench import accept
 from refbench.catalog import index_run
-from refbench.engines.postgres import last_panic
+from refbench.engines import last_server_failure
 from refbench.errors import UserError
 from refbench.exhaustion import ResourceExhausted, explain
 from refbench.host import inventory, tuning
@@ -168,8 +168,8 @@ def diagnose(exc: Exception, run: Run) -> UserError | None:
     drop), or a resource that ran out."""
     if oom := last_oom():  # the server's processes only saw a lost connection when the kernel killed one of them
         return explain(MemoryError(oom), run.path, written_places(run.plan))
-    if panic := last_panic():
-        exc = UserError(f"the managed PostgreSQL stopped with a PANIC: {panic}")
+    if failure := last_server_failure():
+        exc = UserError(failure)
         return explain(exc, run.path, written_places(run.plan)) or UserError(
             f"{exc}; once that is fixed, continue with: refbench resume {run.path}")
     return explain(exc, run.path, written_places(run.plan))

@@ -20,24 +20,23 @@ import functools
 import os
 import pwd
 import re
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
-import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from refbench.children import die_with_parent, watchdog
+from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
+from refbench.host.pagecache import files_under
 from refbench.host.inventory import postgres_binary
-from refbench.redaction import read_private, redact, write_private
+from refbench.redaction import redact
 
-__all__ = ["ManagedPostgres", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings"]
+__all__ = ["ENGINE", "TRANSACTIONAL", "ManagedPostgres", "PostgresEngine", "PostgresTransactional", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings",
+           "sql_statements"]
 
 SUPERUSER = "refbench"
 START_TIMEOUT_S = 120.0
@@ -73,40 +72,12 @@ def _run_as() -> pwd.struct_passwd | None:
                         "run refbench as another user or install the postgresql package.") from None
 
 
-def _as_account(account: pwd.struct_passwd | None) -> dict[str, Any]:
-    """subprocess arguments that run a command as ``account`` with its own groups only (none of root's)."""
-    if account is None:
-        return {}
-    return {"user": account.pw_uid, "group": account.pw_gid,
-            "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid)}
-
-
-def _join_then_become(join, account: pwd.struct_passwd | None, then) -> None:
-    """A server's preexec_fn: join its cgroup as root, then become its account, as _as_account would have."""
-    join()
-    if account is not None:
-        os.setgroups(os.getgrouplist(account.pw_name, account.pw_gid))
-        os.setregid(account.pw_gid, account.pw_gid)
-        os.setreuid(account.pw_uid, account.pw_uid)
-    if then is not None:
-        then()
-
-
-def _account_can(account: pwd.struct_passwd | None, test_flag: str, path: Path) -> bool:
-    """``test FLAG PATH`` as the server's account: can it enter (-x), read (-r) or write (-w) there?"""
-    return account is None or subprocess.run(["test", test_flag, str(path)], **_as_account(account)).returncode == 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ManagedPostgres:
+class ManagedPostgres(ManagedProcess):
     """initdb / start / stop of a private PostgreSQL server. ``password_file`` keeps the TCP password (a file of the
     run, so that a resumed run keeps it); without one the password lives in memory only. ``cache_bytes`` bounds the
     page cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
+
+    socket_prefix = "refbench-pg-"
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
                  cache_bytes: int = 0):
@@ -114,13 +85,9 @@ class ManagedPostgres:
         self.settings = dict(settings)
         self.password_file = Path(password_file).absolute() if password_file else None
         self.account = _run_as()
-        self.port = 0
-        self.socket_dir: Path | None = None
         self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
-        self.process: subprocess.Popen | None = None
         self.bound = Bound(cache_bytes, self.data_dir / "base") if cache_bytes else None
-        self._password: str | None = None
-        self._socket_guard = self._server_guard = self._bound_guard = None
+        self._init_process()
 
     @staticmethod
     def reachable(directory: Path) -> bool:
@@ -154,10 +121,6 @@ class ManagedPostgres:
             raise UserError(f"PostgreSQL {what} of {self.data_dir} failed: {detail}.")
         return result
 
-    def _own(self, path: Path) -> None:
-        if self.account is not None:
-            os.chown(path, self.account.pw_uid, self.account.pw_gid)
-
     def initialize(self) -> bool:
         """initdb when the data directory is new; returns True if it did."""
         if (self.data_dir / "PG_VERSION").exists():
@@ -178,25 +141,9 @@ class ManagedPostgres:
 
     def start(self) -> None:
         self.initialize()
-        self.stop_stale()
-        self.port = free_port()
-        # A short socket path (unix socket paths are limited to about 100 bytes, run directories are long), made
-        # mode 0700 by mkdtemp: the socket trusts whoever reaches it.
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="refbench-pg-"))
-        self._socket_guard = watchdog().register(remove=[self.socket_dir])
-        self._own(self.socket_dir)
-        if self.bound is not None:
-            self.bound.create()
-            if self.bound.cgroup is not None:  # removed after the server is stopped: registered before it
-                self._bound_guard = watchdog().register(remove=[self.bound.cgroup.path])
+        self._open()
         self._launch()
         self._set_password()
-
-    def restart(self) -> None:
-        """Stops and starts the server on the same port and socket, so its buffer cache starts empty."""
-        self._stop_own()
-        self.stop_stale()
-        self._launch()
 
     def _launch(self) -> None:
         self._write_hba()
@@ -206,21 +153,9 @@ class ManagedPostgres:
         argv = [_binary("postgres"), "-D", str(self.data_dir)]
         for name, value in options.items():
             argv += ["-c", f"{name}={value}"]
-        # The kernel's signal reaches the server when the thread that started it ends: only the main thread lives
-        # as long as refbench.
-        on_death = functools.partial(die_with_parent, signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
         _LAUNCHED[self.log_file] = self.log_file.stat().st_size if self.log_file.exists() else 0
-        account, preexec = _as_account(self.account), on_death
-        if self.bound is not None and self.bound.cgroup is not None:
-            # The server joins its cgroup before exec, so every process it forks is bounded from the start. Joining
-            # takes root, so here the switch to the server's account is done after it, not by subprocess.
-            account, preexec = {}, functools.partial(_join_then_become, self.bound.join, self.account, on_death)
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            start_new_session=True, preexec_fn=preexec, **account)
-        # Fast shutdown, then immediate (which still stops the backends), then SIGKILL.
-        self._server_guard = watchdog().register(pid=self.process.pid, grace_s=5.0,
-                                                 signals=(signal.SIGINT, signal.SIGQUIT, signal.SIGKILL))
+        # SIGINT is a fast shutdown; after a kill -9 of refbench, then immediate (which still stops the backends).
+        self._spawn(argv, signal.SIGINT, 5.0, (signal.SIGINT, signal.SIGQUIT, signal.SIGKILL))
         self._wait_until_ready()
 
     def _wait_until_ready(self) -> None:
@@ -249,16 +184,6 @@ class ManagedPostgres:
         path.chmod(0o600)
         self._own(path)
 
-    @property
-    def password(self) -> str:
-        """The TCP password of this server: the run's, once generated."""
-        if self._password is None:
-            kept = read_private(self.password_file) if self.password_file else None
-            self._password = kept.strip() if kept else secrets.token_urlsafe(24)
-            if self.password_file and not kept:
-                write_private(self.password_file, self._password + "\n")
-        return self._password
-
     def _set_password(self) -> None:
         from psycopg import sql
 
@@ -268,41 +193,14 @@ class ManagedPostgres:
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(SUPERUSER),
                                                                      sql.Literal(verifier.decode())))
 
-    def stop(self) -> None:
-        self._stop_own()
-        self.stop_stale()
-        if self.socket_dir is not None:
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
-            self.socket_dir = None
-        if self.bound is not None:
-            self.bound.close()
-        if self._bound_guard is not None:
-            self._bound_guard.release()
-            self._bound_guard = None
-        if self._socket_guard is not None:
-            self._socket_guard.release()
-            self._socket_guard = None
-
     def _stop_own(self) -> None:
         """Fast shutdown of the server this object started, as pg_ctl -m fast, and immediate if that hangs."""
-        if self.process is not None:
-            steps = [(signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10.0), (signal.SIGKILL, None)]
-            if _panic_since_launch(self.log_file):
-                # Crash recovery after a PANIC on a full disk can spin without heeding a fast shutdown (two minutes
-                # seen); there is nothing clean left to shut down, so immediate it is.
-                steps = steps[1:]
-            for signum, wait_s in steps:
-                if self.process.poll() is not None:
-                    break
-                self.process.send_signal(signum)
-                try:
-                    self.process.wait(wait_s)
-                except subprocess.TimeoutExpired:
-                    continue
-            self.process = None
-        if self._server_guard is not None:
-            self._server_guard.release()
-            self._server_guard = None
+        steps = [(signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10.0), (signal.SIGKILL, None)]
+        if self.process is not None and _panic_since_launch(self.log_file):
+            # Crash recovery after a PANIC on a full disk can spin without heeding a fast shutdown (two minutes
+            # seen); there is nothing clean left to shut down, so immediate it is.
+            steps = steps[1:]
+        self._shut_down(steps)
 
     def stop_stale(self) -> None:
         """Stops a server of this data directory that another process started (a refbench that was killed)."""
@@ -332,13 +230,14 @@ def _panic_since_launch(log: Path) -> str | None:
     except OSError:
         return None
     panics = [line.split("PANIC:", 1)[1].strip() for line in lines if "PANIC:" in line]
-    return f"{panics[-1]} (its log: {log})" if panics else None
+    return f"PANIC: {panics[-1]} (its log: {log})" if panics else None
 
 
-def managed_data_dir(preferred: Path, fallback: Path) -> Path:
-    """``preferred`` if the server's account can reach it; otherwise ``fallback`` (a checkout in root's home is
-    closed to the postgres account), created with its parents open to it."""
-    if ManagedPostgres.reachable(preferred.parent):
+def managed_data_dir(preferred: Path, fallback: Path, reachable=None) -> Path:
+    """``preferred`` if the server's account can reach it (``reachable``, PostgreSQL's by default; MariaDB passes
+    its own); otherwise ``fallback`` (a checkout in root's home is closed to the postgres account), created with its
+    parents open to it."""
+    if (reachable or ManagedPostgres.reachable)(preferred.parent):
         return preferred
     fallback.parent.mkdir(parents=True, exist_ok=True)
     for part in fallback.parents:
@@ -363,18 +262,10 @@ def connect(dsn: str, **kwargs: Any):
         raise UserError(f"cannot connect to PostgreSQL at '{redact(dsn)}': {_last_error(str(exc))}.") from None
 
 
-def sql_statements(text: str) -> list[str]:
-    """The statements of an SQL script, its comment lines left out."""
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
-
-
 def run_in_parallel(dsn: str, groups: list[list[str]], workers: int, settings: dict[str, str]) -> None:
     """Each group of statements in order on a connection of its own (``settings`` SET on it first), ``workers``
     groups at once, started in the order given (the longest first); the first failure is raised. A load's index
     builds and vacuums each use one or two CPUs, and the largest table's alone takes minutes."""
-    from concurrent.futures import ThreadPoolExecutor
-
     def run(group: list[str]) -> None:
         with connect(dsn, autocommit=True) as conn:
             for name, value in settings.items():
@@ -414,3 +305,447 @@ def _last_error(text: str) -> str:
         if re.search(r"(FATAL|ERROR|error|failed|No space|could not)", line):
             return re.sub(r"^.*?(FATAL|ERROR):\s*", "", line).rstrip(".")
     return (lines[-1] if lines else "no detail").rstrip(".")
+
+
+class PostgresSession:
+    def __init__(self, dsn: str):
+        self.conn = connect(dsn, autocommit=True)
+        self.timeout_ms: int | None = None  # the session's statement_timeout, once set
+
+    def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
+        import psycopg
+
+        # statement_timeout is set only when it changes (queries have one, the refresh functions none), so the
+        # timed call stays one round trip.
+        wanted = max(1, round(timeout_s * 1000)) if timeout_s else 0
+        if wanted != self.timeout_ms:
+            self.conn.execute(f"SET statement_timeout = {wanted}")
+            self.timeout_ms = wanted
+        t0 = time.perf_counter()
+        try:
+            cursor = self.conn.execute(query)
+            rows = cursor.fetchall() if cursor.description else []
+        except psycopg.errors.QueryCanceled:
+            if not timeout_s:
+                raise
+            raise QueryTimeout(timeout_s) from None
+        return rows, time.perf_counter() - t0
+
+    def cancel(self) -> None:
+        self.conn.cancel_safe()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _copy_table(dsn: str, table: str, csv: Path, server_file: bool) -> int:
+    """One table in one transaction: TRUNCATE then COPY FREEZE. The rows land frozen and all-visible (VACUUM has
+    nothing left to do), and with wal_level=minimal a table truncated in the same transaction is not WAL-logged
+    at all — at SF 10 that is 10 GB of log not written. The managed server reads the file itself (no client
+    process on a CPU the backend needs); a user's server gets it through the connection."""
+    from psycopg import sql as q
+
+    with connect(dsn, autocommit=True) as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute(q.SQL("TRUNCATE {}").format(q.Identifier(table)))
+        options = q.SQL("(FORMAT csv, HEADER true, FREEZE true)")
+        if server_file:
+            cur.execute(q.SQL("COPY {} FROM {} ").format(q.Identifier(table), q.Literal(str(csv))) + options)
+        else:
+            with cur.copy(q.SQL("COPY {} FROM STDIN ").format(q.Identifier(table)) + options) as copy, open(csv, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    copy.write(chunk)
+        return cur.rowcount
+
+
+class PostgresEngine(ServerEngine):
+    """refbench.engines.Engine for PostgreSQL: a managed server (``server``) or a user's (``server`` None)."""
+
+    name = "postgres"
+    title = "PostgreSQL"
+    kind = "row store"
+    in_process = False
+    buffer_cache = "shared buffers"
+    Session = PostgresSession
+    Managed = ManagedPostgres
+
+    # Per index build: an SF 10 lineitem index sorts about 2 GB of keys; two builds run at once.
+    INDEX_SETTINGS = {"maintenance_work_mem": "1GB"}
+
+    @classmethod
+    def require_installed(cls) -> None:
+        require_server_binaries()
+
+    @classmethod
+    def check_dsn(cls, dsn: str) -> None:
+        with connect(dsn, autocommit=True):
+            pass
+
+    @classmethod
+    def reaches(cls, directory: Path) -> bool:
+        return ManagedPostgres.reachable(directory)
+
+    @classmethod
+    def managed_data_dir(cls, preferred: Path, fallback: Path) -> Path:
+        return managed_data_dir(preferred, fallback)
+
+    def loaded(self, scale_factor: float) -> bool:
+        with connect(self.dsn, autocommit=True) as conn:
+            if not conn.execute("SELECT to_regclass('refbench_load') IS NOT NULL").fetchone()[0]:
+                return False
+            return conn.execute("SELECT scale_factor FROM refbench_load").fetchone()[0] == scale_factor
+
+    def load(self, data_dir: Path, scale_factor: float) -> dict[str, Any]:
+        """COPY of every table (largest first, as many at once as there are workers), then the indexes built the
+        same way, then the keys on them and VACUUM ANALYZE: the order a DBA loads a warehouse in, and the one
+        whose cost grows linearly with the data."""
+        import psycopg
+
+        self.close()
+        data_dir = data_dir.absolute()  # the server reads the files itself, from its own working directory
+        t0 = time.monotonic()
+        tables = self.dataset.tables
+        size = {t: (data_dir / f"{t}.csv").stat().st_size for t in tables}
+        largest_first = sorted(tables, key=lambda t: -size[t])
+        server_file = self.server is not None and all(self.server.can_read(data_dir / f"{t}.csv") for t in tables)
+        try:
+            with connect(self.dsn, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(tables) + " CASCADE")
+                for statement in sql_statements(self.dataset.sql(self.name, "schema")):
+                    conn.execute(statement)
+            with ThreadPoolExecutor(self.workers) as pool:
+                counts = pool.map(lambda t: _copy_table(self.dsn, t, data_dir / f"{t}.csv", server_file), largest_first)
+                rows = dict(zip(largest_first, counts))
+            load_s = time.monotonic() - t0
+            indexes = sorted(sql_statements(self.dataset.sql(self.name, "indexes")), key=lambda s: -size[re.search(r" ON (\w+)", s)[1]])
+            run_in_parallel(self.dsn, [[s] for s in indexes], self.workers, self.INDEX_SETTINGS)
+            with connect(self.dsn, autocommit=True) as conn:
+                for statement in sql_statements(self.dataset.sql(self.name, "keys")):
+                    conn.execute(statement)
+            run_in_parallel(self.dsn, [[f"VACUUM (FREEZE, ANALYZE) {t}"] for t in largest_first], self.workers, {})
+            with connect(self.dsn, autocommit=True) as conn:
+                conn.execute("CREATE TABLE refbench_load (scale_factor double precision)")
+                conn.execute("INSERT INTO refbench_load VALUES (%s)", (scale_factor,))
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"loading the {self.dataset.title} tables into PostgreSQL failed: {first.rstrip('.')}.") from None
+        return {"load_s": round(load_s, 2), "index_s": round(time.monotonic() - t0 - load_s, 2), "rows": rows,
+                "copy": "server-side COPY FREEZE" if server_file else "COPY FREEZE through the connection"}
+
+    def data_files(self) -> list[Path] | None:
+        """None for a user's server: its files are not refbench's to touch, and may be on another host."""
+        return None if self.server is None else files_under([self.server.data_dir / "base"])
+
+    def counters(self) -> dict[str, int]:
+        return block_counts(self.dsn)
+
+    def usage(self) -> dict[str, int]:
+        """Temporary files (sorts and hashes that spilled) and WAL written so far (the paper's temp and log sizing),
+        and the table and index bytes the executor consumed, from the buffer cache or not (the logical scan)."""
+        rows, _ = self.run("SELECT temp_bytes, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
+                           "(blks_read + blks_hit) * current_setting('block_size')::bigint "
+                           "FROM pg_stat_database WHERE datname = current_database()")
+        return {"temp_bytes": int(rows[0][0]), "wal_bytes": int(rows[0][1]), "logical_read_bytes": int(rows[0][2])}
+
+    def sizes(self) -> dict[str, Any]:
+        with connect(self.dsn, autocommit=True) as conn:
+            rows = conn.execute("SELECT relname, pg_table_size(oid), pg_indexes_size(oid) FROM pg_class "
+                                "WHERE relname = ANY(%s) AND relkind = 'r' AND relnamespace = 'public'::regnamespace",
+                                (list(self.dataset.tables),)).fetchall()
+            database = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        return {"tables_bytes": {r[0]: r[1] for r in rows}, "indexes_bytes": {r[0]: r[2] for r in rows},
+                "database_bytes": database}
+
+    def connect(self):
+        return connect(self.dsn, autocommit=True)
+
+    def settings(self, names: list[str] | None = None) -> dict[str, str]:
+        with connect(self.dsn, autocommit=True) as conn:
+            return server_settings(conn, names or ["server_version", "shared_buffers", "work_mem",
+                                                   "max_parallel_workers_per_gather", "effective_cache_size",
+                                                   "random_page_cost"])
+
+
+ENGINE = PostgresEngine
+
+
+# ---- the OLTP side (refbench.engines.Transactional): the oltp suite's schema tpcc in the database ----------------
+
+
+# Errors after which going on would only measure the failure: the virtual user stops and the case fails.
+FATAL_SQLSTATE_CLASSES = {
+    "53": "the database server ran out of disk space, memory or connections",
+    "57": "the database server was shut down or the transaction was cancelled",
+    "58": "the database server had an I/O error",
+    "XX": "the database server had an internal error",
+    "42": "the TPC-C tables or functions are missing or were changed",
+}
+
+
+def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(command name, parent pid, own CPU ticks, reaped children's CPU ticks) of a process, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]), int(fields[11]) + int(fields[12]),
+            int(fields[13]) + int(fields[14]))
+
+
+def postmaster_pid(conn: Any) -> int | None:
+    """The postmaster of the server behind ``conn`` when it runs on this host (the parent of the connection's
+    backend); None for a server elsewhere, whose CPU this host cannot see."""
+    backend = proc_stat(conn.info.backend_pid)
+    if backend is None or backend[0] != "postgres":
+        return None
+    postmaster = proc_stat(backend[1])
+    return backend[1] if postmaster is not None and postmaster[0] == "postgres" else None
+
+
+def postgres_cpu_s(postmaster: int) -> float:
+    """CPU seconds used so far by one PostgreSQL server: its postmaster and live children, plus what its exited
+    children (backends of closed connections) used, which the kernel adds to the postmaster's children's totals when
+    it reaps them. Only that server: another PostgreSQL on the host (a neighbour's run) is not counted."""
+    own = proc_stat(postmaster)
+    if own is None:
+        return 0.0
+    total = own[2] + own[3]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        child = proc_stat(int(pid))
+        if child is not None and child[1] == postmaster:
+            total += child[2]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class PostgresClient:
+    """refbench.engines.TransactionClient on libpq's prepared-statement calls, without psycopg's cursor machinery: it
+    halves the driver's CPU per transaction, and the driver's CPU is CPU the database under test does not get."""
+
+    __slots__ = ("conn", "pgconn", "names", "rollback_code", "result", "ok", "error")
+
+    def __init__(self, dsn: str, calls: dict[str, str], rollback_code: str):
+        from psycopg import OperationalError, pq
+
+        # Looked up once here, not once per transaction.
+        self.ok, self.error = pq.ExecStatus.TUPLES_OK, OperationalError
+
+        try:
+            self.conn = connect(dsn, autocommit=True)
+        except UserError as exc:
+            raise TransactionFailed(f"could not start: {exc}") from None
+        self.pgconn = self.conn.pgconn
+        self.names = {tx: tx.encode() for tx in calls}
+        self.rollback_code, self.result = rollback_code, None
+        for tx, query in calls.items():
+            prepared = self.pgconn.prepare(self.names[tx], query.encode())
+            if prepared.status != pq.ExecStatus.COMMAND_OK:
+                self.conn.close()
+                raise TransactionFailed("could not start: " + prepared.error_message.decode(errors="replace").strip())
+
+    def fileno(self) -> int:
+        return self.pgconn.socket
+
+    def call(self, tx: str, params: list) -> str:
+        try:
+            result = self.pgconn.exec_prepared(self.names[tx], params)
+        except self.error:
+            raise self.lost() from None
+        return "ok" if result.status == self.ok else self._outcome(result)
+
+    def send(self, tx: str, params: list) -> None:
+        try:
+            self.pgconn.send_query_prepared(self.names[tx], params)
+        except self.error:
+            raise self.lost() from None
+
+    def receive(self) -> str | None:
+        pgconn = self.pgconn
+        try:
+            pgconn.consume_input()
+        except self.error:
+            raise self.lost() from None
+        # A call's result, then libpq's end of it (when the server's ReadyForQuery has arrived too).
+        while not pgconn.is_busy():
+            result = pgconn.get_result()
+            if result is None:
+                result, self.result = self.result, None
+                return "ok" if result.status == self.ok else self._outcome(result)
+            self.result = result
+        return None
+
+    def _outcome(self, result: Any) -> str:
+        from psycopg import pq
+
+        sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
+        if sqlstate == self.rollback_code:
+            return "rollback"
+        if self.pgconn.status != pq.ConnStatus.OK:
+            raise self.lost()
+        if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
+            message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
+            raise TransactionFailed(f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
+        return sqlstate
+
+    def lost(self) -> TransactionFailed:
+        first = self.pgconn.error_message.decode(errors="replace").strip().splitlines()[:1] or ["?"]
+        return TransactionFailed("lost its connection: " + " ".join(first[0].split()))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresTransactional:
+    """refbench.engines.Transactional for PostgreSQL: the dataset's tables in schema tpcc, loaded by COPY (one
+    transaction per loader), then keys, indexes and VACUUM (FREEZE, ANALYZE); the transactions are PL/pgSQL
+    functions called as prepared statements."""
+
+    name = "postgres"
+    new_order_lines = "arrays"
+    SCHEMA = "tpcc"
+
+    def __init__(self, dsn: str, dataset: Dataset):
+        import psycopg.pq  # noqa: F401  imported before the driver forks its workers: they share its pages
+
+        self.dsn, self.dataset = dsn, dataset
+
+    @classmethod
+    def create(cls, engine: Any, dataset: Dataset) -> "PostgresTransactional":
+        return cls(engine.dsn, dataset)
+
+    def connect(self):
+        return connect(self.dsn, autocommit=True)
+
+    def check_user(self, users: int, own: int) -> None:
+        with self.connect() as conn:
+            ok = conn.execute("SELECT has_database_privilege(current_database(), 'CREATE')").fetchone()[0]
+            if not ok:
+                user, db = conn.execute("SELECT current_user, current_database()").fetchone()
+                raise UserError(f"PostgreSQL user '{user}' may not create schemas in database '{db}'; "
+                                f"grant it with: GRANT CREATE ON DATABASE {db} TO {user};")
+            # The connections free now for this role (superusers may also take the reserved ones).
+            limit, reserved, used = conn.execute(
+                "SELECT current_setting('max_connections')::int, "
+                "CASE WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN 0 "
+                "ELSE current_setting('superuser_reserved_connections')::int "
+                "+ coalesce(current_setting('reserved_connections', true)::int, 0) END, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')").fetchone()
+        free = limit - reserved - used + 1  # this check's own connection is free again when the run starts
+        if free < users + own:
+            reserve = f", {reserved} reserved for superusers" if reserved else ""
+            raise UserError(f"the PostgreSQL server has {free} free connection(s) (max_connections {limit}, {used} in use"
+                            f"{reserve}) and {users} virtual user(s) need {users + own} (one each and {own} of refbench's "
+                            "own); raise its max_connections or lower the user count.")
+
+    def loaded_warehouses(self) -> int | None:
+        with self.connect() as conn:
+            if not conn.execute(f"SELECT to_regclass('{self.SCHEMA}.refbench_load') IS NOT NULL").fetchone()[0]:
+                return None
+            row = conn.execute(f"SELECT warehouses FROM {self.SCHEMA}.refbench_load").fetchone()
+        return row[0] if row else None
+
+    def create_schema(self) -> None:
+        with self.connect() as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {self.SCHEMA} CASCADE")
+            conn.execute(self.dataset.sql(self.name, "schema"))
+
+    def loader(self):
+        # One transaction per loader (a warehouse): one commit (and WAL flush) instead of one per COPY.
+        return connect(self.dsn)
+
+    def copy_rows(self, conn, table: str, columns: str, rows) -> int:
+        count = 0
+        with conn.cursor() as cur, cur.copy(f"COPY {self.SCHEMA}.{table} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        return count
+
+    def copy_lines(self, conn, table: str, columns: str, lines) -> int:
+        """The generated values hold no tab, newline or backslash, so they need no escaping: formatting a row with one
+        % is about half the cost of psycopg's write_row per field, and the load's CPU is mostly this."""
+        count = 0
+        with conn.cursor() as cur, cur.copy(f"COPY {self.SCHEMA}.{table} ({columns}) FROM STDIN") as copy:
+            chunk: list[str] = []
+            for line in lines:
+                chunk.append(line)
+                if len(chunk) == 4096:
+                    copy.write("".join(chunk))
+                    count += len(chunk)
+                    chunk = []
+            copy.write("".join(chunk))
+            count += len(chunk)
+        return count
+
+    def finish_tables(self, tables: list[str], workers: int) -> None:
+        """Keys, indexes, then VACUUM (FREEZE, ANALYZE) of each table, the tables shared out over ``workers``
+        connections, largest first: a 100-warehouse load's order_line alone is several GB."""
+        statements: dict[str, list[str]] = {t: [] for t in tables}
+        for statement in sql_statements(self.dataset.sql(self.name, "indexes")):
+            statements[re.search(rf"{self.SCHEMA}\.(\w+)", statement).group(1)].append(statement)
+        # Freshly copied rows have no hint bits and no visibility map yet; without the VACUUM the first case would pay
+        # for setting them (and autovacuum would do it in the middle of a measurement), and the cases would disagree.
+        # maintenance_work_mem: a large table's keys sorted in memory rather than in temporary files; the server's
+        # default (64 MB) is made for many sessions, this is one of a few.
+        run_in_parallel(self.dsn, [statements[t] + [f"VACUUM (FREEZE, ANALYZE) {self.SCHEMA}.{t}"] for t in tables],
+                        workers, {"maintenance_work_mem": "256MB"})
+
+    def install(self, transactions: list[str]) -> None:
+        with self.connect() as conn:
+            for name in transactions:
+                conn.execute(self.dataset.sql(self.name, name))
+
+    def mark_loaded(self, warehouses: int, rows: int) -> None:
+        import psycopg
+
+        with self.connect() as conn:
+            conn.execute(f"CREATE TABLE {self.SCHEMA}.refbench_load (warehouses int, rows bigint, "
+                         "loaded_at timestamptz DEFAULT now())")
+            conn.execute(f"INSERT INTO {self.SCHEMA}.refbench_load (warehouses, rows) VALUES (%s, %s)", (warehouses, rows))
+            # Writes the load out now, so that its checkpoint does not fall into the first measurement. A user's
+            # server may not let this user checkpoint; then the server does it in its own time.
+            try:
+                conn.execute("CHECKPOINT")
+            except psycopg.errors.InsufficientPrivilege:
+                pass
+
+    def sizes(self) -> dict[str, Any]:
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT c.relname, pg_total_relation_size(c.oid), c.reltuples::bigint FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                (self.SCHEMA,)).fetchall()
+        tables = {name: {"bytes": size, "rows_estimate": tuples} for name, size, tuples in rows if name in self.dataset.tables}
+        return {"tables": tables, "total_bytes": sum(t["bytes"] for t in tables.values())}
+
+    def script(self, conn, text: str, params: dict[str, Any]) -> tuple:
+        """In one transaction, or a savepoint of the caller's: a script's SET LOCALs end with it."""
+        row: tuple = ()
+        with conn.transaction():
+            for statement in sql_statements(text):
+                cursor = conn.execute(statement, params if "%(" in statement else None)
+                if cursor.description:
+                    row = cursor.fetchone()
+        return row
+
+    def counters(self, conn) -> dict[str, int]:
+        next_o_id = conn.execute(f"SELECT sum(d_next_o_id)::bigint FROM {self.SCHEMA}.district").fetchone()[0]
+        commits, rollbacks = conn.execute(
+            "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()").fetchone()
+        return {"sum_d_next_o_id": int(next_o_id), "xact_commit": int(commits), "xact_rollback": int(rollbacks)}
+
+    def server_cpu(self, conn):
+        postmaster = postmaster_pid(conn)
+        return None if postmaster is None else functools.partial(postgres_cpu_s, postmaster)
+
+    def client(self, calls: dict[str, str], rollback_code: str) -> PostgresClient:
+        return PostgresClient(self.dsn, calls, rollback_code)
+
+    def failure(self, exc: BaseException) -> str | None:
+        import psycopg
+
+        if not isinstance(exc, psycopg.Error):
+            return None
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+TRANSACTIONAL = PostgresTransactional

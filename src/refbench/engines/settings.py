@@ -71,7 +71,7 @@ def pg_setting_problem(item: str) -> str | None:
 
 def pg_settings_dict(items: list[str]) -> dict[str, str]:
     """pg_settings items (already checked) as the name -> value the server is started with."""
-    return {name.strip().lower(): value.strip() for name, _, value in (item.partition("=") for item in items)}
+    return settings_dict(items)
 
 
 def duckdb_size_problem(value: str) -> str | None:
@@ -104,6 +104,54 @@ def dsn_problem(value: str) -> str | None:
         return (f"must be a libpq connection string such as 'host=db1 user=bench dbname=tpcc' or postgresql://…, "
                 f"and is not ({reason})")
     return None
+
+
+def server_dsn_problem(value: str) -> str | None:
+    """A DSN of either server engine: a mysql:// (or mariadb://) URI for MariaDB, else libpq's forms (key=value or
+    postgresql://…); the value is never repeated."""
+    if not value:
+        return None
+    from refbench.engines import engine_for_dsn
+
+    try:
+        engine = engine_for_dsn(value) if "://" in value else "postgres"
+    except UserError as exc:
+        return "is not usable: " + str(exc)[0].lower() + str(exc)[1:].rstrip(".")
+    return mysql_dsn_problem(value) if engine == "mariadb" else dsn_problem(value)
+
+
+def mysql_dsn_problem(value: str) -> str | None:
+    """A MariaDB DSN, mysql://user:password@host:port/database; what is wrong, in words that never repeat it."""
+    from refbench.engines.mariadb import parse_dsn
+
+    try:
+        parse_dsn(value.strip())
+    except UserError as exc:
+        return f"must be a MariaDB DSN such as mysql://bench@db1/tpch, and is not: {exc}".rstrip(".")
+    return None
+
+
+# MariaDB's size suffixes (case-insensitive, powers of 1024); a bare number is bytes.
+_MARIADB_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def mariadb_size_problem(value: str) -> str | None:
+    """A MariaDB size such as 256M or 2G (the server checks its range when the plan is checked)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgtKMGT]?)\s*", value)
+    if not m or int(m.group(1)) == 0:
+        return f"must be a size such as 256M or 2G (MariaDB's units: K, M, G, T), not {value!r}"
+    return None
+
+
+def mariadb_size_bytes(value: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgtKMGT]?)\s*", value)
+    assert m, value
+    return int(m.group(1)) * _MARIADB_UNITS[m.group(2).lower()]
+
+
+def settings_dict(items: list[str]) -> dict[str, str]:
+    """Checked name=value items as the name -> value a server is started with."""
+    return {name.strip().lower(): value.strip() for name, _, value in (item.partition("=") for item in items)}
 
 
 @functools.cache
@@ -151,9 +199,37 @@ def _log_message(stderr: str, level: str) -> list[str]:
     return [m.group(1).strip() for m in re.finditer(rf"{level}:\s+(.*)", stderr)]
 
 
-def setting_origins(suite: str, options: dict[str, Any]) -> dict[str, str]:
-    """Where each managed-server setting of a suite's options comes from, for check_server_settings' messages."""
+def setting_origins(suite: str, options: dict[str, Any], key: str = "pg_settings") -> dict[str, str]:
+    """Where each managed-server setting of a suite's options comes from, for check_server_settings' messages:
+    ``key`` names the option of more settings (pg_settings, or mariadb_settings, whose buffer pool is shared_buffers'
+    size)."""
     origins = {"shared_buffers": f"[{suite}] shared_buffers '{options['shared_buffers']}'"}
-    for item in options["pg_settings"]:
-        origins[item.partition("=")[0].strip().lower()] = f"[{suite}] pg_settings item '{item}'"
+    origins["innodb_buffer_pool_size"] = origins["shared_buffers"]
+    for item in options[key]:
+        origins[item.partition("=")[0].strip().lower()] = f"[{suite}] {key} item '{item}'"
     return origins
+
+
+def mariadb_setting_problem(pool_option: str):
+    """The check of one managed MariaDB setting, name=value (the server itself judges the value when the plan is
+    checked); ``pool_option`` is the suite's option that sizes the buffer pool."""
+    def problem(item: str) -> str | None:
+        from refbench.engines.mariadb import RESERVED
+
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_-]*)=(.*)", item)
+        if not m or not m.group(2).strip():
+            return "must look like name=value, e.g. innodb_log_file_size=1G (no spaces around '=')"
+        name = m.group(1).lower().replace("-", "_")
+        if name in RESERVED:
+            return f"sets {name}, which refbench sets itself for the server it manages"
+        if name == "innodb_buffer_pool_size":
+            return f"sets innodb_buffer_pool_size, which has its own option ({pool_option})"
+        return None
+    return problem
+
+
+def check_mariadb_settings(settings: dict[str, str], origins: dict[str, str]) -> None:
+    """As check_server_settings, judged by the installed mariadbd."""
+    from refbench.engines.mariadb import check_server_settings as check
+
+    check(settings, origins)

@@ -106,6 +106,10 @@ def build_report(run: Run, console: Console | None = None) -> Path:
     summary.append(h.banner(passed, failed))
     if verdicts:
         summary.append(_verdict_table(list(verdicts.values())))
+        for v in verdicts.values():
+            if len(v.engines) > 1:
+                summary.append(f'<p><b><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a>: the engines compared</b></p>'
+                               + h.table(v.engines))
     summary.append(_acceptance(run.read_json(run.accept_path)))
     body = [f'<section class="summary" id="summary">{"".join(summary)}</section>']
 

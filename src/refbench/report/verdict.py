@@ -8,7 +8,8 @@ them, the load driver's share of the CPU and the database's cache hit ratio.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from refbench.host.telemetry import Telemetry
@@ -28,6 +29,9 @@ class SuiteVerdict:
     checks_passed: int
     checks_failed: int
     bottleneck: str
+    # The engines run, one row each (the suite's engines_compared, with the correctness checks that name the engine);
+    # empty for a suite without engines. Shown side by side when there are two or more.
+    engines: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def correctness(self) -> str:
@@ -40,7 +44,8 @@ class SuiteVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"suite": self.suite, "headlines": [asdict(h) for h in self.headlines], "checks_passed": self.checks_passed,
-                "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck}
+                "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
+                "engines": self.engines}
 
 
 def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[SuiteVerdict]:
@@ -62,8 +67,20 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
             suite_tables = suite.summarize(records)
         headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
         passed = sum(f.passed for f in findings.get(name, []))
+        engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
         out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed,
-                                _bottleneck(headlines, records, telemetry)))
+                                _bottleneck(headlines, records, telemetry), _with_checks(engines, findings.get(name, []))))
+    return out
+
+
+def _with_checks(engines: list[dict[str, Any]], findings: list) -> list[dict[str, Any]]:
+    """Each engine's row with the correctness checks that name it ("mariadb: …", "(duckdb and mariadb, …)")."""
+    out = []
+    for row in engines:
+        mine = [f for f in findings if re.search(rf"\b{re.escape(row['engine'])}\b", f.check)]
+        failed = sum(not f.passed for f in mine)
+        out.append({**row, "checks": (f"{failed} of {len(mine)} FAILED" if failed else f"{len(mine)} passed") if mine
+                    else "none"})
     return out
 
 

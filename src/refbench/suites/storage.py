@@ -118,7 +118,7 @@ class Probe:
                  blocks: Callable[[], dict[str, int]] | None = None, memory: ServerMemory | None = None,
                  server=None, data_bytes: Callable[[], int | None] | None = None, with_children: bool = True):
         """``pid``: the server's process now (its descendants count too when ``with_children``), None when it is
-        not ours to read; ``blocks``: the engine's buffer counters (engines.postgres.block_counts)."""
+        not ours to read; ``blocks``: the engine's buffer counters (refbench.engines.Engine.counters)."""
         self.engine, self.pid, self.device, self.blocks, self.memory = engine, pid, device, blocks, memory
         self.server, self.data_bytes, self.with_children = server, data_bytes, with_children
         self._start: dict[str, Any] | None = None
@@ -183,23 +183,16 @@ class Probe:
         return out
 
 
-def postgres_probe(server, dsn: str, memory: ServerMemory | None) -> Probe:
-    """A probe of a PostgreSQL: the managed ``server``'s own processes and the device under its data directory, or
-    (a user's server, ``server`` None) only its buffer counters."""
-    from refbench.engines.postgres import block_counts
+def engine_probe(engine, memory: ServerMemory | None) -> Probe:
+    """A probe of one engine (refbench.engines.Engine): the managed server's own processes, or refbench's for an
+    in-process engine (not its children, a managed server among them), the device under its data and its buffer
+    counters; for a user's server only its counters. ``memory`` counts for a managed server only."""
     from refbench.suites.device.targets import device_of
 
-    device = device_of(server.data_dir) if server is not None else None
-
-    pid = (lambda: server.process.pid if server.process is not None else None) if server is not None else (lambda: None)
-    return Probe("postgres", pid, device, lambda: block_counts(dsn), memory if server is not None else None, server)
-
-
-def duckdb_probe(path: Path, device: str | None) -> Probe:
-    """DuckDB runs inside refbench: its reads are this process's own (not its children's, the managed PostgreSQL
-    among them)."""
-    return Probe("duckdb", os.getpid, device, data_bytes=lambda: path.stat().st_size if path.exists() else None,
-                 with_children=False)
+    location = engine.data_location()
+    return Probe(engine.name, engine.server_pid, device_of(location) if location is not None else None, engine.counters,
+                 memory if engine.server is not None else None, engine.server, data_bytes=engine.database_bytes,
+                 with_children=not engine.in_process)
 
 
 def verdicts(records: list) -> list[str]:

@@ -149,16 +149,21 @@ def check_one_directory_target(plan: Plan, suite: str, same_as: str) -> None:
 
 
 
-def require_server_reach(directory: Path, named: str) -> None:
-    """Refuses a place for a managed PostgreSQL's data directory that its account cannot reach: as root, refbench
-    runs the server as the postgres account, and a directory on the way closed to other users would fail initdb
-    once the run has started."""
-    from refbench.engines.postgres import ManagedPostgres
+# The system account a managed server runs as when refbench is root.
+SERVER_ACCOUNTS = {"postgres": "postgres", "mariadb": "mysql"}
 
-    if not ManagedPostgres.reachable(directory):
-        raise UserError(f"{named} {directory} is not writable by the managed PostgreSQL: the postgres system user that "
-                        "runs it cannot reach it (a directory on the way is closed to other users; chmod o+x it, or "
-                        "choose another).")
+
+def require_server_reach(directory: Path, named: str, engine: str = "postgres") -> None:
+    """Refuses a place for a managed server's data directory that its account cannot reach: as root, refbench
+    runs the server as another account (postgres, mysql), and a directory on the way closed to other users would
+    fail initdb or mariadb-install-db once the run has started."""
+    from refbench.engines import get_engine
+
+    server = get_engine(engine)
+    if not server.reaches(directory):
+        raise UserError(f"{named} {directory} is not writable by the managed {server.title}: the "
+                        f"{SERVER_ACCOUNTS[engine]} system user that runs it cannot reach it (a directory on the way is "
+                        "closed to other users; chmod o+x it, or choose another).")
 
 
 # ---- mounts ---------------------------------------------------------------------------------------------

@@ -11,9 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from refbench.engines import Dataset
 from refbench.errors import UserError
 
 TABLES = ["region", "nation", "part", "supplier", "partsupp", "customer", "orders", "lineitem"]
+# The tables as the engines load them, with the suite's SQL (sql/schema.sql, indexes.sql, keys.sql).
+TPCH = Dataset("tpch", "TPC-H", tuple(TABLES), "refbench.suites.dss")
 MARKER = "refbench-tpch.json"
 
 

@@ -30,11 +30,11 @@ def summarize(records: list[Record]) -> list[Table]:
                                      "CPU %: the whole host. A query that reads at high MB/s with CPU to spare is "
                                      "storage-bound. Timed out: cancelled at the query timeout, its time is the limit "
                                      "(a lower bound), and a query timed out cold is not run warm." + _checked(records)))
-    figures: dict[str, dict[str, Any]] = {}
+    figures = {engine: _engine(records, engine) for engine in sorted({r.params["engine"] for r in records})}
     for r in by_mode.get("power", []):
         f = figures.setdefault(r.params["engine"], {})
         f |= {"power": r.metrics["power"], "power stream s": r.metrics["elapsed_s"],
-              "power timed out": r.metrics.get("timed_out")}
+              "query time geometric mean s": _query_mean_s(r.metrics), "power timed out": r.metrics.get("timed_out")}
         f |= {f"power {k.replace('_mb', ' MB')}": r.metrics[k] for k in ("temp_mb", "wal_mb") if k in r.metrics}
     for r in by_mode.get("throughput", []):
         f = figures.setdefault(r.params["engine"], {})
@@ -48,12 +48,17 @@ def summarize(records: list[Record]) -> list[Table]:
             incomplete = bool(f.get("power timed out") or f.get("throughput timed out"))
             rows.append({"engine": engine, **f, "power × throughput (geometric mean)": round(combined, 1) if combined else None,
                          "complete": "no: queries timed out" if incomplete else "yes"})
-        tables.append(Table("figures", "Power, throughput and their combination", rows,
-                            note="Derived from TPC-H 5.4 at the run's scale factor; not comparable with audited "
-                                 "TPC-H results (never QphH). temp MB and wal MB: what PostgreSQL wrote to temporary "
-                                 "files and to its log during the test (the paper's tempdb and log sizing). A figure "
-                                 "with queries that timed out is incomplete: those queries count as long as the "
-                                 "limit, so it is an upper bound." + _checked(records)))
+        tables.append(Table("figures", "Engines compared: load, power, throughput and their combination", rows,
+                            note="One row per engine run. load s: the bulk load with its indexes and statistics (empty when "
+                                 "the run reused an earlier run's load). data MB: tables and indexes on disk. Power and throughput are "
+                                 "derived from TPC-H 5.4 at the run's scale factor; not comparable with audited "
+                                 "TPC-H results (never QphH). query time geometric mean s: of the power stream's 22 "
+                                 "queries. hit ratio %: the share of the pages the engine asked for that its own buffer "
+                                 "cache held, over its measured cases (DuckDB counts none). temp MB and wal MB: what "
+                                 "the engine wrote to temporary files and to its log during the test (the paper's "
+                                 "tempdb and log sizing; MariaDB counts no temporary bytes). A figure with queries "
+                                 "that timed out is incomplete: those queries count as long as the limit, so it is "
+                                 "an upper bound." + _checked(records)))
     power = [{"engine": r.params["engine"], "step": k[:-2], "seconds": v, "read MB/s": r.metrics.get(f"{k[:-2]}_read_mb_s"),
               "CPU %": r.metrics.get(f"{k[:-2]}_cpu_pct"),
               "timed out": k[:-2] in r.metrics.get("timed_out", "").split(", ")}
@@ -90,6 +95,34 @@ def summarize(records: list[Record]) -> list[Table]:
     if settings:
         tables.append(Table("settings", "Engine settings", settings))
     return tables
+
+
+# The columns of the engines' comparison in the verdict (the figures table has them all, and more).
+COMPARED = ("engine", "kind", "load s", "data MB", "power", "throughput", "query time geometric mean s", "hit ratio %")
+
+
+def engines_compared(tables: list[Table]) -> list[dict[str, Any]]:
+    rows = next((t.rows for t in tables if t.name == "figures"), [])
+    return [{k: r.get(k) for k in COMPARED} for r in rows]
+
+
+def _engine(records: list[Record], engine: str) -> dict[str, Any]:
+    """What every mode of a run shows of one engine: its kind, its load, its size and its buffer cache's hit ratio."""
+    mine = [r for r in records if r.params["engine"] == engine]
+    load = mine[0].extra.get("load", {})
+    load_s = None if load.get("reused") or "load_s" not in load else round(load["load_s"] + load.get("index_s", 0), 2)
+    hits = sum((r.extra.get("storage") or {}).get("blocks_hit") or 0 for r in mine)
+    misses = sum((r.extra.get("storage") or {}).get("blocks_read") or 0 for r in mine)
+    size = load.get("sizes", {}).get("database_bytes")
+    return {"kind": load.get("kind"), "load s": load_s,
+            "data MB": round(size / 1e6, 1) if size else None,
+            "hit ratio %": round(100 * hits / (hits + misses), 2) if hits + misses else None}
+
+
+def _query_mean_s(metrics: dict[str, Any]) -> float | None:
+    """The geometric mean of a power stream's query times (the refresh functions left out)."""
+    times = [v for k, v in metrics.items() if re.fullmatch(r"Q\d+_s", k) and v]
+    return float(f"{math.exp(statistics.fmean(map(math.log, times))):.3g}") if times else None
 
 
 def _checked(records: list[Record]) -> str:
@@ -132,8 +165,7 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
                     key=lambda r: (r.params["engine"], r.params["mode"])):
         engine, m = r.params["engine"], r.metrics
         if r.params["mode"] == "power":
-            times = [v for k, v in m.items() if re.fullmatch(r"Q\d+_s", k) and v]
-            mean = f"geometric mean of the query times {math.exp(statistics.fmean(map(math.log, times))):,.3g} s" if times else ""
+            mean = f"geometric mean of the query times {_query_mean_s(m):,.3g} s" if _query_mean_s(m) else ""
             out.append(Headline(f"{engine}: power", m["power"], "queries/h × SF", r.case_id, "power", mean))
         else:
             out.append(Headline(f"{engine}: throughput", m["throughput"], "queries/h × SF", r.case_id, "throughput",

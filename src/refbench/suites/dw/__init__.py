@@ -15,9 +15,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from refbench.engines.settings import dsn_problem, duckdb_size_problem, pg_setting_problem, pg_size_problem
+from refbench.engines import get_engine
+from refbench.engines.settings import (
+    duckdb_size_problem, mariadb_setting_problem, mariadb_size_problem, pg_setting_problem, pg_size_problem,
+    server_dsn_problem,
+)
 from refbench.errors import UserError
-from refbench.host.pagecache import files_under
 from refbench.plan import ENGINES, Option, Plan
 from refbench.runstore import Run
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
@@ -25,10 +28,13 @@ from refbench.suites.device.targets import device_of
 from refbench.suites.dss import (
     check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
 )
-from refbench.suites.dss.engines import DuckDbEngine
 from refbench.suites.dw import capacity, workload
 
-STORE = {"postgres": "row store", "duckdb": "column store"}
+
+# Each engine's memory cap, as the method names it: (its name, the option that sets it).
+MEMORY_CAP = {"postgres": ("shared_buffers", "shared_buffers"), "duckdb": ("memory_limit", "duckdb_memory_limit"),
+              "mariadb": ("innodb_buffer_pool_size", "mariadb_buffer_pool")}
+DIRECT_IO = {"mariadb"}  # InnoDB reads its data files with O_DIRECT: nothing of them to evict from the page cache
 
 
 class DwSuite:
@@ -53,14 +59,18 @@ class DwSuite:
     options = {
         "sf": Option(float, {"quick": 0.1, "standard": 10.0, "full": 1000.0}, "Scale factor (SF 1000 ≈ the paper's 1 TB).",
                      minimum=0.001),
-        "engines": Option(list, list(ENGINES), "Stores: postgres (row store), duckdb (column store).", item=str, choices=ENGINES),
+        # MariaDB by request: its rating at the quick profile's capped buffer pool, and its answer check at SF 0.1,
+        # took 3 minutes of the 2-core VM (README, dw).
+        "engines": Option(list, ["duckdb", "postgres"], "Stores: postgres and mariadb (row stores), duckdb (column store).",
+                          item=str, choices=ENGINES),
         "sessions": Option(int, {"quick": 2, "standard": 8, "full": 16}, "Concurrent query sessions.", minimum=1, maximum=256),
         "duration_s": Option(int, {"quick": 10, "standard": 600, "full": 3600}, "Measurement interval per store, seconds.",
                              minimum=1),
         "data_dir": Option(str, "", "Where the data, the DuckDB database and the managed PostgreSQL go (default: the "
                                     "work directory); put it on the storage under test."),
-        "dsn": Option(str, "", "Rate this PostgreSQL instead of a managed one (its files cannot be kept out of its "
-                               "host's page cache, and its physical scan rate is not measured).", check=dsn_problem),
+        "dsn": Option(str, "", "Rate this server instead of a managed one, a PostgreSQL (libpq string) or a MariaDB "
+                               "(mysql://…): its files cannot be kept out of its host's page cache, and its physical scan "
+                               "rate is not measured.", check=server_dsn_problem),
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, {"quick": "16MB", "standard": "1GB", "full": "64GB"},
                                  "The row store's memory cap, about a tenth of its data or less (the DWFT rating paper caps SQL Server "
@@ -69,6 +79,13 @@ class DwSuite:
                               check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap.",
                                       check=duckdb_size_problem),
+        # Quick's 64M, not PostgreSQL's 16MB: with O_DIRECT nothing is beneath the buffer pool, and at 16M stream 0's
+        # answer check at SF 0.1 took 9-15 s a query on the 2-core VM.
+        "mariadb_buffer_pool": Option(str, {"quick": "64M", "standard": "1G", "full": "64G"},
+                                      "The MariaDB row store's memory cap (innodb_buffer_pool_size; InnoDB reads with "
+                                      "O_DIRECT, so this is all the memory its data gets).", check=mariadb_size_problem),
+        "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
+                                   check=mariadb_setting_problem("mariadb_buffer_pool")),
         "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never); "
                           "the row store's only when it has no cache bound (cache_mb).", minimum=0),
         "cache_mb": storage.CACHE_MB,
@@ -94,7 +111,7 @@ class DwSuite:
         engines = checked_engines(self.name, plan)
         if o["reference"]:
             reference_figures(o["reference"], Path(plan.runs_dir))  # an unknown reference fails here, before anything
-        return [Case(e, {"engine": e}, f"{STORE[e]} ({e}), {o['sessions']} sessions, {o['duration_s']} s") for e in engines]
+        return [Case(e, {"engine": e}, f"{get_engine(e).kind} ({e}), {o['sessions']} sessions, {o['duration_s']} s") for e in engines]
 
     def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
         o = plan.options[self.name]
@@ -114,12 +131,12 @@ class DwSuite:
         engine = ctx.state["engines"][case.params["engine"]]
         files, where = self._data_files(ctx, engine)
         device = device_of(where) if where else None
-        with ctx.task(f"{STORE[engine.name]}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
-                storage.bounded(getattr(engine, "server", None)):
+        with ctx.task(f"{engine.kind}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
+                storage.bounded(engine.server):
             seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device,
                                 engine_probe(ctx, engine))
         if seen["errors"]:
-            raise UserError(f"the {STORE[engine.name]} workload failed: {seen['errors'][0]}.")
+            raise UserError(f"the {engine.kind} workload failed: {seen['errors'][0]}.")
         raw_tb = o["sf"] / 1000  # SF 1 is 1 GB of raw data
         per_hour = len(seen["completed"]) * 3600 / seen["interval_s"]
         physical, logical = seen["physical_mb_s"], seen["logical_mb_s"]
@@ -136,7 +153,7 @@ class DwSuite:
         for q, _ in seen["completed"]:
             counts[f"Q{q}"] = counts.get(f"Q{q}", 0) + 1
         extra = {
-            "engine": engine.name, "store": STORE[engine.name], "device": device, "data_files": len(files),
+            "engine": engine.name, "store": engine.kind, "device": device, "data_files": len(files),
             "interval_epoch_s": [seen["started_epoch_s"], seen["ended_epoch_s"]], "queries": counts,
             "load": ctx.state["loads"][engine.name], "capacity_inputs": self._capacity_inputs(ctx),
             "reference": (reference_figures(o["reference"], Path(ctx.plan.runs_dir)).get(engine.name)
@@ -144,29 +161,29 @@ class DwSuite:
             "target_description": ctx.state.get("target_description"), "storage": seen["storage"],
             "run": ctx.run.path.name, "system": _system(ctx.run.meta.get("inventory", {}), device, engine.settings()),
         }
-        kept_out = (f"data files dropped from the page cache every {o['evict_s']:g} s" if files else
-                    "page cache bounded (cache_mb; see Storage)" if getattr(engine, "server", None) and engine.server.bound
+        kept_out = ("data read with O_DIRECT, past the page cache" if engine.name in DIRECT_IO and engine.server else
+                    f"data files dropped from the page cache every {o['evict_s']:g} s" if files else
+                    "page cache bounded (cache_mb; see Storage)" if engine.server and engine.server.bound
                     else "page cache not bounded")
+        cap = MEMORY_CAP[engine.name]
         return Record(metrics, method=(
-            f"{o['sessions']} sessions on the {STORE[engine.name]} ({engine.name}), each cycling through the "
+            f"{o['sessions']} sessions on the {engine.kind} ({engine.name}), each cycling through the "
             f"scan-heavy mix Q{', Q'.join(map(str, workload.SCAN_MIX))} with random parameters, for {o['duration_s']} s; "
-            f"memory capped ({'shared_buffers ' + o['shared_buffers'] if engine.name == 'postgres' else 'memory_limit ' + o['duckdb_memory_limit']}), "
+            f"memory capped ({cap[0]} {o[cap[1]]}), "
             f"{kept_out}. Queries/hour/TB: queries completed "
             f"inside the interval per hour × raw data in TB (SF {o['sf']:g} = {raw_tb:g} TB). Physical scan: MB/s read "
             "from the data's device (/proc/diskstats). Logical scan: table and index MB/s the engine consumed "
-            "(PostgreSQL: blocks read + hit × block size; DuckDB exposes no such counter: N/A, as the DWFT rating paper reports for "
-            "its column store). I/O throughput: the average of the two, as the DWFT rating paper defines it."), extra=extra)
+            "(PostgreSQL: blocks read + hit × block size; MariaDB: buffer pool page requests × page size; DuckDB exposes "
+            "no such counter: N/A, as the DWFT rating paper reports for its column store). I/O throughput: the average of the two, as the DWFT rating paper defines it."), extra=extra)
 
     def _data_files(self, ctx, engine) -> tuple[list[Path], Path | None]:
         """The engine's data files (kept out of the page cache) and where they are."""
-        if isinstance(engine, DuckDbEngine):
-            return [engine.db.path], engine.db.path
-        server = ctx.state.get("server")
-        if server is None:
+        where = engine.data_location()
+        if where is None:
             return [], None  # a user's server: its files are not ours to touch
-        if server.bound is not None:
-            return [], server.data_dir  # its cache bound keeps them out of memory
-        return files_under([server.data_dir / "base"]), server.data_dir
+        if engine.server is not None and (engine.server.bound is not None or engine.name in DIRECT_IO):
+            return [], where  # its cache bound, or its direct I/O, keeps them out of memory
+        return engine.data_files(), where
 
     def _capacity_inputs(self, ctx) -> dict[str, Any]:
         o = ctx.options
@@ -181,7 +198,7 @@ class DwSuite:
         storage.say_verdicts(ctx)
         findings = check_answers(ctx)
         for r in ctx.run.records(self.name):
-            findings.append(Finding(f"{r.extra['store']}: queries completed during the interval",
+            findings.append(Finding(f"{r.extra['store']} ({r.params['engine']}): queries completed during the interval",
                                     r.metrics["queries_completed"] > 0,
                                     f"{r.metrics['queries_completed']} in {r.metrics['interval_s']} s"))
         return findings
@@ -200,6 +217,11 @@ class DwSuite:
         from refbench.suites.dw.summary import headlines
 
         return headlines(records, tables)
+
+    def engines_compared(self, tables: list[Table]) -> list[dict[str, Any]]:
+        from refbench.suites.dw.summary import engines_compared
+
+        return engines_compared(tables)
 
 
 def _system(inventory: dict[str, Any], device: str | None, settings: dict[str, str]) -> dict[str, Any]:

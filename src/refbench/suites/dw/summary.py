@@ -14,6 +14,16 @@ STORES_NOTE = ("Queries/hr/TB: queries completed in the interval per hour × raw
                "logical-read counter (DuckDB, as the DWFT rating paper's column store).")
 
 
+# Row stores first, as the paper lists them; PostgreSQL first among them (the rating's scan rate is the first row
+# store's).
+ORDER = ("postgres", "mariadb", "duckdb")
+
+
+def _in_order(records: list[Record]) -> list[Record]:
+    return sorted(records, key=lambda r: (r.extra["store"] != "row store", ORDER.index(r.params["engine"])
+                                          if r.params["engine"] in ORDER else len(ORDER), r.params["engine"]))
+
+
 def _fmt(value: Any, digits: int = 0) -> Any:
     return None if value is None else round(value, digits) if digits else round(value)
 
@@ -21,10 +31,11 @@ def _fmt(value: Any, digits: int = 0) -> Any:
 def summarize(records: list[Record]) -> list[Table]:
     if not records:
         return []
-    by_engine = {r.params["engine"]: r for r in records}
+    ordered = _in_order(records)
     stores = []
     relative: dict[str, Any] = {}
-    for engine, r in sorted(by_engine.items(), key=lambda kv: kv[0] != "postgres"):  # row store first, as the paper
+    for r in ordered:
+        engine = r.params["engine"]
         ref = r.extra.get("reference")
         rel = (round(100 * r.metrics["queries_per_hour_per_tb"] / ref["queries_per_hour_per_tb"])
                if ref and ref["queries_per_hour_per_tb"] else None)
@@ -41,14 +52,15 @@ def summarize(records: list[Record]) -> list[Table]:
     first = records[0]
     inputs = first.extra["capacity_inputs"]
     rules = CapacityRules(**inputs["rules"])
-    row_store = by_engine.get("postgres")
+    row_store = next((r for r in ordered if r.extra["store"] == "row store"), None)
+    column_store = next((r for r in ordered if r.extra["store"] == "column store"), None)
     scan = (row_store or first).metrics["physical_scan_mb_s"]
     rating = rules.rate(inputs["data_volume_gb"], scan, inputs["memory_gb"])
     reference = next((r.extra["reference"]["run"] for r in records if r.extra.get("reference")), None)
     primary = [{
         "rated user data capacity (TB)": shown_tb(rating["rated_tb"]),
-        "row store relative throughput %": _fmt(relative.get("postgres")),
-        "column store relative throughput %": _fmt(relative.get("duckdb")),
+        "row store relative throughput %": _fmt(relative.get(row_store.params["engine"])) if row_store else None,
+        "column store relative throughput %": _fmt(relative.get(column_store.params["engine"])) if column_store else None,
         "maximum user data capacity (TB)": shown_tb(rating["limits_tb"]["maximum user data capacity"]),
         "rating decided by": rating["decided_by"],
     }]
@@ -69,6 +81,12 @@ def summarize(records: list[Record]) -> list[Table]:
         Table("system", "System", system, report_columns=[]),
     ]
     return [_rating_sheet(tables)] + tables
+
+
+def engines_compared(tables: list[Table]) -> list[dict[str, Any]]:
+    """Each store's rated figures, engine first."""
+    rows = next((t.rows for t in tables if t.name == "stores"), [])
+    return [{"engine": r["engine"], **{k: v for k, v in r.items() if k != "engine"}} for r in rows]
 
 
 def _rating_sheet(tables: list[Table]) -> Table:
@@ -109,7 +127,7 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
     if primary and primary["rated user data capacity (TB)"] is not None:
         out.append(Headline("rated user data capacity", primary["rated user data capacity (TB)"], "TB", "", "rated_tb",
                             f"decided by the {primary['rating decided by']}"))
-    for r in sorted(records, key=lambda r: r.params["engine"] != "postgres"):
+    for r in _in_order(records):
         out.append(Headline(f"{r.extra['store']} ({r.params['engine']}): throughput", r.metrics["queries_per_hour_per_tb"],
                             "queries/h/TB", r.case_id, "queries_per_hour_per_tb",
                             f"{r.metrics['queries_per_hour']:,.0f} queries/h"))

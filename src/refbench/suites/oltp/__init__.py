@@ -1,7 +1,10 @@
-"""The OLTP suite: the OLTP orders-per-minute paper's order-processing workload, derived from TPC-C, on PostgreSQL.
+"""The OLTP suite: the OLTP orders-per-minute paper's order-processing workload, derived from TPC-C, on PostgreSQL or
+MariaDB.
 
 Where things are: the transactions are server-side functions, one file each, in sql/ (new_order.sql is
-New-Order); driver.py is the load generator; load.py fills the tables; consistency.py holds the checks.
+New-Order; MariaDB's stored procedures in sql/mariadb/); driver.py is the load generator; load.py fills the tables;
+consistency.py holds the checks. How each engine's server loads, counts and calls them is the engine's
+(refbench.engines.Transactional).
 Figures are NOPM and TPM — never tpmC: this is a derived workload, not an audited TPC-C result.
 """
 
@@ -10,16 +13,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from refbench.engines.postgres import (
-    ManagedPostgres, connect, managed_data_dir, redact, require_server_binaries, server_settings,
+from refbench.engines import (
+    Dataset, Engine, Placement, Transactional, engine_for_dsn, get_engine, open_engine, transactional,
 )
 from refbench.engines.settings import (
-    check_server_settings, dsn_problem, pg_setting_problem, pg_settings_dict, pg_size_problem, setting_origins,
+    check_mariadb_settings, check_server_settings, mariadb_setting_problem, pg_setting_problem, pg_settings_dict, pg_size_bytes,
+    pg_size_problem, server_dsn_problem, setting_origins,
 )
 from refbench.plan import PROFILES, Option, Plan, PlanError
+from refbench.redaction import redact
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
@@ -35,14 +41,27 @@ P90_LIMIT_S = {"new_order": 5, "payment": 5, "order_status": 5, "delivery": 5, "
 AUTO_WAREHOUSES_MAX = 10_000
 # Connections refbench itself holds while virtual users run: the driver's counters, the runner's checks.
 OWN_CONNECTIONS = 2
-REPORTED_SETTINGS = ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
-                     "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"]
+# The engines oltp runs on, and the settings each reports (its durability among them).
+ENGINES = ("postgres", "mariadb")
+REPORTED_SETTINGS = {
+    "postgres": ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
+                 "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"],
+    "mariadb": ["innodb_buffer_pool_size", "max_connections", "innodb_flush_log_at_trx_commit", "innodb_doublewrite",
+                "innodb_flush_method", "innodb_log_file_size", "log_bin", "sync_binlog", "tx_isolation",
+                "default_storage_engine"],
+}
 
+
+# The database the engine creates, and the SQL files of sql/ (PostgreSQL's PL/pgSQL functions) and sql/mariadb/
+# (MariaDB's procedures). The engine's CSV load is not used: load.py generates the rows and streams them in through
+# the engine's Transactional.
+TPCC = Dataset("refbench", "TPC-C", tuple(database.TABLES), "refbench.suites.oltp")
 
 WAREHOUSE_BYTES = 100 * 10**6  # tables and indexes of one warehouse
 # For --dry-run's estimate, on the 2-core VM: a load takes 1.5 s a warehouse (README, the full profile's load); initdb,
 # the server's start and stop and the consistency checks took the rest of the quick profile's 33 s (23 s of cases).
-LOAD_S_PER_WAREHOUSE = 1.5
+# MariaDB's build of 10 warehouses took 1.13x and 1.61x PostgreSQL's in one command, interleaved (NOTES-s19-oltp).
+LOAD_S_PER_WAREHOUSE = {"postgres": 1.5, "mariadb": 2.0}
 SETUP_S = 10
 
 
@@ -53,7 +72,35 @@ def load_bytes(warehouses: int) -> int:
 
 
 def server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
-    return storage.server_memory(o["cache_mb"], o["warehouses"] * WAREHOUSE_BYTES, _server_settings(o))
+    return storage.server_memory(o["cache_mb"], o["warehouses"] * WAREHOUSE_BYTES, {"shared_buffers": o["shared_buffers"]})
+
+
+def _space_bytes(o: dict[str, Any]) -> int:
+    """What the managed server's data directory takes: the load, and for MariaDB its redo log, which InnoDB creates at
+    its full size (innodb_log_file_size, 96 MB unless set) beside a few system tablespaces (about 100 MB)."""
+    if engine_name(o) != "mariadb":
+        return load_bytes(o["warehouses"])
+    log = _server_settings(o).get("innodb_log_file_size", "96M")
+    size = re.fullmatch(r"(\d+)([KMGT]?)", log.strip().upper())
+    log_bytes = int(size[1]) * 1024 ** " KMGT".index(size[2] or " ") if size else 2**30  # the server judges the value
+    return load_bytes(o["warehouses"]) + log_bytes + 100 * 10**6
+
+
+def engine_name(o: dict[str, Any]) -> str:
+    """The engine the options ask for: the engine option, else the DSN's (mysql:// is MariaDB's), else postgres."""
+    if not o["dsn"]:
+        return o["engine"] or "postgres"
+    named = engine_for_dsn(o["dsn"])
+    if o["engine"] and o["engine"] != named:
+        raise PlanError(f"[oltp] engine {o['engine']} contradicts the dsn, which is a {get_engine(named).title} DSN; "
+                        "leave engine out, or give a DSN of its server.")
+    return named
+
+
+def _engine_problem(value: str) -> str | None:
+    if value in ("",) + ENGINES:
+        return None
+    return f"must be {' or '.join(ENGINES)}, not {value!r}"
 
 
 def auto_warehouses(free: int) -> int:
@@ -85,9 +132,14 @@ def user_counts(o: dict[str, Any]) -> list[int]:
 
 
 def _server_settings(o: dict[str, Any]) -> dict[str, str]:
-    """The managed server's settings: the buffer cache, a connection for every virtual user and some for refbench's
-    own (the loaders, the checks), then pg_settings."""
-    settings = {"shared_buffers": o["shared_buffers"], "max_connections": str(max(user_counts(o)) + 20)}
+    """The managed server's settings: the buffer cache (shared_buffers, or MariaDB's buffer pool of that size), a
+    connection for every virtual user and some for refbench's own (the loaders, the checks), then pg_settings or
+    mariadb_settings."""
+    connections = str(max(user_counts(o)) + 20)
+    if engine_name(o) == "mariadb":
+        pool = {"innodb_buffer_pool_size": str(pg_size_bytes(o["shared_buffers"], 8192)), "max_connections": connections}
+        return pool | pg_settings_dict(o["mariadb_settings"])
+    settings = {"shared_buffers": o["shared_buffers"], "max_connections": connections}
     return settings | pg_settings_dict(o["pg_settings"])
 
 
@@ -99,16 +151,19 @@ class OltpSuite:
     # Wall time on the 2-core VM: quick measured with `refbench oltp --profile quick` (README); the others as README says.
     profile_times = {"quick": "33 s", "standard": "31 min",
                      "full": "about 2 h 30 min at 1,000 warehouses (estimated)"}
-    summary = ("Order processing like the OLTP orders-per-minute paper (derived from TPC-C) on PostgreSQL: virtual users against W "
+    summary = ("Order processing like the OLTP orders-per-minute paper (derived from TPC-C) on PostgreSQL or MariaDB: virtual users against W "
                "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
                "a user-count scaling series, and the consistency conditions checked before and after.")
-    targets_help = ("One directory for the database (existing): the managed PostgreSQL's data goes in "
-                    "DIR/oltp-pgdata, like --data-dir DIR/oltp-pgdata, and is removed at the end unless --keep-work; not with --dsn.")
+    targets_help = ("One directory for the database (existing): the managed server's data goes in "
+                    "DIR/oltp-pgdata (MariaDB: DIR/oltp-mariadb-data), like --data-dir, and is removed at the end unless "
+                    "--keep-work; not with --dsn.")
     examples = [
         "refbench oltp /mnt/nvme0                       # the database on /mnt/nvme0",
         "refbench oltp                                  # managed PostgreSQL, quick profile",
         "refbench oltp --data-dir /mnt/nvme0/pg --warehouses 10 --users 1,2,4,8,16 --profile standard",
         "refbench oltp --dsn 'host=db1 user=bench dbname=tpcc' --warehouses 100 --rebuild",
+        "refbench oltp --engine mariadb /mnt/nvme0             # managed MariaDB, its data on /mnt/nvme0",
+        "refbench oltp --dsn 'mysql://bench:secret@db1/tpcc' --warehouses 10",
     ]
     options = {
         "warehouses": Option(int, {"quick": 1, "standard": 10, "full": 0},
@@ -122,12 +177,18 @@ class OltpSuite:
         "repeats": Option(int, 1, "Runs of each user count.", minimum=1, maximum=100),
         "think_times": Option(bool, False, "Use the specification's keying and think times, at 10 users per warehouse "
                                            "(off: drive load)."),
-        "dsn": Option(str, "", "Drive this PostgreSQL instead of a managed one (libpq connection string).", check=dsn_problem),
+        "engine": Option(str, "", "Database engine: postgres or mariadb (default: the dsn's, else postgres).",
+                         check=_engine_problem),
+        "dsn": Option(str, "", "Drive this server instead of a managed one: a libpq connection string or "
+                               "postgresql://… for PostgreSQL, mysql://user:password@host:port/database for MariaDB.",
+                      check=server_dsn_problem),
         "data_dir": Option(str, "", "Data directory of the managed server (default: in the work directory); put it on the storage under test."),
-        "shared_buffers": Option(str, "128MB", "Managed server's buffer cache: the memory cap that pushes I/O to storage.",
-                                 check=pg_size_problem),
+        "shared_buffers": Option(str, "128MB", "Managed server's buffer cache (MariaDB: innodb_buffer_pool_size): the "
+                                 "memory cap that pushes I/O to storage.", check=pg_size_problem),
         "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str,
                               check=pg_setting_problem),
+        "mariadb_settings": Option(list, ["innodb_log_file_size=1G"], "More managed MariaDB settings, name=value.",
+                                   item=str, check=mariadb_setting_problem("shared_buffers")),
         "cache_mb": storage.CACHE_MB,
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
         "reload_each_case": Option(bool, False, "The OLTP orders-per-minute paper's cycle: drop, load and run for every case."),
@@ -149,6 +210,7 @@ class OltpSuite:
             require_server_reach(Path(plan.targets[0]), "target")
         elif o["data_dir"]:
             require_server_reach(Path(o["data_dir"]).parent, "the directory of data_dir")
+        name = engine_name(o)
         where = _load_dir(plan)
         if o["warehouses"] == 0:
             # Resolved once, here, before the plan is written into the run: a resumed run keeps this count.
@@ -156,15 +218,13 @@ class OltpSuite:
         users = user_counts(o)
         # Problems a user can fix are found here, before the run directory exists.
         if o["dsn"]:
-            with connect(o["dsn"], autocommit=True) as conn:
-                database.check_privileges(conn)
-                database.require_connections(conn, max(users), OWN_CONNECTIONS)
+            transactional(open_engine(name, TPCC, Placement(Path(), dsn=o["dsn"])), TPCC).check_user(max(users), OWN_CONNECTIONS)
         else:
-            require_server_binaries()
-            check_server_settings(_server_settings(o), setting_origins(self.name, o))
+            get_engine(name).require_installed()
+            _check_settings(name, o)
             server_memory(o)  # a cache bound that cannot work is refused here
-            require_free_space(Path(where), load_bytes(o["warehouses"]),
-                               f"{o['warehouses']} warehouse(s) (about {load_bytes(o['warehouses']) / 1e9:,.1f} GB of "
+            require_free_space(Path(where), _space_bytes(o),
+                               f"{o['warehouses']} warehouse(s) (about {_space_bytes(o) / 1e9:,.1f} GB of "
                                "tables, indexes and WAL)")
         return [Case(f"u{u}-r{r}", {"users": u, "repeat": r, "warehouses": o["warehouses"]},
                      f"{u} user{'s' if u > 1 else ''}" + (f", repeat {r}" if o["repeats"] > 1 else ""))
@@ -173,70 +233,83 @@ class OltpSuite:
     def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
         o = plan.options[self.name]
         loads = len(cases) if o["reload_each_case"] else 1
-        load_s = loads * o["warehouses"] * LOAD_S_PER_WAREHOUSE
+        per_warehouse_s = LOAD_S_PER_WAREHOUSE[engine_name(o)]
+        load_s = loads * o["warehouses"] * per_warehouse_s
         seconds = SETUP_S + load_s + len(cases) * (o["rampup_s"] + o["duration_s"])
-        space = [] if o["dsn"] else [(_load_dir(plan), load_bytes(o["warehouses"]),
+        space = [] if o["dsn"] else [(_load_dir(plan), _space_bytes(o),
                                       f"oltp: {o['warehouses']:,} warehouse(s) of tables, indexes and WAL")]
-        return Estimate(seconds, f"{SETUP_S} s to start, {loads} load(s) of {o['warehouses']:,} warehouse(s) at {LOAD_S_PER_WAREHOUSE:g} s each "
+        title = get_engine(engine_name(o)).title
+        return Estimate(seconds, f"{title} ({'at the dsn' if o['dsn'] else 'managed'}): {SETUP_S} s to start, {loads} load(s) of {o['warehouses']:,} warehouse(s) at {per_warehouse_s:g} s each "
                         f"+ {len(cases)} case(s) × ({o['rampup_s']} s ramp-up + {o['duration_s']} s measured)", space)
 
     # ---- the database --------------------------------------------------------------------------------
 
     def prepare(self, ctx) -> None:
         o = ctx.options
+        name = engine_name(o)
         memory = ctx.state["memory"] = None if o["dsn"] else server_memory(o)
         if o["dsn"]:
-            ctx.state["dsn"] = o["dsn"]
-            ctx.log(f"driving the PostgreSQL at '{redact(o['dsn'])}'")
+            place = Placement(Path(), dsn=o["dsn"])
         else:
-            server = ManagedPostgres(self._data_dir(ctx), _server_settings(o),
-                                     ctx.run.secret_path(f"{ctx.suite}-postgres.password"),
-                                     cache_bytes=storage.ServerMemory.cache_bytes(memory))
-            ctx.state["server"] = server
+            place = Placement(self._data_dir(ctx, name), settings=_server_settings(o),
+                              password_file=ctx.run.secret_path(f"{ctx.suite}-{name}.password"),
+                              cache_bytes=storage.ServerMemory.cache_bytes(memory))
+        engine: Engine = open_engine(name, TPCC, place)
+        ctx.state["engine"] = engine
+        if engine.server is None:
+            engine.start()
+            ctx.log(f"driving the {engine.title} at '{redact(engine.dsn)}'")
+        else:
+            server = engine.server
             ctx.claim(server.data_dir, server.log_file)
-            with ctx.task("starting the managed PostgreSQL"):
-                server.start()
-            ctx.state["dsn"] = server.database("refbench")
-            ctx.log(f"managed PostgreSQL in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
+            with ctx.task(f"starting the managed {engine.title}"):
+                engine.start()
+            ctx.log(f"managed {engine.title} in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
                     f"password in {server.password_file})")
-        storage.say_bound(ctx, memory, ctx.state.get("server"), o["warehouses"] * WAREHOUSE_BYTES)
+        ctx.state["side"] = transactional(engine, TPCC)
+        storage.say_bound(ctx, memory, engine.server, o["warehouses"] * WAREHOUSE_BYTES)
         self._build(ctx, rebuild=o["rebuild"])
 
-    def _data_dir(self, ctx) -> Path:
+    def _data_dir(self, ctx, name: str) -> Path:
         if ctx.options["data_dir"]:
             return Path(ctx.options["data_dir"])
         if ctx.plan.targets:
             note_directory_targets(ctx)
-            return Path(ctx.plan.targets[0]) / "oltp-pgdata"
-        return self._default_data_dir(ctx)
+            return Path(ctx.plan.targets[0]) / f"oltp-{DATA_DIR_NAMES[name]}"
+        return self._default_data_dir(ctx, name)
 
     @staticmethod
-    def _default_data_dir(ctx) -> Path:
-        preferred = ctx.work_dir / "pgdata"
-        chosen = managed_data_dir(preferred, ctx.scratch_dir / "pgdata")
+    def _default_data_dir(ctx, name: str) -> Path:
+        preferred = ctx.work_dir / DATA_DIR_NAMES[name]
+        chosen = get_engine(name).managed_data_dir(preferred, ctx.scratch_dir / DATA_DIR_NAMES[name])
         if chosen != preferred:
-            ctx.log(f"the postgres user cannot reach {ctx.work_dir}; the managed server's data goes to {chosen.parent} instead")
+            account = "mysql" if name == "mariadb" else "postgres"
+            ctx.log(f"the {account} user cannot reach {ctx.work_dir}; the managed server's data goes to {chosen.parent} instead")
         return chosen
 
     def _build(self, ctx, rebuild: bool) -> None:
         o = ctx.options
         with ctx.task(f"schema of {o['warehouses']} warehouse(s)", total=1.0) as task:
-            info = database.build(ctx.state["dsn"], o["warehouses"], o["load_workers"] or os.cpu_count() or 1, rebuild,
+            info = database.build(ctx.state["side"], o["warehouses"], o["load_workers"] or os.cpu_count() or 1, rebuild,
                                   lambda what, done: task.update(done, f"oltp: {what} {o['warehouses']} warehouse(s)"))
-        with connect(ctx.state["dsn"], autocommit=True) as conn:
-            info["settings"] = server_settings(conn, REPORTED_SETTINGS)
+        engine = ctx.state["engine"]
+        info["engine"] = engine.name
+        info["settings"] = {"engine": engine.title, **engine.settings(REPORTED_SETTINGS[engine.name])}
+        side = ctx.state["side"]
+        with side.connect() as conn:
             # A database loaded just now is checked as loaded (condition 11 in its load-time form); a reused one
             # may have run before.
-            info["consistency_before"] = {str(k): v for k, v in consistency.check(conn, at_load=not info["reused"]).items()}
+            info["consistency_before"] = {str(k): v for k, v in consistency.check(side, conn, at_load=not info["reused"]).items()}
         ctx.state["load"] = info
         state_file = ctx.work_dir / "load.json"
         if not info["reused"] or not state_file.exists():
             state_file.write_text(json.dumps(info))  # the first build's cost is what the report shows
 
     def close(self, ctx) -> None:
-        server = ctx.state.pop("server", None)
-        if server is not None:
-            server.stop()
+        ctx.state.pop("side", None)
+        engine = ctx.state.pop("engine", None)
+        if engine is not None:
+            engine.stop()
 
     # ---- one case ------------------------------------------------------------------------------------
 
@@ -245,8 +318,8 @@ class OltpSuite:
         if o["reload_each_case"]:
             self._build(ctx, rebuild=True)
         users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
-        server = ctx.state.get("server")
-        probe = storage.postgres_probe(server, ctx.state["dsn"], ctx.state["memory"])
+        engine = ctx.state["engine"]
+        probe = storage.engine_probe(engine, ctx.state["memory"])
         seen: dict[str, Any] = {}
 
         def tick(s: float) -> None:
@@ -258,10 +331,10 @@ class OltpSuite:
                 seen.update(probe.stop())
 
         with ctx.task(f"{case.title}: {o['rampup_s']} s ramp-up + {o['duration_s']} s measured", total=total) as task:
-            with storage.bounded(server):
+            with storage.bounded(engine.server):
                 if o["rampup_s"] == 0:
                     probe.start()
-                result = driver.run(ctx.state["dsn"], o["warehouses"], users, o["rampup_s"], o["duration_s"],
+                result = driver.run(ctx.state["side"], o["warehouses"], users, o["rampup_s"], o["duration_s"],
                                     o["think_times"], o["seed"] + case.params["repeat"], on_tick=tick)
         if probe.started() and not seen:
             seen.update(probe.stop())
@@ -270,10 +343,11 @@ class OltpSuite:
         return Record(metrics, method=(
             f"{users} virtual users on {result.processes - 1} worker process(es), each user with its own connection "
             f"(opened one after another over the first half of the ramp-up) and a home warehouse spread evenly over "
-            f"{o['warehouses']} warehouse(s); the TPC-C mix from a shuffled 23-card deck; transactions are PL/pgSQL "
-            f"functions; keying/think times {'on' if o['think_times'] else 'off'}; {o['rampup_s']} s ramp-up, then "
-            f"{o['duration_s']} s measured. NOPM = Σ D_NEXT_O_ID delta per minute; TPM = pg_stat_database commits + "
-            "rollbacks per minute; latencies from HDR histograms (µs resolution, 3 significant digits)."),
+            f"{o['warehouses']} warehouse(s); the TPC-C mix from a shuffled 23-card deck; on {engine.title}, "
+            f"transactions are {METHOD[engine.name][0]}; keying/think times {'on' if o['think_times'] else 'off'}; "
+            f"{o['rampup_s']} s ramp-up, then {o['duration_s']} s measured. NOPM = Σ D_NEXT_O_ID delta per minute; "
+            f"TPM = {METHOD[engine.name][1]} per minute; latencies from HDR histograms (µs resolution, 3 significant "
+            "digits)."),
             extra={"series": result.series, "errors": result.errors, "settings": ctx.state["load"]["settings"],
                    "load": {k: v for k, v in load.items() if k != "consistency_before"},
                    "consistency_before": ctx.state["load"]["consistency_before"],
@@ -283,8 +357,9 @@ class OltpSuite:
     # ---- correctness ---------------------------------------------------------------------------------
 
     def check(self, ctx) -> list[Finding]:
-        with connect(ctx.state["dsn"], autocommit=True) as conn:
-            after = consistency.check(conn)
+        side = ctx.state["side"]
+        with side.connect() as conn:
+            after = consistency.check(side, conn)
         before = ctx.state["load"]["consistency_before"]
         findings = []
         for n, (text, violations) in after.items():
@@ -311,6 +386,27 @@ class OltpSuite:
         from refbench.suites.oltp.summary import headlines
 
         return headlines(records, tables)
+
+
+# The managed server's data directory, by engine, under the work directory or a target.
+DATA_DIR_NAMES = {"postgres": "pgdata", "mariadb": "mariadb-data"}
+# How each engine's transactions run and what TPM counts there, for a record's method.
+METHOD = {"postgres": ("PL/pgSQL functions called as prepared statements", "pg_stat_database commits + rollbacks"),
+          "mariadb": ("stored procedures, one CALL each", "the server's Com_commit + Com_rollback")}
+
+
+def _check_settings(name: str, o: dict[str, Any]) -> None:
+    """The managed server's settings, judged by the installed server before anything is written."""
+    if name == "mariadb":
+        check_mariadb_settings(_server_settings(o), setting_origins("oltp", o, "mariadb_settings"))
+    else:
+        check_server_settings(_server_settings(o), setting_origins("oltp", o))
+
+
+def transactions_at(dsn: str) -> Transactional:
+    """The OLTP side of the server at ``dsn`` (PostgreSQL or MariaDB, by the DSN's form), for the benchmarks:
+    ``database.build(transactions_at(dsn), …)`` loads it and ``driver.run(transactions_at(dsn), …)`` drives it."""
+    return transactional(open_engine(engine_for_dsn(dsn), TPCC, Placement(Path(), dsn=dsn)), TPCC)
 
 
 def _load_dir(plan: Plan) -> str:
@@ -383,3 +479,4 @@ def mix_findings(records: list[Record]) -> list[Finding]:
         worst = max((r.metrics[f"{tx}_lat_p90_ms"] or 0) for r in records)
         findings.append(Finding(f"90th percentile {tx} ≤ {limit} s", worst <= limit * 1000, f"worst case: {worst:.1f} ms"))
     return findings
+

@@ -1,7 +1,8 @@
 """The twelve TPC-C consistency conditions (3.3.2), checked on the loaded database before the run and again after it.
 
-All twelve are read by ONE statement, so they see one snapshot: every refbench transaction keeps all of them
-true, so the check is valid even while transactions commit. The statement reads each of the seven tables once, in
+All twelve are read by ONE statement (sql/consistency.sql; MariaDB's dialect in sql/mariadb/ is a short script in
+one snapshot), so they see one snapshot: every refbench transaction keeps all of them true, so the check is valid even
+while transactions commit. The statement reads each of the seven tables once, in
 sequence (HISTORY aggregated by warehouse, district and customer in one pass), so its cost grows with the rows:
 at 1 warehouse, after a short run, it reads 7,500 pages (60 MB), each once.
 
@@ -18,6 +19,8 @@ compared exactly: a cent off is a violation.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 # condition -> (what it says, what a violation is counted in)
 CONDITIONS: dict[int, tuple[str, str]] = {
@@ -38,76 +41,11 @@ CONDITIONS: dict[int, tuple[str, str]] = {
 
 ORDERS_DELIVERED_AT_LOAD = 2100
 
-_CHECK = """
-WITH lines AS MATERIALIZED (
-  SELECT ol_w_id AS w, ol_d_id AS d, ol_o_id AS o, count(*) AS lines, count(ol_delivery_d) AS delivered_lines,
-         coalesce(sum(ol_amount) FILTER (WHERE ol_delivery_d IS NOT NULL), 0) AS delivered_amount
-    FROM tpcc.order_line GROUP BY 1, 2, 3
-), orders AS MATERIALIZED (
-  -- every order id that ORDER, NEW_ORDER or ORDER_LINE names, so that a row without its partners is seen too
-  SELECT coalesce(o.o_w_id, n.no_w_id, l.w) AS w, coalesce(o.o_d_id, n.no_d_id, l.d) AS d,
-         coalesce(o.o_id, n.no_o_id, l.o) AS o, o.o_id IS NOT NULL AS in_order, n.no_o_id IS NOT NULL AS in_new_order,
-         o.o_c_id AS c, o.o_carrier_id AS carrier, o.o_ol_cnt AS ol_cnt, coalesce(l.lines, 0) AS lines,
-         coalesce(l.delivered_lines, 0) AS delivered_lines, coalesce(l.delivered_amount, 0) AS delivered_amount
-    FROM tpcc.oorder o
-    FULL JOIN tpcc.new_order n ON n.no_w_id = o.o_w_id AND n.no_d_id = o.o_d_id AND n.no_o_id = o.o_id
-    FULL JOIN lines l ON l.w = coalesce(o.o_w_id, n.no_w_id) AND l.d = coalesce(o.o_d_id, n.no_d_id)
-                     AND l.o = coalesce(o.o_id, n.no_o_id)
-), order_districts AS (
-  SELECT w, d, count(*) FILTER (WHERE in_order) AS orders, max(o) FILTER (WHERE in_order) AS max_o_id,
-         count(*) FILTER (WHERE in_new_order) AS new_orders, min(o) FILTER (WHERE in_new_order) AS min_no_o_id,
-         max(o) FILTER (WHERE in_new_order) AS max_no_o_id, coalesce(sum(ol_cnt), 0) AS ol_cnt, sum(lines) AS lines
-    FROM orders GROUP BY w, d
-), payments AS MATERIALIZED (
-  -- one pass over HISTORY: sums by the paying warehouse, by the paying district and by the customer who paid
-  SELECT CASE GROUPING(h_d_id, h_c_id) WHEN 3 THEN 'warehouse' WHEN 1 THEN 'district' ELSE 'customer' END AS per,
-         h_w_id, h_d_id, h_c_w_id, h_c_d_id, h_c_id, sum(h_amount) AS amount
-    FROM tpcc.history GROUP BY GROUPING SETS ((h_w_id), (h_w_id, h_d_id), (h_c_w_id, h_c_d_id, h_c_id))
-), districts AS MATERIALIZED (
-  SELECT t.d_w_id AS w, t.d_id AS d, t.d_ytd, t.d_next_o_id, coalesce(p.amount, 0) AS paid, od.orders, od.max_o_id,
-         coalesce(od.new_orders, 0) AS new_orders, od.min_no_o_id, od.max_no_o_id, coalesce(od.ol_cnt, 0) AS ol_cnt,
-         coalesce(od.lines, 0) AS lines
-    FROM tpcc.district t
-    LEFT JOIN order_districts od ON od.w = t.d_w_id AND od.d = t.d_id
-    LEFT JOIN payments p ON p.per = 'district' AND p.h_w_id = t.d_w_id AND p.h_d_id = t.d_id
-), customers AS (
-  SELECT c.c_balance AS balance, c.c_ytd_payment AS ytd_payment, coalesce(o.delivered, 0) AS delivered,
-         coalesce(p.amount, 0) AS paid
-    FROM tpcc.customer c
-    LEFT JOIN (SELECT w, d, c, sum(delivered_amount) AS delivered FROM orders WHERE in_order GROUP BY 1, 2, 3) o
-           ON o.w = c.c_w_id AND o.d = c.c_d_id AND o.c = c.c_id
-    LEFT JOIN payments p ON p.per = 'customer' AND p.h_c_w_id = c.c_w_id AND p.h_c_d_id = c.c_d_id AND p.h_c_id = c.c_id
-), warehouses AS (
-  SELECT wh.w_ytd, (SELECT sum(t.d_ytd) FROM districts t WHERE t.w = wh.w_id) AS district_ytd, coalesce(p.amount, 0) AS paid
-    FROM tpcc.warehouse wh LEFT JOIN payments p ON p.per = 'warehouse' AND p.h_w_id = wh.w_id
-)
-SELECT
-  (SELECT count(*) FROM warehouses WHERE w_ytd IS DISTINCT FROM district_ytd),
-  (SELECT count(*) FROM districts WHERE max_o_id IS DISTINCT FROM d_next_o_id - 1
-                                     OR (max_no_o_id IS NOT NULL AND max_no_o_id <> max_o_id)),
-  (SELECT count(*) FROM districts WHERE new_orders > 0 AND max_no_o_id - min_no_o_id + 1 <> new_orders),
-  (SELECT count(*) FROM districts WHERE ol_cnt <> lines),
-  (SELECT count(*) FROM orders WHERE in_new_order <> (in_order AND carrier IS NULL)),
-  (SELECT count(*) FROM orders WHERE ol_cnt IS DISTINCT FROM lines AND (in_order OR lines > 0)),
-  (SELECT count(*) FROM orders WHERE in_order
-                                 AND delivered_lines <> CASE WHEN carrier IS NULL THEN 0 ELSE lines END),
-  (SELECT count(*) FROM warehouses WHERE w_ytd <> paid),
-  (SELECT count(*) FROM districts WHERE d_ytd <> paid),
-  (SELECT count(*) FROM customers WHERE balance <> delivered - paid),
-  (SELECT count(*) FROM districts
-    WHERE coalesce(orders, 0) - new_orders <> CASE WHEN %(at_load)s THEN {delivered_at_load}
-                                                   ELSE coalesce(min_no_o_id, d_next_o_id) - 1 END),
-  (SELECT count(*) FROM customers WHERE balance + ytd_payment <> delivered)
-""".format(delivered_at_load=ORDERS_DELIVERED_AT_LOAD)
 
-
-def check(conn, at_load: bool = False) -> dict[int, tuple[str, int]]:
+def check(side: Any, conn: Any, at_load: bool = False) -> dict[int, tuple[str, int]]:
     """condition -> (description, number of warehouses/districts/orders/customers violating it); 0 = holds.
+    ``side`` is the engine's refbench.engines.Transactional, whose dialect of sql/consistency.sql runs on ``conn``.
     ``at_load``: the database is freshly loaded and has run nothing, so condition 11 is checked as written."""
-    with conn.transaction():
-        # Every row is read: sequential scans and hash aggregates read each table once, where the planner would
-        # otherwise walk ORDER_LINE's primary key (three times the pages at 1 warehouse, in random order).
-        conn.execute("SET LOCAL enable_indexscan = off")
-        conn.execute("SET LOCAL work_mem = '64MB'")
-        counts = conn.execute(_CHECK, {"at_load": at_load}).fetchone()
+    counts = side.script(conn, side.dataset.sql(side.name, "consistency"),
+                         {"at_load": at_load, "delivered_at_load": ORDERS_DELIVERED_AT_LOAD})
     return {n: (CONDITIONS[n][0], int(count)) for n, count in zip(CONDITIONS, counts)}

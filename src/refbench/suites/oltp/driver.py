@@ -3,9 +3,10 @@ connections asynchronously; a few users (up to two per CPU) each get a process o
 measurement; latencies go into HDR histograms.
 
 A virtual user is a connection and its own random inputs, not a process: a worker sends a user's next call as
-soon as its previous one returned (libpq's non-blocking send of a prepared statement, then epoll over all the
-worker's sockets), so hundreds of users cost a few processes. The users' connections open one after another over
-the first half of the ramp-up, as a real client population logs in, not as one burst.
+soon as its previous one returned (the engine client's non-blocking send — libpq's prepared statement on PostgreSQL,
+a CALL through mysqlclient's _mysql on MariaDB — then epoll over all the worker's sockets), so hundreds of users cost
+a few processes. The users' connections open one after another over the first half of the ramp-up, as a real client
+population logs in, not as one burst.
 
 A virtual user's home warehouse is spread evenly over all warehouses (user i → warehouse i mod W + 1), so no
 warehouse is a hot spot. Keying and think times are off unless asked for (5.2.5.7).
@@ -25,36 +26,31 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hdrh.histogram import HdrHistogram
-from psycopg import OperationalError, pq
 
 from refbench.children import forked_worker
-from refbench.engines.postgres import connect
+from refbench.engines import TransactionFailed, Transactional
 from refbench.errors import UserError
-from refbench.suites.oltp import database
-from refbench.suites.oltp.inputs import INPUTS
+from refbench.suites.oltp.inputs import inputs_for
 from refbench.suites.oltp.rand import TpccRandom
 
 TX = ["new_order", "payment", "order_status", "delivery", "stock_level"]
 DECK = ["new_order"] * 10 + ["payment"] * 10 + ["order_status", "delivery", "stock_level"]  # 23 cards, 5.2.4.2
 KEYING_S = {"new_order": 18, "payment": 3, "order_status": 2, "delivery": 2, "stock_level": 2}
 THINK_MEAN_S = {"new_order": 12, "payment": 12, "order_status": 10, "delivery": 5, "stock_level": 5}
-SQL = {
-    "new_order": "SELECT tpcc.new_order($1, $2, $3, $4::int[], $5::int[], $6::int[])",
-    "payment": "SELECT tpcc.payment($1, $2, $3, $4, $5, $6::text, $7::numeric)",
-    "order_status": "SELECT tpcc.order_status($1, $2, $3, $4::text)",
-    "delivery": "SELECT tpcc.delivery($1, $2)",
-    "stock_level": "SELECT tpcc.stock_level($1, $2, $3)",
+# Each transaction's one statement in each engine's dialect (the functions and procedures of sql/ and sql/mariadb/),
+# and the error code with which New-Order reports its designed rollback (new_order.sql's RAISE, or its SIGNAL).
+CALLS = {
+    "postgres": {
+        "new_order": "SELECT tpcc.new_order($1, $2, $3, $4::int[], $5::int[], $6::int[])",
+        "payment": "SELECT tpcc.payment($1, $2, $3, $4, $5, $6::text, $7::numeric)",
+        "order_status": "SELECT tpcc.order_status($1, $2, $3, $4::text)",
+        "delivery": "SELECT tpcc.delivery($1, $2)",
+        "stock_level": "SELECT tpcc.stock_level($1, $2, $3)",
+    },
+    "mariadb": {tx: f"CALL {tx}({', '.join(['%s'] * n)})"
+                for tx, n in {"new_order": 4, "payment": 7, "order_status": 4, "delivery": 2, "stock_level": 3}.items()},
 }
-NAMES = {tx: tx.encode() for tx in TX}
-ROLLBACK_SQLSTATE = "RB001"
-# Errors after which going on would only measure the failure: the virtual user stops and the case fails.
-FATAL_SQLSTATE_CLASSES = {
-    "53": "the database server ran out of disk space, memory or connections",
-    "57": "the database server was shut down or the transaction was cancelled",
-    "58": "the database server had an I/O error",
-    "XX": "the database server had an internal error",
-    "42": "the TPC-C tables or functions are missing or were changed",
-}
+ROLLBACK_CODE = {"postgres": "RB001", "mariadb": "1644"}
 HIST_MAX_US = 120_000_000
 SERIES_BUCKETS_PER_OCTAVE = 16
 SERIES_BUCKETS = int(math.log2(HIST_MAX_US) * SERIES_BUCKETS_PER_OCTAVE) + 1
@@ -97,26 +93,20 @@ class _Failed(Exception):
 class _User:
     """One virtual user: its connection, its random inputs and the transactions it has dealt but not run."""
 
-    __slots__ = ("index", "conn", "pgconn", "rng", "w", "others", "dealt", "tx", "sent", "result")
+    __slots__ = ("index", "client", "inputs", "rng", "w", "others", "dealt", "tx", "sent")
 
-    def __init__(self, index: int, dsn: str, warehouses: int, seed: int):
+    def __init__(self, index: int, side: Transactional, warehouses: int, seed: int):
         self.index = index
         try:
-            self.conn = connect(dsn, autocommit=True)
-        except UserError as exc:
-            raise _Failed(index, f"could not start: {exc}") from None
-        # libpq's prepared-statement call, without psycopg's cursor machinery: it halves the driver's CPU per
-        # transaction, and the driver's CPU is CPU the database under test does not get.
-        self.pgconn = self.conn.pgconn
-        for tx, query in SQL.items():
-            prepared = self.pgconn.prepare(NAMES[tx], query.encode())
-            if prepared.status != pq.ExecStatus.COMMAND_OK:
-                raise _Failed(index, "could not start: " + prepared.error_message.decode(errors="replace").strip())
+            self.client = side.client(CALLS[side.name], ROLLBACK_CODE[side.name])
+        except TransactionFailed as exc:
+            raise _Failed(index, str(exc)) from None
+        self.inputs = inputs_for(side.new_order_lines)
         self.rng = TpccRandom(seed * 1000 + index)
         self.w = index % warehouses + 1
         self.others = [x for x in range(1, warehouses + 1) if x != self.w]
         self.dealt: list[tuple[str, list]] = []
-        self.tx, self.sent, self.result = "", 0.0, None
+        self.tx, self.sent = "", 0.0
 
     def deal(self) -> list[tuple[str, list]]:
         """The next few shuffled decks, each card with its inputs, in the order they run: made together, because
@@ -128,7 +118,8 @@ class _User:
             deck = list(DECK)
             rng.shuffle(deck)
             cards += deck
-        return [(tx, INPUTS[tx](rng, w, others)) for tx in cards]
+        inputs = self.inputs
+        return [(tx, inputs[tx](rng, w, others)) for tx in cards]
 
     def next_tx(self) -> str:
         """The next card of the user's dealt decks (dealt holds them last first)."""
@@ -141,13 +132,9 @@ class _User:
         self.tx, params = self.dealt.pop()
         self.sent = time.perf_counter()
         try:
-            self.pgconn.send_query_prepared(NAMES[self.tx], params)
-        except OperationalError:
-            raise self.lost() from None
-
-    def lost(self) -> _Failed:
-        first = self.pgconn.error_message.decode(errors="replace").strip().splitlines()[:1] or ["?"]
-        return _Failed(self.index, "lost its connection: " + " ".join(first[0].split()))
+            self.client.send(self.tx, params)
+        except TransactionFailed as exc:
+            raise _Failed(self.index, str(exc)) from None
 
 
 class _Tally:
@@ -207,7 +194,7 @@ class _Tally:
                 "cpu_s": cpu_at_end - self.cpu_at_start if self.cpu_at_start is not None else 0.0}
 
 
-def _worker(indices: list[int], users: int, dsn: str, warehouses: int, think: bool, seed: int, bucket_s: float,
+def _worker(indices: list[int], users: int, side: Transactional, warehouses: int, think: bool, seed: int, bucket_s: float,
             window: Any, go: Any, stop: Any, out: Any, parent: int) -> None:
     forked_worker()
     out.put(("ready", indices[0], None))
@@ -222,60 +209,51 @@ def _worker(indices: list[int], users: int, dsn: str, warehouses: int, think: bo
     open_users: list[_User] = []
     try:
         if len(logins) == 1 and not think:
-            finished = _drive_one(logins[0], dsn, warehouses, seed, tally, stop, parent, open_users)
+            finished = _drive_one(logins[0], side, warehouses, seed, tally, stop, parent, open_users)
         else:
-            finished = _drive_many(logins, dsn, warehouses, seed, think, tally, stop, parent, open_users)
+            finished = _drive_many(logins, side, warehouses, seed, think, tally, stop, parent, open_users)
     except _Failed as failed:
         out.put(("error", *failed.args))
         return
     finally:
         for user in open_users:
-            user.conn.close()
+            user.client.close()
     if finished:
         out.put(("done", indices[0], tally.encode()))
 
 
-def _outcome(user: _User, result: Any, tally: _Tally) -> str:
-    """ok, rollback (New-Order's 1% by design) or error; an error after which going on would only measure the
-    failure ends the case."""
-    if result.status == pq.ExecStatus.TUPLES_OK:
-        return "ok"
-    sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"?").decode()
-    if sqlstate == ROLLBACK_SQLSTATE:
-        return "rollback"
-    if user.pgconn.status != pq.ConnStatus.OK:
-        raise user.lost()
-    if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
-        message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
-        raise _Failed(user.index, f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
-    tally.errors[sqlstate] = tally.errors.get(sqlstate, 0) + 1
+def _error(code: str, tally: _Tally) -> str:
+    """An error that is neither New-Order's designed rollback nor one that ends the case: counted by its code."""
+    tally.errors[code] = tally.errors.get(code, 0) + 1
     return "error"
 
 
-def _drive_one(login: tuple[float, int], dsn: str, warehouses: int, seed: int, tally: _Tally, stop: Any,
+def _drive_one(login: tuple[float, int], side: Transactional, warehouses: int, seed: int, tally: _Tally, stop: Any,
                parent: int, open_users: list) -> bool:
-    """A worker with a single user and no think times: libpq's blocking call, one C call per transaction, costs
-    the driver less CPU than the asynchronous loop, which pays for its epoll round and result polling in Python.
-    Returns False when the runner is gone."""
+    """A worker with a single user and no think times: the client's blocking call (on PostgreSQL, one C call per
+    transaction) costs the driver less CPU than the asynchronous loop, which pays for its epoll round and result
+    polling in Python. Returns False when the runner is gone."""
     while (left := login[0] - time.time()) > 0:
         if stop.value:
             return True
         time.sleep(min(left, POLL_S))
-    user = _User(login[1], dsn, warehouses, seed)
+    user = _User(login[1], side, warehouses, seed)
     open_users.append(user)
-    exec_prepared, perf_counter, wall, ok = user.pgconn.exec_prepared, time.perf_counter, time.time, pq.ExecStatus.TUPLES_OK
+    call, perf_counter, wall = user.client.call, time.perf_counter, time.time
     noted: list[tuple[str, str, int, float]] = []
     edge = tally.next_edge()
     while not stop.value:
         for tx, params in user.deal():
             sent = perf_counter()
             try:
-                result = exec_prepared(NAMES[tx], params)
-            except OperationalError:
-                raise user.lost() from None
+                outcome = call(tx, params)
+            except TransactionFailed as exc:
+                raise _Failed(user.index, str(exc)) from None
             latency_us = int((perf_counter() - sent) * 1e6)
             now = wall()
-            noted.append((tx, "ok" if result.status == ok else _outcome(user, result, tally), latency_us, now))
+            if outcome != "ok" and outcome != "rollback":
+                outcome = _error(outcome, tally)
+            noted.append((tx, outcome, latency_us, now))
             if now >= edge:
                 tally.record(noted)
                 edge = tally.next_edge()
@@ -288,7 +266,7 @@ def _drive_one(login: tuple[float, int], dsn: str, warehouses: int, seed: int, t
     return True
 
 
-def _drive_many(logins: list, dsn: str, warehouses: int, seed: int, think: bool, tally: _Tally, stop: Any,
+def _drive_many(logins: list, side: Transactional, warehouses: int, seed: int, think: bool, tally: _Tally, stop: Any,
                 parent: int, open_users: list) -> bool:
     """Sends each user's next call as soon as its previous one returned, waiting on all the worker's sockets at
     once. Returns False when the runner is gone."""
@@ -303,7 +281,7 @@ def _drive_many(logins: list, dsn: str, warehouses: int, seed: int, think: bool,
             timeout = POLL_S
             if logins or waiting:
                 now = time.time()
-                timeout = _start_due(logins, waiting, now, dsn, warehouses, seed, think, open_users, by_fd, poller)
+                timeout = _start_due(logins, waiting, now, side, warehouses, seed, think, open_users, by_fd, poller)
             events = poller.poll(timeout)
             rounds += 1
             # Looked at when idle, and every 256 rounds when busy, not at the cost of a system call per transaction.
@@ -313,25 +291,18 @@ def _drive_many(logins: list, dsn: str, warehouses: int, seed: int, think: bool,
                 tally.record(noted)
             for fd, _ in events:
                 user = by_fd[fd]
-                pgconn = user.pgconn
                 try:
-                    pgconn.consume_input()
-                except OperationalError:
-                    raise user.lost() from None
-                # A call's result, then libpq's end of it (when the server's ReadyForQuery has arrived too).
-                finished = False
-                while not pgconn.is_busy():
-                    result = pgconn.get_result()
-                    if result is None:
-                        finished = True
-                        break
-                    user.result = result
-                if not finished:
+                    outcome = user.client.receive()
+                except TransactionFailed as exc:
+                    raise _Failed(user.index, str(exc)) from None
+                if outcome is None:
                     continue
                 latency_us = int((time.perf_counter() - user.sent) * 1e6)
                 now = time.time()
-                result, user.result, tx = user.result, None, user.tx
-                noted.append((tx, _outcome(user, result, tally), latency_us, now))
+                tx = user.tx
+                if outcome != "ok" and outcome != "rollback":
+                    outcome = _error(outcome, tally)
+                noted.append((tx, outcome, latency_us, now))
                 if len(noted) >= RECORD_EVERY or now >= edge:
                     tally.record(noted)
                     edge = tally.next_edge()
@@ -347,15 +318,16 @@ def _drive_many(logins: list, dsn: str, warehouses: int, seed: int, think: bool,
     return True
 
 
-def _start_due(logins: list, waiting: list, now: float, dsn: str, warehouses: int, seed: int, think: bool,
+def _start_due(logins: list, waiting: list, now: float, side: Transactional, warehouses: int, seed: int, think: bool,
                open_users: list, by_fd: dict, poller: Any) -> float:
     """Logs in the users whose time has come and sends the calls whose keying or think time is over; returns how
     long the worker may wait for results before the next of those is due."""
     while logins and logins[-1][0] <= now:
-        user = _User(logins.pop()[1], dsn, warehouses, seed)
+        user = _User(logins.pop()[1], side, warehouses, seed)
         open_users.append(user)
-        by_fd[user.pgconn.socket] = user
-        poller.register(user.pgconn.socket, select.EPOLLIN)
+        fd = user.client.fileno()
+        by_fd[fd] = user
+        poller.register(fd, select.EPOLLIN)
         tx = user.next_tx()
         if think:
             heapq.heappush(waiting, (now + KEYING_S[tx], user.index, user))
@@ -369,42 +341,6 @@ def _start_due(logins: list, waiting: list, now: float, dsn: str, warehouses: in
     if waiting:
         timeout = min(timeout, waiting[0][0] - now)
     return max(timeout, 0)
-
-
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(command name, parent pid, own CPU ticks, reaped children's CPU ticks) of a process, from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]), int(fields[11]) + int(fields[12]),
-            int(fields[13]) + int(fields[14]))
-
-
-def server_pid(conn: Any) -> int | None:
-    """The postmaster of the server behind ``conn`` when it runs on this host (the parent of the connection's
-    backend); None for a server elsewhere, whose CPU this host cannot see."""
-    backend = _stat(conn.info.backend_pid)
-    if backend is None or backend[0] != "postgres":
-        return None
-    postmaster = _stat(backend[1])
-    return backend[1] if postmaster is not None and postmaster[0] == "postgres" else None
-
-
-def postgres_cpu_s(postmaster: int) -> float:
-    """CPU seconds used so far by one PostgreSQL server: its postmaster and live children, plus what its exited
-    children (backends of closed connections) used, which the kernel adds to the postmaster's children's totals when
-    it reaps them. Only that server: another PostgreSQL on the host (a neighbour's run) is not counted."""
-    own = _stat(postmaster)
-    if own is None:
-        return 0.0
-    total = own[2] + own[3]
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        child = _stat(int(pid))
-        if child is not None and child[1] == postmaster:
-            total += child[2]
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pids: list[int]) -> int:
@@ -434,7 +370,7 @@ class DriverResult:
     rss_peak_bytes: int = 0  # the largest sum of their resident memory, sampled every second
 
 
-def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: float, think: bool, seed: int,
+def run(side: Transactional, warehouses: int, users: int, rampup_s: float, duration_s: float, think: bool, seed: int,
         on_tick: Callable[[float], None] | None = None) -> DriverResult:
     mp = multiprocessing.get_context("fork")
     bucket_s = series_bucket_s(rampup_s + duration_s)
@@ -443,7 +379,7 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
     go, stop, out = mp.Event(), mp.RawValue("b", 0), mp.Queue()
     workers = worker_count(users)
     procs = [mp.Process(target=_worker, daemon=True,
-                        args=(list(range(k, users, workers)), users, dsn, warehouses, think, seed, bucket_s, window, go,
+                        args=(list(range(k, users, workers)), users, side, warehouses, think, seed, bucket_s, window, go,
                               stop, out, os.getpid()))
              for k in range(workers)]
     for p in procs:
@@ -459,18 +395,18 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
     try:
         for _ in range(workers):
             kind, index, detail = out.get(timeout=60)
-        with connect(dsn, autocommit=True) as conn:
-            server = server_pid(conn)
+        with side.connect() as conn:
+            server_cpu_s = side.server_cpu(conn) or (lambda: None)
             run_start = time.time()
             window[0], window[1], window[2] = run_start + rampup_s, run_start + rampup_s + duration_s, run_start
             go.set()
             # At each edge of the window the counters are read first and the tick (the caller's storage probe, which
             # reads /proc and queries the server) comes after: the other way round, it delayed the reading.
             _watch_until(window[0], run_start, out, tick)
-            counters_start, cpu_start, t_start = database.counters(conn), _server_cpu_s(server), time.time()
+            counters_start, cpu_start, t_start = side.counters(conn), server_cpu_s(), time.time()
             tick(t_start - run_start)
             _watch_until(window[1], run_start, out, tick)
-            counters_end, cpu_end, t_end = database.counters(conn), _server_cpu_s(server), time.time()
+            counters_end, cpu_end, t_end = side.counters(conn), server_cpu_s(), time.time()
             tick(t_end - run_start)
         stop.value = 1
         done = []
@@ -489,14 +425,10 @@ def run(dsn: str, warehouses: int, users: int, rampup_s: float, duration_s: floa
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
-    db_cpu_s = cpu_end - cpu_start if server is not None else None
+    db_cpu_s = cpu_end - cpu_start if cpu_end is not None else None
     result = _combine(users, t_end - t_start, counters_start, counters_end, db_cpu_s, done, rampup_s, duration_s, bucket_s)
     result.processes, result.rss_peak_bytes = len(pids), rss_peak[0]
     return result
-
-
-def _server_cpu_s(server: int | None) -> float | None:
-    return postgres_cpu_s(server) if server is not None else None
 
 
 def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float], None]) -> None:

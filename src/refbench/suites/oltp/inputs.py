@@ -19,7 +19,8 @@ def _ints(values) -> bytes:
     return b"{" + b",".join(b"%d" % v for v in values) + b"}"
 
 
-def new_order(rng: TpccRandom, w: int, others: list[int]) -> Params:
+def _order(rng: TpccRandom, w: int, others: list[int]) -> tuple[int, list[tuple[int, int]], bytes, bytes, list[bytes]]:
+    """New-Order's choices: the line count, the (supply warehouse, item) lines, district, customer and quantities."""
     rnd, c = rng.random, rng.c[8191]
     count = 5 + int(rnd() * 11)
     items: set[int] = set()
@@ -33,9 +34,21 @@ def new_order(rng: TpccRandom, w: int, others: list[int]) -> Params:
         lines = [(w, item) for item in sorted(items)]
     if rnd() < 0.01:  # 1% roll back: the last line names an unused item (2.4.1.4)
         lines[-1] = (lines[-1][0], UNUSED_ITEM)
-    return [b"%d" % w, b"%d" % (1 + int(rnd() * 10)), b"%d" % rng.customer_id(),
-            _ints(item for _, item in lines), _ints(supply for supply, _ in lines),
-            b"{" + b",".join([QUANTITY[int(rnd() * 10)] for _ in range(count)]) + b"}"]
+    return count, lines, b"%d" % (1 + int(rnd() * 10)), b"%d" % rng.customer_id(), [QUANTITY[int(rnd() * 10)] for _ in range(count)]
+
+
+def new_order(rng: TpccRandom, w: int, others: list[int]) -> Params:
+    """The lines as three int[] (items, supply warehouses, quantities): PostgreSQL's function."""
+    count, lines, d, c, quantities = _order(rng, w, others)
+    return [b"%d" % w, d, c, _ints(item for _, item in lines), _ints(supply for supply, _ in lines),
+            b"{" + b",".join(quantities) + b"}"]
+
+
+def new_order_json(rng: TpccRandom, w: int, others: list[int]) -> Params:
+    """The lines as one JSON array of [supply warehouse, item, quantity]: MariaDB's procedure (JSON_TABLE)."""
+    count, lines, d, c, quantities = _order(rng, w, others)
+    return [b"%d" % w, d, c, b"[" + b",".join([b"[%d,%d,%s]" % (supply, item, q)
+                                               for (supply, item), q in zip(lines, quantities)]) + b"]"]
 
 
 def payment(rng: TpccRandom, w: int, others: list[int]) -> Params:
@@ -67,3 +80,9 @@ INPUTS: dict[str, Callable[[TpccRandom, int, list[int]], Params]] = {
     "new_order": new_order, "payment": payment, "order_status": order_status, "delivery": delivery,
     "stock_level": stock_level,
 }
+
+
+def inputs_for(new_order_lines: str) -> dict[str, Callable[[TpccRandom, int, list[int]], Params]]:
+    """The inputs for an engine that takes New-Order's lines as ``new_order_lines`` ("arrays" or "json"): the same
+    random choices in the same order either way."""
+    return INPUTS if new_order_lines == "arrays" else {**INPUTS, "new_order": new_order_json}

@@ -39,7 +39,7 @@ def summarize(records: list[Record]) -> list[Table]:
                    "seconds from the start of the measurement (ramp-up is negative).",
               report_columns=[]),
         Table("load", "Schema size", load_rows, note=f"{load_note}; total {load.get('total_bytes', 0) / 1e6:,.1f} MB on disk."),
-        Table("settings", "PostgreSQL settings", settings, note=f"Database: {records[0].extra.get('database')}."),
+        Table("settings", f"{records[0].extra.get('settings', {}).get('engine', 'PostgreSQL')} settings", settings, note=f"Database: {records[0].extra.get('database')}."),
     ]
 
 
