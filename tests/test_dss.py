@@ -111,7 +111,8 @@ def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tm
 
     shared = Path(tempfile.mkdtemp(prefix="refbench-test-dss-data-"))
     shared.chmod(0o755)
-    args = ["dss", "--sf", "0.01", "--streams", "2", "--data-dir", str(shared), "--runs-dir", "runs", "--keep-work"]
+    args = ["dss", "--sf", "0.01", "--streams", "2", "--engines", "duckdb,postgres,mariadb", "--data-dir", str(shared),
+            "--runs-dir", "runs", "--keep-work"]
     try:
         first = refbench(*args)
         assert first.code == 0, first.stderr
