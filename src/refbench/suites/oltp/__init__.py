@@ -188,8 +188,8 @@ class OltpSuite:
         "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str,
                               check=pg_setting_problem),
         # The thread pool is MariaDB's own answer to many connections on few cores (a production setting; durability is
-        # untouched): at 64 users on 2 cores it gave refbench's driver 2.4x the NOPM of a thread per connection, at
-        # half the server CPU per New-Order (docs/BENCHMARKS.md).
+        # untouched): at 64 users on 2 cores it gave refbench's driver 2.1-2.4x the NOPM of a thread per connection, at
+        # 0.55-0.63x the server CPU per New-Order (docs/BENCHMARKS.md).
         "mariadb_settings": Option(list, ["innodb_log_file_size=1G", "thread_handling=pool-of-threads"],
                                    "More managed MariaDB settings, name=value.",
                                    item=str, check=mariadb_setting_problem("shared_buffers")),
