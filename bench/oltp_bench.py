@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -49,6 +50,12 @@ from refbench.engines.postgres import ManagedPostgres, connect, postgres_binary
 from refbench.suites.oltp import database, driver, figures
 
 HERE = Path(__file__).parent
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process and of its children waited for (the build's loader processes, go-tpc's prepare)."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def process_cpu_s(pid: int) -> float:
@@ -214,21 +221,25 @@ class Postgres:
 class MariaDb:
     """A managed MariaDB as `refbench oltp --engine mariadb` starts it by default: ManagedMariaDB's durable defaults
     (InnoDB, innodb_flush_log_at_trx_commit=1, doublewrite on, binlog off), a buffer pool of oltp's shared_buffers
-    (128MB), oltp's mariadb_settings (innodb_log_file_size=1G) and a connection for every user and some for
+    (128MB), oltp's mariadb_settings (innodb_log_file_size=1G, thread_handling=pool-of-threads) and a connection for every user and some for
     refbench's own. sysbench's oltp_read_write is the server's raw transaction rate, as pgbench is PostgreSQL's."""
     title = ("managed MariaDB 10.11 (durable: innodb_flush_log_at_trx_commit=1, doublewrite; innodb_buffer_pool_size "
-             "128M, innodb_log_file_size 1G)")
+             "128M, innodb_log_file_size 1G, thread pool)")
     # go-tpc's prepare ends with its consistency checks, whose correlated subqueries (3.3.2.10 and on) run for many
     # minutes on MariaDB; refbench's build does not check either (its conditions are the run's), so both time the load.
     go_tpc_prepare = ["--no-check"]
 
-    def __init__(self, base: Path, max_users: int):
+    def __init__(self, base: Path, max_users: int, settings: dict[str, str] | None = None):
         from refbench.engines import mariadb  # not in an older refbench (--before)
 
         self.mariadb = mariadb
         self.server = mariadb.ManagedMariaDB(base / "mariadb", {"innodb_buffer_pool_size": "128M",
                                                                 "innodb_log_file_size": "1G",
-                                                                "max_connections": str(max_users + 20)})
+                                                                "thread_handling": "pool-of-threads",
+                                                                "max_connections": str(max_users + 20),
+                                                                **(settings or {})})
+        if settings:  # what ran, in the tables' titles
+            self.title += " with " + ", ".join(f"{k}={v}" for k, v in settings.items())
 
     def start(self) -> None:
         self.server.start()
@@ -372,6 +383,8 @@ def main() -> None:
                         help="no pgbench (PostgreSQL) or sysbench (MariaDB) run")
     parser.add_argument("--loads", default="", help="warehouse counts whose load time to compare, comma-separated (10,100)")
     parser.add_argument("--load-rounds", type=int, default=2)
+    parser.add_argument("--mariadb-settings", default="", metavar="NAME=VALUE,…",
+                        help="more settings of the managed MariaDB, which both drivers run on (--engine mariadb)")
     parser.add_argument("--work-dir", default=tempfile.gettempdir(), help="where the managed server's data goes")
     parser.add_argument("--run-driver", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -386,7 +399,10 @@ def main() -> None:
     drivers = [s.name for s in sources] + (["go-tpc"] if go_tpc else [])
     base = Path(tempfile.mkdtemp(prefix="refbench-oltp-bench-", dir=args.work_dir))
     base.chmod(0o755)
-    engine = ENGINES[args.engine](base, max(user_counts + [80]))
+    settings = dict(item.split("=", 1) for item in args.mariadb_settings.split(",") if item)
+    if settings and args.engine != "mariadb":
+        parser.error("--mariadb-settings needs --engine mariadb")
+    engine = ENGINES[args.engine](base, max(user_counts + [80]), *([settings] if settings else []))
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n", flush=True)
     engine.start()
     runs: dict[tuple[str, int], list[dict]] = {}
@@ -401,16 +417,18 @@ def main() -> None:
             with side.connect() as conn:
                 server_cpu_s = side.server_cpu(conn)  # the server's CPU seconds so far, as refbench's driver reads them
             if sources:
-                t0 = time.monotonic()
+                t0, client0, server0 = time.monotonic(), own_cpu_s(), server_cpu_s()
                 build(ours_dsn, args.warehouses)
                 ours_load_s = time.monotonic() - t0
+                ours_load_cpu = own_cpu_s() - client0, server_cpu_s() - server0
             common = engine.go_tpc_args("gotpc")
             if go_tpc:
-                t0 = time.monotonic()
+                t0, client0, server0 = time.monotonic(), own_cpu_s(), server_cpu_s()
                 subprocess.run([go_tpc, "tpcc", "prepare", *common, "--warehouses", str(args.warehouses),
                                 "-T", str(min(user_counts[0], 4)), "--dropdata", *engine.go_tpc_prepare], check=True, capture_output=True, text=True)
                 engine.after_prepare(theirs_dsn)
                 theirs_load_s = time.monotonic() - t0
+                theirs_load_cpu = own_cpu_s() - client0, server_cpu_s() - server0
         for users in user_counts:
             for i in range(args.rounds):
                 for who in (drivers if i % 2 == 0 else list(reversed(drivers))):
@@ -458,9 +476,11 @@ def main() -> None:
                 print(f"NOPM ratio refbench / go-tpc at {users} users, per round: "
                       f"{', '.join(f'{x:.2f}×' for x in ratios)} (median {statistics.median(ratios):.2f}×)")
         if theirs_load_s:
-            print(f"\nload time of {args.warehouses} warehouses: go-tpc {theirs_load_s:.1f} s" + (
-                f", refbench {ours_load_s:.1f} s (refbench {theirs_load_s / ours_load_s:.2f}× faster)"
-                if ours_load_s else ""))
+            # CPU seconds of the loading client (refbench's generators and loaders, go-tpc) and of the server
+            print(f"\nload time of {args.warehouses} warehouses: go-tpc {theirs_load_s:.1f} s (client CPU "
+                  f"{theirs_load_cpu[0]:.1f} s, server CPU {theirs_load_cpu[1]:.1f} s)" + (
+                f", refbench {ours_load_s:.1f} s (client CPU {ours_load_cpu[0]:.1f} s, server CPU "
+                f"{ours_load_cpu[1]:.1f} s; refbench {theirs_load_s / ours_load_s:.2f}× faster)" if ours_load_s else ""))
         if reference is not None:
             print(f"\n{reference}")
     if loads:

@@ -388,6 +388,7 @@ def test_refbench_oltp_on_a_managed_mariadb_passes_its_checks(refbench, tmp_path
     settings = record["extra"]["settings"]
     assert settings["engine"] == "MariaDB" and settings["innodb_flush_log_at_trx_commit"] == "1"
     assert settings["innodb_doublewrite"] == "ON" and settings["innodb_buffer_pool_size"] == str(128 * 2**20)
+    assert settings["thread_handling"] == "pool-of-threads"  # oltp's default mariadb_settings
     assert "stored procedures" in record["method"] and "Com_commit" in record["method"]
     findings = json.loads((run / "findings" / "oltp.json").read_text())
     names = [f["check"] for f in findings]
