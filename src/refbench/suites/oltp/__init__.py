@@ -60,7 +60,7 @@ TPCC = Dataset("refbench", "TPC-C", tuple(database.TABLES), "refbench.suites.olt
 WAREHOUSE_BYTES = 100 * 10**6  # tables and indexes of one warehouse
 # For --dry-run's estimate, on the 2-core VM: a load takes 1.5 s a warehouse (README, the full profile's load); initdb,
 # the server's start and stop and the consistency checks took the rest of the quick profile's 33 s (23 s of cases).
-# MariaDB's build of 10 warehouses took 1.13x and 1.61x PostgreSQL's in one command, interleaved (NOTES-s19-oltp).
+# MariaDB's build of 10 warehouses took 1.13x and 1.61x PostgreSQL's, the two built in alternation (2026-11-25).
 LOAD_S_PER_WAREHOUSE = {"postgres": 1.5, "mariadb": 2.0}
 SETUP_S = 10
 
