@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from refbench.children import watchdog
 from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
 from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.engines.postgres import (
@@ -228,10 +229,20 @@ class ManagedMariaDB(ManagedProcess):
         # The second unix_socket account is refbench's own system user (root, or whoever runs it): start() logs in
         # with it to create the refbench user.
         me = pwd.getpwuid(os.geteuid()).pw_name
-        argv = [_binary("mariadb-install-db"), "--no-defaults", f"--datadir={self.data_dir}",
-                f"--auth-root-socket-user={me}", "--skip-test-db", "--skip-name-resolve"]
-        result = subprocess.run(argv, capture_output=True, text=True, start_new_session=True, stdin=subprocess.DEVNULL,
-                                **_as_account(self.account))
+        # A temporary directory of its own: a bootstrapping mariadbd removes every "#sql*" file in its tmpdir when it
+        # starts, so two installs sharing /tmp remove each other's temporary tables ("Unknown table
+        # 'mysql.tmp_user_sys'", seen when parallel tests initialised two servers at once).
+        scratch = Path(tempfile.mkdtemp(prefix="refbench-mariadb-install-"))
+        guard = watchdog().register(remove=[scratch])
+        try:
+            self._own(scratch)
+            argv = [_binary("mariadb-install-db"), "--no-defaults", f"--datadir={self.data_dir}",
+                    f"--auth-root-socket-user={me}", "--skip-test-db", "--skip-name-resolve", f"--tmpdir={scratch}"]
+            result = subprocess.run(argv, capture_output=True, text=True, start_new_session=True,
+                                    stdin=subprocess.DEVNULL, **_as_account(self.account))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            guard.release()
         if result.returncode != 0:
             raise UserError(f"mariadb-install-db failed: {_last_error(result.stderr + result.stdout)}.")
         return True
@@ -438,10 +449,11 @@ def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
         raise
     finally:
         # A statement that failed before it opened the pipe leaves the writer waiting for a reader: one that opens
-        # and closes it ends its wait (its next write fails with a broken pipe).
-        if writer.is_alive():
+        # and closes it ends its wait (its next write fails with a broken pipe). Again until the writer is gone: it
+        # may not have reached its open() yet when the first reader came and went.
+        while writer.is_alive():
             os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-        writer.join()
+            writer.join(0.05)
         shutil.rmtree(directory, ignore_errors=True)
     if failure:
         raise failure[0]
