@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from refbench.catalog import CATALOG_FILE, Catalog  # noqa: E402
+from refbench.engines.managed import free_port  # noqa: E402
 from refbench.runstore import Run, iso, list_runs  # noqa: E402
 
 REFBENCH = [sys.executable, "-m", "refbench"]
@@ -258,12 +259,6 @@ def measure_cli(t: Timings, runs: Path, repeats: int, history: bool) -> None:
     for _ in range(repeats):
         for what, args in commands.items():
             t.take(what, "refbench " + " ".join(args), cli(*args), children_cpu_s)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str) -> bytes:

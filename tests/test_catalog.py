@@ -79,6 +79,10 @@ def test_the_catalog_indexes_new_runs_marks_a_corrupt_one_and_rebuilds_from_the_
         assert rebuilt.update() == 2
         assert {r["run"]: r["status"].split(":")[0] for r in rebuilt.runs()} == {slow: "corrupt", middle: "complete"}
 
+    (runs / CATALOG_FILE).write_bytes(b"not a database" * 300)  # overwritten: rebuilt as if deleted
+    with Catalog(runs) as rebuilt:
+        assert rebuilt.update() == 2 and {r["run"] for r in rebuilt.runs()} == {slow, middle}
+
 
 def test_runs_tag_and_history_on_the_command_line(runs, refbench):
     runs, made = runs
@@ -90,7 +94,9 @@ def test_runs_tag_and_history_on_the_command_line(runs, refbench):
     assert [r["run"] for r in listed.json()] == made[:0:-1]  # newest first
     assert all(r["tags"] == {"firmware": "2.2", "array": "raid10"} for r in listed.json())
     assert len(refbench("runs", "--runs-dir", "runs", "--suite", "sleepy", "--since", "1d", "--json").json()) == 3
-    assert refbench("runs", "--runs-dir", "runs", "--since", "yesterday").code == 2
+    for since in ("yesterday", "900000d"):  # not a date; before the year 1
+        wrong = refbench("runs", "--runs-dir", "runs", "--since", since)
+        assert wrong.code == 2 and wrong.stderr.count("\n") == 1 and "since" in wrong.stderr, wrong.stderr
 
     retag = refbench("tag", made[0], "firmware=2.2", "array=", "--runs-dir", "runs")
     assert retag.code == 0, retag.stderr
@@ -105,6 +111,10 @@ def test_runs_tag_and_history_on_the_command_line(runs, refbench):
     assert all(p["n"] == 10 and p["low"] <= p["value"] <= p["high"] for p in points)  # the spread of each run's samples
     chart = runs.parent / history.json()["chart"]
     assert "<svg" in chart.read_text() and chart.with_suffix(".png").stat().st_size > 0
+
+    unwritable = refbench("history", "sleepy.ops_per_s", "--runs-dir", "runs", "--out", "/proc/refbench-history")
+    assert unwritable.code == 2 and "cannot write the trend chart to /proc/refbench-history" in unwritable.stderr
+    assert unwritable.stderr.count("\n") == 1, unwritable.stderr
 
     one_case = refbench("history", "sleepy.case-001.ops_per_s", "--runs-dir", "runs", "--tag", "array=raid10")
     assert one_case.code == 0 and "over 2 runs" in one_case.stdout, one_case.stderr

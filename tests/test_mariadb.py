@@ -214,6 +214,7 @@ def test_a_user_without_the_privileges_is_one_sentence(base):
     ("mysql://bench@nosuchhost.invalid/tpcc",
      r"^cannot connect to MariaDB at 'mysql://bench@nosuchhost.invalid/tpcc': Unknown server host 'nosuchhost.invalid'\.$"),
     ("postgresql://bench@db1/tpcc", r"^'postgresql://bench@db1/tpcc' is not a MariaDB DSN; write it as mysql://"),
+    ("mysql://bench:secret@[::1/tpcc", r"^'mysql://bench:\*\*\*@\[::1/tpcc' is not a valid URI \(Invalid IPv6 URL\)"),
     ("mysql://bench@db1:99999/tpcc", r"^the port of 'mysql://bench@db1:99999/tpcc' is not a number from 1 to 65535\.$"),
     ("mysql://bench@db1/tpcc?ssl=1", r"^'mysql://bench@db1/tpcc\?ssl=1' has the parameter 'ssl', which refbench does not"),
 ])

@@ -448,7 +448,12 @@ def history(
         catalog.update()
         points = figure_history(catalog, figure, host, _tag_filter(tag), since_utc(since))
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", figure)
-    rendered = render_figure(trend_chart(figure, points, f"history-{safe}"), chart_dir or Path(runs_dir) / "history")
+    where = chart_dir or Path(runs_dir) / "history"
+    try:
+        rendered = render_figure(trend_chart(figure, points, f"history-{safe}"), where)
+    except OSError as exc:
+        raise UserError(f"cannot write the trend chart to {where}: {exc.strerror or exc} (choose another place with "
+                        "--out).") from None
     if as_json:
         print(json.dumps({"figure": figure, "chart": str(rendered.svg), "points": points}, indent=2))
         return

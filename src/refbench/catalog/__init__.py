@@ -61,7 +61,15 @@ class Catalog:
         writable = database is not None or (os.access(self.runs_dir, os.W_OK)
                                             and (not self.path.exists() or os.access(self.path, os.W_OK)))
         self.db = sqlite3.connect(self.path if writable else ":memory:", timeout=30)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError:  # not a database (truncated, overwritten): the run directories rebuild it
+            self.db.close()
+            for leftover in (self.path, self.path.with_name(self.path.name + "-wal"),
+                             self.path.with_name(self.path.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
         # A commit is not fsynced: what a crash loses, the next update indexes again from the run directories.
         self.db.execute("PRAGMA synchronous=NORMAL")
         if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
@@ -236,8 +244,11 @@ def since_utc(text: str | None) -> str | None:
     if text is None:
         return None
     if m := re.fullmatch(r"(\d+)([dh])", text.strip()):
-        ago = timedelta(days=int(m.group(1))) if m.group(2) == "d" else timedelta(hours=int(m.group(1)))
-        return (datetime.now(timezone.utc) - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            ago = timedelta(days=int(m.group(1))) if m.group(2) == "d" else timedelta(hours=int(m.group(1)))
+            return (datetime.now(timezone.utc) - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except OverflowError:
+            raise UserError(f"since {text!r} reaches back before the year 1.") from None
     for form in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"):
         try:
             return datetime.strptime(text.strip(), form).strftime("%Y-%m-%dT%H:%M:%SZ")

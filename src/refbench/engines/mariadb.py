@@ -370,7 +370,11 @@ def _driver():
 def parse_dsn(dsn: str) -> dict[str, Any]:
     """The connection arguments of a mysql:// (or mariadb://) URI: mysql://user:password@host:port/database, with
     ?unix_socket=/path for a local socket."""
-    parts = urlsplit(dsn)
+    try:
+        parts = urlsplit(dsn)
+    except ValueError as exc:  # "Invalid IPv6 URL" and the like
+        raise UserError(f"'{redact(dsn)}' is not a valid URI ({exc}); write it as "
+                        "mysql://user:password@host:port/database.") from None
     if parts.scheme not in ("mysql", "mariadb"):
         raise UserError(f"'{redact(dsn)}' is not a MariaDB DSN; write it as mysql://user:password@host:port/database.")
     try:

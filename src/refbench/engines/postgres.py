@@ -35,8 +35,7 @@ from refbench.host.pagecache import files_under
 from refbench.host.inventory import postgres_binary
 from refbench.redaction import redact
 
-__all__ = ["ENGINE", "TRANSACTIONAL", "ManagedPostgres", "PostgresEngine", "PostgresTransactional", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings",
-           "sql_statements"]
+__all__ = ["ENGINE", "TRANSACTIONAL", "ManagedPostgres", "PostgresEngine", "PostgresTransactional", "block_counts", "connect", "managed_data_dir", "redact", "require_server_binaries", "server_settings"]
 
 SUPERUSER = "refbench"
 START_TIMEOUT_S = 120.0

@@ -69,11 +69,6 @@ def pg_setting_problem(item: str) -> str | None:
     return None
 
 
-def pg_settings_dict(items: list[str]) -> dict[str, str]:
-    """pg_settings items (already checked) as the name -> value the server is started with."""
-    return settings_dict(items)
-
-
 def duckdb_size_problem(value: str) -> str | None:
     """DuckDB's memory limit: a number with a unit DuckDB knows, at least enough to open a database."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*", value)
@@ -228,8 +223,3 @@ def mariadb_setting_problem(pool_option: str):
     return problem
 
 
-def check_mariadb_settings(settings: dict[str, str], origins: dict[str, str]) -> None:
-    """As check_server_settings, judged by the installed mariadbd."""
-    from refbench.engines.mariadb import check_server_settings as check
-
-    check(settings, origins)

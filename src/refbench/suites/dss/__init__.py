@@ -21,8 +21,7 @@ from typing import Any
 from refbench.engines import Engine, Placement, QueryTimeout, engine_for_dsn, get_engine, open_engine
 from refbench.engines.settings import (
     check_server_settings, duckdb_size_problem, mariadb_setting_problem, mariadb_size_bytes, mariadb_size_problem,
-    optional, pg_setting_problem, pg_settings_dict, pg_size_bytes, pg_size_problem, server_dsn_problem, setting_origins,
-    settings_dict,
+    optional, pg_setting_problem, pg_size_bytes, pg_size_problem, server_dsn_problem, setting_origins, settings_dict,
 )
 from refbench.errors import UserError
 from refbench.host import pagecache
@@ -349,7 +348,7 @@ def checked_engines(suite: str, plan: Plan) -> list[str]:
             postgres.require_installed()
             check_server_settings(managed_settings(o), setting_origins(suite, o))
             pg_server_memory(o)  # a cache bound that cannot work is refused here
-            # The run's work directory may be closed to the server's account (_pg_data_dir moves it then); a place
+            # The run's work directory may be closed to the server's account (_managed_data_dir moves it then); a place
             # the user named may not be: that is the storage under test.
             if o["pg_data_dir"]:
                 require_server_reach(Path(o["pg_data_dir"]).parent, "the directory of pg_data_dir")
@@ -523,7 +522,7 @@ def mariadb_origins(suite: str, o: dict[str, Any]) -> dict[str, str]:
 def managed_settings(o: dict[str, Any]) -> dict[str, str]:
     """The managed PostgreSQL's settings of a dss-style suite: the buffer cache, the load's WAL level, then
     pg_settings (which may override either)."""
-    return {"shared_buffers": o["shared_buffers"], **LOAD_SETTINGS, **pg_settings_dict(o["pg_settings"])}
+    return {"shared_buffers": o["shared_buffers"], **LOAD_SETTINGS, **settings_dict(o["pg_settings"])}
 
 
 def engine_names(ctx) -> list[str]:

@@ -21,8 +21,8 @@ from refbench.engines import (
     Dataset, Engine, Placement, Transactional, engine_for_dsn, get_engine, open_engine, transactional,
 )
 from refbench.engines.settings import (
-    check_mariadb_settings, check_server_settings, mariadb_setting_problem, pg_setting_problem, pg_settings_dict, pg_size_bytes,
-    pg_size_problem, server_dsn_problem, setting_origins,
+    check_server_settings, mariadb_setting_problem, pg_setting_problem, pg_size_bytes, pg_size_problem,
+    server_dsn_problem, setting_origins, settings_dict,
 )
 from refbench.plan import PROFILES, Option, Plan, PlanError
 from refbench.redaction import redact
@@ -138,9 +138,9 @@ def _server_settings(o: dict[str, Any]) -> dict[str, str]:
     connections = str(max(user_counts(o)) + 20)
     if engine_name(o) == "mariadb":
         pool = {"innodb_buffer_pool_size": str(pg_size_bytes(o["shared_buffers"], 8192)), "max_connections": connections}
-        return pool | pg_settings_dict(o["mariadb_settings"])
+        return pool | settings_dict(o["mariadb_settings"])
     settings = {"shared_buffers": o["shared_buffers"], "max_connections": connections}
-    return settings | pg_settings_dict(o["pg_settings"])
+    return settings | settings_dict(o["pg_settings"])
 
 
 class OltpSuite:
@@ -402,7 +402,7 @@ METHOD = {"postgres": ("PL/pgSQL functions called as prepared statements", "pg_s
 def _check_settings(name: str, o: dict[str, Any]) -> None:
     """The managed server's settings, judged by the installed server before anything is written."""
     if name == "mariadb":
-        check_mariadb_settings(_server_settings(o), setting_origins("oltp", o, "mariadb_settings"))
+        get_engine("mariadb").check_settings(_server_settings(o), setting_origins("oltp", o, "mariadb_settings"))
     else:
         check_server_settings(_server_settings(o), setting_origins("oltp", o))
 

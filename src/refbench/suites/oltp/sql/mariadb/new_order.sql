@@ -2,7 +2,7 @@
 -- starts and commits its own transaction, so call it with autocommit on. The order's lines arrive as one JSON array
 -- of [supply warehouse, item id, quantity] triples, read with JSON_TABLE; one array of triples rather than three
 -- arrays (PostgreSQL's form) joined on their positions cost about a tenth less server CPU per call (6 of 6 alternating
--- rounds, see NOTES). The lines are handled as one set, as in the PostgreSQL version: one UPDATE of the stock rows
+-- rounds, commit dd722c3). The lines are handled as one set, as in the PostgreSQL version: one UPDATE of the stock rows
 -- joined to the items, one INSERT of the order lines. The lines arrive sorted by (supply warehouse, item) and the
 -- join walks them in that order (STRAIGHT_JOIN: the JSON table drives, each stock row is found by its key), so
 -- concurrent orders lock stock rows in the same order and cannot deadlock over them. An unused item id (1% of orders,
