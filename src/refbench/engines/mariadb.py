@@ -414,6 +414,13 @@ def _client_error(exc: Exception) -> str:
     return redact(text).rstrip(".")
 
 
+def _refused_local_infile(exc: Exception) -> None:
+    """A UserError if ``exc`` is the server refusing LOAD DATA LOCAL INFILE."""
+    if exc.args and exc.args[0] in (1148, 4166):  # ER_NOT_ALLOWED_COMMAND, ER_LOAD_INFILE_CAPABILITY_DISABLED
+        raise UserError(f"the MariaDB server refuses LOAD DATA LOCAL INFILE, which refbench loads with "
+                        f"({_client_error(exc)}); set local_infile=ON on it.") from None
+
+
 def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
     """LOAD DATA LOCAL INFILE of rows in PostgreSQL COPY's text format, which is LOAD DATA's default too (tab-separated,
     backslash escapes, \\N for NULL, one row per line), so a loader's lines serve both engines. They are streamed
@@ -447,9 +454,7 @@ def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
         cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} ({columns})", (str(fifo),))
         count = cursor.rowcount
     except driver.Error as exc:
-        if exc.args and exc.args[0] in (1148, 4166):  # ER_NOT_ALLOWED_COMMAND, ER_LOAD_INFILE_CAPABILITY_DISABLED
-            raise UserError(f"the MariaDB server refuses LOAD DATA LOCAL INFILE, which refbench loads with "
-                            f"({_client_error(exc)}); set local_infile=ON on it.") from None
+        _refused_local_infile(exc)
         raise
     finally:
         # A statement that failed before it opened the pipe leaves the writer waiting for a reader: one that opens
@@ -462,6 +467,29 @@ def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
     if failure:
         raise failure[0]
     return count
+
+
+def _load_marked(conn) -> bool:
+    """Whether the database holds refbench_load, the table a finished load leaves."""
+    return bool(_rows(conn, "SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema = DATABASE() "
+                            "AND table_name = 'refbench_load'")[0][0])
+
+
+def _create_schema(dsn: str, dataset: Dataset, dialect: str) -> None:
+    """The dataset's tables, new and empty (and no refbench_load: the load is not done)."""
+    with connect(dsn, autocommit=True) as conn:
+        cursor = conn.cursor()
+        cursor.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(dataset.tables))
+        for statement in sql_statements(dataset.sql(dialect, "schema")):
+            cursor.execute(statement)
+
+
+def _indexes_by_table(dataset: Dataset, dialect: str) -> dict[str, list[str]]:
+    """The dataset's CREATE INDEX statements grouped by their table (one table's builds run in sequence)."""
+    by_table: dict[str, list[str]] = {}
+    for statement in sql_statements(dataset.sql(dialect, "indexes")):
+        by_table.setdefault(re.search(r" ON (\w+)", statement)[1], []).append(statement)
+    return by_table
 
 
 def _rows(conn, sql: str, params: tuple = ()) -> list[tuple]:
@@ -606,9 +634,7 @@ def _load_table(dsn: str, table: str, csv: Path) -> int:
             cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} FIELDS TERMINATED BY ',' "
                            "OPTIONALLY ENCLOSED BY '\"' IGNORE 1 LINES", (str(csv),))
         except _driver().Error as exc:
-            if exc.args and exc.args[0] in (1148, 4166):  # ER_NOT_ALLOWED_COMMAND, ER_LOAD_INFILE_CAPABILITY_DISABLED
-                raise UserError(f"the MariaDB server refuses LOAD DATA LOCAL INFILE, which refbench loads with "
-                                f"({_client_error(exc)}); set local_infile=ON on it.") from None
+            _refused_local_infile(exc)
             raise
         _fail_on_warnings(conn, str(csv))
         return cursor.rowcount
@@ -661,8 +687,7 @@ class MariaDbEngine(ServerEngine):
 
     def loaded(self, scale_factor: float) -> bool:
         with connect(self.dsn, autocommit=True) as conn:
-            if not _rows(conn, "SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema = DATABASE() "
-                               "AND table_name = 'refbench_load'")[0][0]:
+            if not _load_marked(conn):
                 return False
             return _rows(conn, "SELECT scale_factor FROM refbench_load")[0][0] == scale_factor
 
@@ -678,18 +703,12 @@ class MariaDbEngine(ServerEngine):
         largest_first = sorted(tables, key=lambda t: -size[t])
         driver = _driver()
         try:
-            with connect(self.dsn, autocommit=True) as conn:
-                cursor = conn.cursor()
-                cursor.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(tables))
-                for statement in sql_statements(self.dataset.sql(self.name, "schema")):
-                    cursor.execute(statement)
+            _create_schema(self.dsn, self.dataset, self.name)
             with ThreadPoolExecutor(self.workers) as pool:
                 counts = pool.map(lambda t: _load_table(self.dsn, t, data_dir / f"{t}.csv"), largest_first)
                 rows = dict(zip(largest_first, counts))
             load_s = time.monotonic() - t0
-            by_table: dict[str, list[str]] = {}
-            for statement in sql_statements(self.dataset.sql(self.name, "indexes")):
-                by_table.setdefault(re.search(r" ON (\w+)", statement)[1], []).append(statement)
+            by_table = _indexes_by_table(self.dataset, self.name)
             self._in_parallel([by_table[t] for t in largest_first if t in by_table])
             self._in_parallel([sql_statements(self.dataset.sql(self.name, "keys"))])
             self._in_parallel([[f"ANALYZE TABLE {t}"] for t in largest_first])
@@ -887,18 +906,13 @@ class MariaDbTransactional:
 
     def loaded_warehouses(self) -> int | None:
         with self.connect() as conn:
-            if not _rows(conn, "SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema = DATABASE() "
-                               "AND table_name = 'refbench_load'")[0][0]:
+            if not _load_marked(conn):
                 return None
             found = _rows(conn, "SELECT warehouses FROM refbench_load")
         return found[0][0] if found else None
 
     def create_schema(self) -> None:
-        with self.connect() as conn:
-            cursor = conn.cursor()
-            cursor.execute("DROP TABLE IF EXISTS refbench_load, " + ", ".join(self.dataset.tables))
-            for statement in sql_statements(self.dataset.sql(self.name, "schema")):
-                cursor.execute(statement)
+        _create_schema(self.dsn, self.dataset, self.name)
 
     def loader(self):
         return _loader_connection(self.dsn)
@@ -914,9 +928,7 @@ class MariaDbTransactional:
 
     def finish_tables(self, tables: list[str], workers: int) -> None:
         """One table's indexes in sequence (a build locks its table's metadata), tables in parallel, then ANALYZE."""
-        by_table: dict[str, list[str]] = {}
-        for statement in sql_statements(self.dataset.sql(self.name, "indexes")):
-            by_table.setdefault(re.search(r" ON (\w+)", statement)[1], []).append(statement)
+        by_table = _indexes_by_table(self.dataset, self.name)
         _each_in_parallel(self.dsn, [by_table.get(t, []) + [f"ANALYZE TABLE {t}"] for t in tables], workers)
 
     def install(self, transactions: list[str]) -> None:
