@@ -4,18 +4,21 @@ The suites' own targets are in test_targets.py."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from conftest import cli_env, refbench_command, wait_for
 from refbench import runner
 from refbench.plan import load_plan
 from refbench.runstore import Run
+from test_least_privilege import _as, other_user  # noqa: F401 (a fixture)
 
 SLEEPY = ["sleepy", "--runs-dir", "runs", "--set", "sleepy.sleep_s=0"]
 
@@ -134,3 +137,133 @@ def test_clean_removes_only_what_the_run_created_and_no_place_a_later_or_running
     assert runner.clean([first], console) == [] and (target / "log").exists()
     assert [place for place, _ in runner.clean([third], console)] == [target / "log"]
     assert sorted(p.name for p in target.iterdir()) == ["theirs"]
+
+
+# ---- removal that cannot leave the run: another local user swaps what the run made ------------------------------------
+
+
+def _users_target(base: Path, user) -> Path:
+    """A target directory that ``user`` owns, in a directory of theirs (so that they can replace the target itself),
+    where root runs refbench: the setting of a shared storage box."""
+    home = base / "home"
+    target = home / "target"
+    target.mkdir(parents=True)
+    for path in (home, target):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return target
+
+
+def _victim(base: Path) -> Path:
+    """A third directory, holding what another user's run would have there, that refbench must never enter."""
+    victim = base / "victim"
+    (victim / "tpch-sf0.01").mkdir(parents=True)
+    (victim / "tpch-sf0.01" / "lineitem.csv").write_text("not this run's")
+    (victim / "tpch-sf0.01.duckdb").write_text("not this run's")
+    return victim
+
+
+def _victim_intact(victim: Path) -> bool:
+    return (victim / "tpch-sf0.01" / "lineitem.csv").read_text() == (victim / "tpch-sf0.01.duckdb").read_text() == \
+        "not this run's"
+
+
+def _new_run(tmp_path: Path, name: str = "mine") -> Run:
+    return Run.create(load_plan(flags={"runs_dir": str(tmp_path / "runs"), "name": name}), {})
+
+
+def _clean_saying(run: Run) -> tuple[list[Path], str]:
+    said = io.StringIO()
+    removed = runner.clean([run], Console(file=said, width=500, soft_wrap=True))
+    return [place for place, _ in removed], " ".join(said.getvalue().split())
+
+
+@pytest.mark.slow
+def test_clean_follows_no_link_put_in_place_of_a_target_by_its_owner(tmp_path, refbench, reachable_dir, other_user):
+    """The defect an outside tester found: a kept dss run's data in a user's target; the user replaces the target with
+    a link to a third directory holding data of the same names; clean must remove nothing there."""
+    target, victim = _users_target(reachable_dir, other_user), _victim(reachable_dir)
+    made = refbench("dss", str(target), "--engines", "duckdb", "--modes", "power", "--sf", "0.01", "--keep-work",
+                    "--runs-dir", "runs")
+    assert made.code == 0, made.stderr
+    assert (target / "tpch-sf0.01" / "lineitem.csv").is_file() and (target / "tpch-sf0.01.duckdb").is_file()
+    moved = target.parent / "moved"
+    swapped = _as(other_user, "sh", "-c", f"mv {target} {moved} && ln -s {victim} {target}")
+    assert swapped.returncode == 0, swapped.stderr
+
+    cleaned = refbench("clean", made.last_line.split("/")[-1], "--runs-dir", "runs")
+    said = " ".join(cleaned.stderr.split())
+    assert cleaned.code == 0, cleaned.stderr
+    for name in ("tpch-sf0.01", "tpch-sf0.01.duckdb"):
+        assert f"kept {target / name}: {target} on the way to it is now a symbolic link, not the directory this run " \
+               "saw" in said
+    assert _victim_intact(victim)
+    assert (moved / "tpch-sf0.01" / "lineitem.csv").is_file()  # no longer where the run made it: kept as well
+
+
+def test_a_place_swapped_for_a_link_or_a_users_own_directory_and_a_file_swapped_for_a_link_are_kept(
+        tmp_path, reachable_dir, other_user):
+    target, victim = _users_target(reachable_dir, other_user), _victim(reachable_dir)
+    run = _new_run(tmp_path)
+    run.claim_work([target / "data" / "part-1", target / "db.duckdb", target / "answers"], "dss")  # data: made here
+    (target / "data" / "part-1").write_text("")
+    (target / "db.duckdb").write_text("the run's")
+    (target / "answers").mkdir()
+    run.note_work_found(runner.run_owners(run))
+    swapped = _as(other_user, "sh", "-c", f"cd {target} && mv data data-moved && ln -s {victim} data && "
+                  f"rm db.duckdb && ln -s {victim}/tpch-sf0.01.duckdb db.duckdb && "
+                  f"mv answers answers-moved && mkdir answers && echo theirs > answers/mine")
+    assert swapped.returncode == 0, swapped.stderr
+
+    removed, said = _clean_saying(run)
+    assert removed == []
+    assert f"kept {target / 'data'}: it is now a symbolic link, not the place this run created" in said
+    assert f"kept {target / 'db.duckdb'}: it is now a symbolic link, not the place this run created" in said
+    assert f"kept {target / 'answers'}: it is now a directory of user {other_user.pw_name}, not the one this run " \
+           "created" in said
+    assert _victim_intact(victim) and (target / "answers" / "mine").read_text() == "theirs\n"
+    assert (target / "data-moved" / "part-1").is_file() and (target / "answers-moved").is_dir()
+
+
+def test_a_target_replaced_by_another_directory_of_the_same_name_is_not_entered(tmp_path, reachable_dir, other_user):
+    target = _users_target(reachable_dir, other_user)
+    run = _new_run(tmp_path)
+    run.claim_work([target / "data"], "dss")
+    (target / "data").mkdir()
+    run.note_work_found(runner.run_owners(run))
+    swapped = _as(other_user, "sh", "-c", f"mv {target} {target}-moved && mkdir -p {target}/data && echo theirs > "
+                  f"{target}/data/mine")
+    assert swapped.returncode == 0, swapped.stderr
+
+    removed, said = _clean_saying(run)
+    assert removed == [] and (target / "data" / "mine").read_text() == "theirs\n"
+    assert f"kept {target / 'data'}: the directory it was in, {target}, is no longer the one this run saw" in said
+
+
+def test_a_place_another_user_made_before_the_run_did_is_not_taken_for_the_runs(tmp_path, reachable_dir, other_user):
+    target = _users_target(reachable_dir, other_user)
+    run = _new_run(tmp_path)
+    run.claim_work([target / "cache"], "dss")  # not there yet: the run's to create ...
+    made = _as(other_user, "sh", "-c", f"mkdir {target}/cache && echo theirs > {target}/cache/mine")  # ... but not
+    assert made.returncode == 0, made.stderr
+    run.note_work_found(runner.run_owners(run))
+
+    removed, said = _clean_saying(run)
+    assert removed == [] and (target / "cache" / "mine").read_text() == "theirs\n"
+    assert f"kept {target / 'cache'}: it belongs to user {other_user.pw_name}, not to this run" in said
+
+
+def test_a_path_edited_in_work_json_is_not_removed_and_what_the_run_made_still_is(tmp_path, reachable_dir):
+    victim = _victim(reachable_dir)
+    run = _new_run(tmp_path)
+    run.claim_work([reachable_dir / "made" / "file"], "dss")
+    (reachable_dir / "made" / "file").write_text("")
+    places = json.loads(run.work_file.read_text())
+    edited = {**places[0], "path": str(victim / "tpch-sf0.01")}  # the seal and identity of a genuine entry
+    forged = {"path": str(victim), "suite": "dss", "created": True}
+    run.work_file.write_text(json.dumps(places + [edited, forged]))
+
+    removed, said = _clean_saying(run)
+    assert removed == [reachable_dir / "made"]
+    for path in (victim / "tpch-sf0.01", victim):
+        assert f"kept {path}: its entry in {run.work_file} is not the one this run wrote" in said
+    assert _victim_intact(victim)

@@ -7,6 +7,7 @@ skips exactly the recorded cases and measures the rest: none lost, none duplicat
 from __future__ import annotations
 
 import hashlib
+import pwd
 import shutil
 import socket
 import time
@@ -19,7 +20,7 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from refbench import accept
+from refbench import accept, removal
 from refbench.catalog import index_run
 from refbench.engines import last_server_failure
 from refbench.errors import UserError
@@ -30,6 +31,7 @@ from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan, PlanError
 from refbench.runstore import CorruptRunFile, Run, iso, list_runs, utc_now
 from refbench.suites import Case, Finding, Suite, get_suite
+from refbench.suites.device.targets import SERVER_ACCOUNTS
 
 
 @dataclass
@@ -208,31 +210,61 @@ def remove_work_data(run: Run, console: Console) -> list[tuple[Path, int]]:
     """Removes what a run wrote besides its results: its work directory, its scratch directory and every place its
     suites created (SuiteContext.claim) — database directories, generated data and test files, in its targets
     too — but never a target itself, nor anything refbench did not create there. A place a running run uses, or
-    one a later run created anew after this one's was gone, stays. Says what it removed; returns it, with the bytes
-    each held on disk."""
+    one a later run created anew after this one's was gone, stays; so does one that is no longer what this run
+    created (see removal: walked from "/" with no link followed, matched by device and inode), and one whose entry
+    in work.json is not sealed by this run. Says what it removed and what it kept; returns what it removed, with
+    the bytes each held on disk."""
     others = [r for r in list_runs(run.path.parent) if r.path.resolve() != run.path.resolve()]
     claims = {other: _places_of(other) for other in others}
+    owners = run_owners(run)
     removed, done = [], set()
-    places = [(run.path / "work", ""), (scratch_dir(run), "")]
-    places += [(Path(p["path"]), p["path"]) for p in run.work_places() if p["created"]]
-    for place, claimed in places:
-        if not place.exists() and not place.is_symlink():
+    # The run directory is the one the user named, so the way to it is theirs to trust; the rest is walked.
+    places = [(run.path / "work", "", dict(owners=owners, trusted_parent=True)),
+              (scratch_dir(run), "", dict(owners=owners))]
+    for p in run.work_places():
+        if not p["created"]:
+            continue
+        if not run.work_sealed(p):
+            console.print(f"kept {p['path']}: its entry in {run.work_file} is not the one this run wrote (edited, or "
+                          "written by an older refbench), so it cannot vouch for what is there", soft_wrap=True)
+            continue
+        places.append((Path(p["path"]), p["path"], dict(parent=p.get("parent"), recorded=p.get("found"), owners=owners)))
+    for path, claimed, expected in places:
+        try:
+            place = removal.open_place(path, **expected)
+        except removal.Kept as why:
+            console.print(f"kept {path}: {why}", soft_wrap=True)
+            continue
+        if place is None:
             done.add(claimed)
             continue
-        if why := _kept_because(place, run, claims):
-            console.print(f"kept {place}: {why}", soft_wrap=True)
-            if why.startswith("created again"):
-                done.add(claimed)  # the later run's now: this run must not remove it on another try either
-            continue
-        size, problem = _remove(place)
+        with place:
+            if why := _kept_because(path, place, run, claims):
+                console.print(f"kept {path}: {why}", soft_wrap=True)
+                if why.startswith("created again"):
+                    done.add(claimed)  # the later run's now: this run must not remove it on another try either
+                continue
+            size, problem = removal.remove(place, path)
         if problem:
-            console.print(f"[yellow]could not remove[/yellow] {place}: {problem}", soft_wrap=True)
+            console.print(f"[yellow]could not remove[/yellow] {path}: {problem}", soft_wrap=True)
         else:
-            console.print(f"removed {place} ({size / 1e6:,.1f} MB)", soft_wrap=True)
-            removed.append((place, size))
+            console.print(f"removed {path} ({size / 1e6:,.1f} MB)", soft_wrap=True)
+            removed.append((path, size))
             done.add(claimed)
     run.forget_work(done - {""})
     return removed
+
+
+def run_owners(run: Run) -> set[int]:
+    """Who may own a place a run created: the account that made the run (which owns its directory), and the accounts
+    its managed servers run as (they own their data directories)."""
+    owners = {run.path.stat().st_uid}
+    for account in SERVER_ACCOUNTS.values():
+        try:
+            owners.add(pwd.getpwnam(account).pw_uid)
+        except KeyError:
+            continue
+    return owners
 
 
 def _places_of(run: Run) -> list[dict[str, Any]]:
@@ -246,41 +278,23 @@ def _overlap(a: Path, b: Path) -> bool:
     return a == b or a in b.parents or b in a.parents
 
 
-def _kept_because(place: Path, run: Run, claims: dict[Run, list[dict[str, Any]]]) -> str:
+def _kept_because(path: Path, place: removal.Place, run: Run, claims: dict[Run, list[dict[str, Any]]]) -> str:
     """Why a place of ``run`` must stay: another run uses it now, or created it (or something in it) later."""
     for other, places in claims.items():
         for p in places:
             theirs = Path(p["path"])
-            if not _overlap(place, theirs):
+            if not _overlap(path, theirs):
                 continue
             if other.in_use():
                 return f"in use by the running run {other.path}"
             if p["created"] and other.path.name > run.path.name:  # run directory names begin with their start time
-                if theirs in place.parents:
+                if theirs in path.parents:
                     return f"the later run {other.path} created {theirs} in it"
                 return f"created again by the later run {other.path} after this run's was gone"
-    pid_file = place / "postmaster.pid"
-    if pid_file.is_file():
-        pid = pid_file.read_text().split("\n", 1)[0].strip()
-        if pid.isdigit() and Path(f"/proc/{pid}").exists():
-            return f"a PostgreSQL server (pid {pid}) still runs in it; stop it first (pg_ctl -D {place} stop)"
+    pid = (place.read_text("postmaster.pid") or "").split("\n", 1)[0].strip()
+    if pid.isdigit() and Path(f"/proc/{pid}").exists():
+        return f"a PostgreSQL server (pid {pid}) still runs in it; stop it first (pg_ctl -D {path} stop)"
     return ""
-
-
-def _remove(place: Path) -> tuple[int, str]:
-    """Removes a file, a symbolic link (not what it points to) or a directory tree; returns the bytes it held on
-    disk, and what failed ("" when nothing did)."""
-    errors: list[str] = []
-    if place.is_symlink() or not place.is_dir():
-        size = place.lstat().st_blocks * 512
-        try:
-            place.unlink()
-        except OSError as exc:
-            return 0, exc.strerror or str(exc)
-        return size, ""
-    size = sum(f.lstat().st_blocks * 512 for f in place.rglob("*") if not f.is_dir() or f.is_symlink())
-    shutil.rmtree(place, onerror=lambda fn, path, info: errors.append(f"{path}: {getattr(info[1], 'strerror', info[1])}"))
-    return size, "; ".join(errors[:3])
 
 
 def clean(runs: list[Run], console: Console, each: bool = False) -> list[tuple[Path, int]]:
@@ -316,6 +330,7 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
         ctx = SuiteContext(run, plan, suite.name, plan.options.get(suite.name, {}), console, progress)
         try:
             suite.prepare(ctx)
+            run.note_work_found(run_owners(run))
             overall = progress.add_task(f"{suite.name}: cases", total=len(cases), completed=done)
             for case in todo:
                 progress.update(overall, description=f"{suite.name}: {case.title or case.id}")
@@ -327,6 +342,7 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
             close = getattr(suite, "close", None)
             if close is not None:
                 close(ctx)
+            run.note_work_found(run_owners(run))
     run.write_findings(suite.name, findings)
     failed = [f for f in findings if not f.passed]
     for f in failed:

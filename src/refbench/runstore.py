@@ -13,7 +13,8 @@ lost or duplicated when a run is interrupted (Ctrl-C, kill -9, power loss) and r
       secrets/                  0700: what must not be shown (passwords of the plan's DSNs, managed servers')
       tags.json                 the run's tags ({"firmware": "2.1"}): set by --tag, changed by 'refbench tag'
       work.json                 the places outside work/ the suites wrote to (targets, data_dir options): what
-                                removing the run's work data removes, and what it must leave to others
+                                removing the run's work data removes (what it created, by device and inode, each
+                                entry sealed with secrets/work.key), and what it must leave to others
       run.lock                  while a process runs the run (flock); gone when it ends
 """
 
@@ -22,9 +23,11 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import functools
+import hmac
 import json
 import os
 import re
+import secrets
 import types
 import typing
 from contextlib import contextmanager
@@ -32,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from refbench import removal
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_json, remove_temp_files, writable_directory
 from refbench.plan import TAG, Plan
@@ -273,7 +277,9 @@ class Run:
         return self.path / "work.json"
 
     def work_places(self) -> list[dict[str, Any]]:
-        """The places outside the run directory its suites claimed (claim_work): {path, suite, created}."""
+        """The places outside the run directory its suites claimed (claim_work): {path, suite, created}, and for a
+        place the run created, what identifies it and the directory it is in ({parent, found}: device, inode, owner),
+        sealed (work_sealed)."""
         if not self.work_file.exists():
             return []
         places = self._read(self.work_file)
@@ -284,23 +290,74 @@ class Run:
 
     def claim_work(self, paths: list[Path], suite: str) -> None:
         """Notes ``paths`` as the run's work data before a suite writes them (and so before a kill could leave them
-        unnoted): a path that does not exist yet the run creates (its topmost missing directory, that is), and
-        removes with its work data; one that exists (an earlier run's data, reused) is only marked as in use."""
+        unnoted): a path that does not exist yet the run creates (its topmost missing directory, that is, which is
+        made here, so that what identifies it is known from its first instant), and removes with its work data; one
+        that exists (an earlier run's data, reused) is only marked as in use. Paths are noted without symbolic links,
+        so that removal can walk down to them following none."""
         new = [Path(os.path.abspath(path)) for path in paths if os.path.abspath(path) not in self._claimed]
         if not new:  # SuiteContext.work_dir claims on every use
             return
         places = self.work_places()
         known = {p["path"] for p in places}
         before = len(places)
-        for top in new:
-            self._claimed.add(str(top))
+        for path in new:
+            self._claimed.add(str(path))
+            top = path
             while not top.parent.exists() and top.parent != top:
                 top = top.parent
-            if str(top) not in known:
-                known.add(str(top))
-                places.append({"path": str(top), "suite": suite, "created": not top.exists()})
+            top = Path(os.path.realpath(top.parent)) / top.name
+            if str(top) in known:
+                continue
+            known.add(str(top))
+            place: dict[str, Any] = {"path": str(top), "suite": suite, "created": not os.path.lexists(top)}
+            if place["created"]:
+                made = removal.make_directory(top) if top != Path(os.path.realpath(path)) else None
+                place |= made or {"parent": removal.parent_identity(top), "found": None}
+            places.append(self._seal(place))
         if len(places) > before:
             atomic_write_json(self.work_file, places)
+
+    def note_work_found(self, owners: set[int]) -> None:
+        """Records what identifies each place the run created as it is now, while the run holds it: a place a suite
+        made itself (a file, a generated directory) or made anew is known by its device and inode from then on, and
+        anything put in its stead afterwards is not removed. Only a place still in the directory recorded, reached
+        with no link, and owned by one of ``owners`` (the run's and its servers' accounts) is taken."""
+        places, changed = self.work_places(), False
+        for place in places:
+            if not place["created"] or not self.work_sealed(place):
+                continue
+            try:
+                opened = removal.open_place(Path(place["path"]), parent=place.get("parent"), owners=owners)
+            except (OSError, removal.Kept):
+                continue
+            if opened is None:
+                continue
+            with opened:
+                found = removal.identity(opened.stat)
+            if found != place.get("found"):
+                place.update(self._seal({**place, "found": found}))
+                changed = True
+        if changed:
+            atomic_write_json(self.work_file, places)
+
+    def _work_key(self, create: bool) -> bytes | None:
+        key = read_private(self.secret_path("work.key"))
+        if key is None and create:
+            key = secrets.token_hex(32)
+            write_private(self.secret_path("work.key"), key)
+        return key.encode() if key else None
+
+    def _seal(self, place: dict[str, Any], key: bytes | None = None) -> dict[str, Any]:
+        """The place with a seal over everything it records, made with the run's private key: an edited path or
+        identity in work.json no longer matches it."""
+        unsealed = {k: v for k, v in place.items() if k != "seal"}
+        key = key or self._work_key(create=True)
+        return {**unsealed, "seal": hmac.new(key, json.dumps(unsealed, sort_keys=True).encode(), "sha256").hexdigest()}
+
+    def work_sealed(self, place: dict[str, Any]) -> bool:
+        key = self._work_key(create=False)
+        return key is not None and isinstance(place.get("seal"), str) and \
+            hmac.compare_digest(self._seal(place, key)["seal"], place["seal"])
 
     def forget_work(self, paths: set[str]) -> None:
         """Drops places from work.json once removed (or once another run created them anew): a later run may create
