@@ -13,14 +13,54 @@ from typing import Any
 
 MASK = "***"
 
-# libpq keyword form (password=secret, password = 'a b') and URIs (postgresql://user:secret@host, ?password=secret).
-_KEYWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-_USERINFO = re.compile(r"(://[^:/@\s]*:)[^@\s]+@")
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
+# A URI's user:password@host. The password runs to the LAST '@' that a host follows (an '@' written unescaped belongs
+# to the password, as urlsplit and so parse_dsn read it), and may hold ':', '/', '?', '#', quotes and spaces written
+# raw, since a broken DSN is repeated in messages too. Greedy: when unsure, more is masked, never less. What follows a
+# host: a port, a path, a query, the end, or the quote or space that ends a DSN quoted in a message; "'bob'@'h'" (a
+# MySQL account in a server's message) has no host after its '@'.
+_USERINFO = re.compile(rf"({_SCHEME}[^:/?#@\s'\"]*:)(.*)@(?=[^\s/?#@'\"]+(?:[/?#\s'\"]|$)|[/?#]|$)")
+# ?password=… in a URI's query: up to the next parameter.
+_QUERY = re.compile(r"([?&]password=)[^&#\s]*", re.IGNORECASE)
+# libpq's keyword form: password=secret, password = 'a b', 'it\'s' (backslash escapes, quoted or not). A doubled quote
+# ('it''s', SQL's way) and a quote never closed are masked to the end too: libpq refuses both, and its message quotes
+# the rest.
+_KEYWORD = re.compile(r"(?<![?&])(password\s*=\s*)('(?:[^'\\]|\\.|'')*(?:'|\\?$)|(?:\\.|[^\s\\])+)", re.IGNORECASE)
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """Where the passwords in ``text`` are, each (start, end), overlaps merged."""
+    found = sorted([(m.start(2), m.end(2)) for m in _USERINFO.finditer(text)] +
+                   [(m.end(1), m.end()) for m in _QUERY.finditer(text)] +
+                   [(m.start(2), m.end(2)) for m in _KEYWORD.finditer(text)])
+    merged: list[tuple[int, int]] = []
+    for start, end in found:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        elif end > start:
+            merged.append((start, end))
+    return merged
 
 
 def redact(text: str) -> str:
     """``text`` with every password it carries replaced by ***."""
-    return _KEYWORD.sub(rf"\g<1>{MASK}", _USERINFO.sub(rf"\g<1>{MASK}@", text))
+    shown, last = [], 0
+    for start, end in _spans(text):
+        shown += [text[last:start], MASK]
+        last = end
+    return "".join(shown) + text[last:]
+
+
+def redact_quoted(message: str, dsn: str) -> str:
+    """A parser's ``message`` about ``dsn`` with what it quotes masked, unless the DSN shows it with its passwords
+    masked: libpq's "missing '=' after "…"" quotes the part of a DSN it stopped at, urlsplit's "'…' does not appear
+    to be an IPv4 or IPv6 address" what it took for a host, and either may be a piece of the password. A password may
+    hold quotes itself, so a quotation runs from the first quote to the last of the same kind."""
+    visible = redact(dsn)
+    if visible == dsn:
+        return message
+    return re.sub(r"""(["'])(.*)\1""", lambda m: m[0] if m[2] in visible else f"{m[1]}{MASK}{m[1]}", message,
+                  flags=re.DOTALL)
 
 
 def split_secrets(data: Any) -> tuple[Any, list[tuple[list[str | int], str]]]:

@@ -49,7 +49,7 @@ from refbench.engines.postgres import (
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
-from refbench.redaction import redact
+from refbench.redaction import redact, redact_quoted
 
 __all__ = ["ENGINE", "TRANSACTIONAL", "ManagedMariaDB", "MariaDbTransactional", "MariaDbEngine", "block_counts", "check_server", "check_server_settings", "connect", "last_panic", "load_lines", "parse_dsn",
            "require_server_binaries", "server_settings", "server_version", "version_problem"]
@@ -373,7 +373,7 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
     try:
         parts = urlsplit(dsn)
     except ValueError as exc:  # "Invalid IPv6 URL" and the like
-        raise UserError(f"'{redact(dsn)}' is not a valid URI ({exc}); write it as "
+        raise UserError(f"'{redact(dsn)}' is not a valid URI ({redact_quoted(str(exc), dsn)}); write it as "
                         "mysql://user:password@host:port/database.") from None
     if parts.scheme not in ("mysql", "mariadb"):
         raise UserError(f"'{redact(dsn)}' is not a MariaDB DSN; write it as mysql://user:password@host:port/database.")

@@ -18,6 +18,7 @@ from typing import Any
 
 from refbench.errors import UserError
 from refbench.host.inventory import postgres_binary
+from refbench.redaction import redact_quoted
 
 PG_MEMORY_UNITS = ("B", "kB", "MB", "GB", "TB")
 PG_TIME_UNITS = ("us", "ms", "s", "min", "h", "d")
@@ -96,6 +97,7 @@ def dsn_problem(value: str) -> str | None:
         conninfo_to_dict(value)
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+        reason = redact_quoted(reason, value)
         return (f"must be a libpq connection string such as 'host=db1 user=bench dbname=tpcc' or postgresql://…, "
                 f"and is not ({reason})")
     return None
