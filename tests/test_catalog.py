@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from conftest import cli_env, refbench_command
-from refbench.catalog import CATALOG_FILE, Catalog
+from test_exhaustion import fill, small_fs  # noqa: F401  small_fs: the 16 MiB tmpfs fixture, filled by fill
+from refbench.catalog import CATALOG_FILE, Catalog, read_catalog
 from refbench.catalog.history import parse_figure
 from refbench.errors import UserError
 from refbench.runstore import Run
@@ -80,8 +85,9 @@ def test_the_catalog_indexes_new_runs_marks_a_corrupt_one_and_rebuilds_from_the_
         assert {r["run"]: r["status"].split(":")[0] for r in rebuilt.runs()} == {slow: "corrupt", middle: "complete"}
 
     (runs / CATALOG_FILE).write_bytes(b"not a database" * 300)  # overwritten: rebuilt as if deleted
-    with Catalog(runs) as rebuilt:
-        assert rebuilt.update() == 2 and {r["run"] for r in rebuilt.runs()} == {slow, middle}
+    said: list[str] = []
+    assert read_catalog(runs, lambda catalog: {r["run"] for r in catalog.runs()}, said.append) == {slow, middle}
+    assert len(said) == 1 and "was damaged (file is not a database)" in said[0]
 
 
 def test_runs_tag_and_history_on_the_command_line(runs, refbench):
@@ -123,3 +129,135 @@ def test_runs_tag_and_history_on_the_command_line(runs, refbench):
     for wrong in ("nosuite.x", "oltp", "oltp..nopm"):
         with pytest.raises(UserError):
             parse_figure(wrong)
+
+
+def _overwrite_page_of(catalog_file, table: str) -> None:
+    """Random bytes over the page in the middle of the file that holds ``table``'s rows (its root page), as a torn
+    write or a bad sector leaves it; the header and the other pages stay as they were."""
+    with sqlite3.connect(catalog_file) as db:
+        page = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        page_size, pages = db.execute("PRAGMA page_size").fetchone()[0], db.execute("PRAGMA page_count").fetchone()[0]
+    db.close()
+    assert 1 < page < pages and not os.path.exists(f"{catalog_file}-wal")  # all in the file, none in the WAL
+    with open(catalog_file, "r+b") as f:
+        f.seek((page - 1) * page_size)
+        f.write(os.urandom(page_size))
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "runs catalog" in line]
+
+
+@pytest.mark.parametrize("table, command", [
+    ("runs", ("runs", "--json")),  # read by every update
+    ("headlines", ("runs", "--json")),  # read only by the listing, after an update that went well
+    ("figures", ("history", "sleepy.case-001.ops_per_s", "--json")),  # read only by history
+])
+def test_a_damaged_page_in_the_middle_of_the_catalog_is_rebuilt_from_the_run_directories(runs, refbench, table, command):
+    runs, made = runs
+    _overwrite_page_of(runs / CATALOG_FILE, table)
+    damaged = refbench(*command, "--runs-dir", "runs")
+    assert damaged.code == 0, damaged.stderr
+    listed = damaged.json() if command[0] == "runs" else damaged.json()["points"]
+    assert sorted(r["run"] for r in listed) == made
+    assert _warnings(damaged.stderr) == [f"refbench: warning: the runs catalog runs/{CATALOG_FILE} was damaged (database "
+                                         "disk image is malformed) and has been rebuilt from the run directories."]
+    with sqlite3.connect(runs / CATALOG_FILE) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    db.close()
+    again = refbench(*command, "--runs-dir", "runs")
+    assert again.code == 0 and not _warnings(again.stderr), again.stderr  # said once: healed for good
+    assert again.stdout == damaged.stdout
+
+
+@pytest.fixture
+def shared_runs(runs):
+    """The runs in a directory the unprivileged user 'nobody' can reach (pytest's tmp_path is closed to others)."""
+    base = Path(tempfile.mkdtemp(prefix="refbench-test-catalog-"))
+    try:
+        base.chmod(0o755)
+        shutil.copytree(runs[0], base / "runs")
+        yield base / "runs", runs[1]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _could_not_be_used(stderr: str, why: str) -> None:
+    assert len(_warnings(stderr)) == 1, stderr
+    assert re.fullmatch(rf"refbench: warning: the runs catalog \S+{CATALOG_FILE} could not be used \(.*(?:{why}).*\): the "
+                        r"runs were read from their directories instead\.", _warnings(stderr)[0]), stderr
+
+
+def _tag_unindexed(runs, run: str) -> None:
+    """A change the catalog has not seen: the listing shows it only if it came from the run directories."""
+    (runs / run / "tags.json").write_text(json.dumps({"firmware": "9.9"}))
+
+
+def test_a_catalog_that_cannot_be_written_gives_way_to_the_run_directories(runs, refbench):
+    runs, made = runs
+    catalog_file = runs / CATALOG_FILE
+    before = catalog_file.read_bytes()
+    _tag_unindexed(runs, made[0])
+
+    # Locked: another process holds a write transaction for longer than the catalog waits.
+    holder = sqlite3.connect(catalog_file, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        locked = refbench("runs", "--runs-dir", "runs", "--json")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert locked.code == 0, locked.stderr
+    _could_not_be_used(locked.stderr, "database is locked")
+    assert {r["run"]: r["tags"] for r in locked.json()}[made[0]] == {"firmware": "9.9"}
+
+    # Immutable (chattr +i): not even root may write it.
+    if subprocess.run(["chattr", "+i", str(catalog_file)], capture_output=True).returncode != 0:
+        pytest.skip(f"this file system refuses chattr +i on {catalog_file}")
+    try:
+        immutable = refbench("runs", "--runs-dir", "runs", "--json")
+        history = refbench("history", "sleepy.ops_per_s", "--runs-dir", "runs", "--json", "--tag", "firmware=9.9")
+    finally:
+        subprocess.run(["chattr", "-i", str(catalog_file)], check=True)
+    assert immutable.code == 0, immutable.stderr
+    _could_not_be_used(immutable.stderr, "readonly")
+    assert sorted(r["run"] for r in immutable.json()) == made
+    assert {r["run"]: r["tags"] for r in immutable.json()}[made[0]] == {"firmware": "9.9"}
+    assert history.code == 0 and [p["run"] for p in history.json()["points"]] == made[:1], history.stderr
+    _could_not_be_used(history.stderr, "readonly")
+    assert catalog_file.read_bytes() == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
+def test_a_catalog_this_user_may_only_read_gives_way_to_the_run_directories(shared_runs):
+    runs, made = shared_runs
+    (runs / CATALOG_FILE).chmod(0o444)
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+    def listed() -> tuple[dict[str, dict], str]:
+        p = subprocess.run([*as_nobody, *refbench_command("runs", "--runs-dir", str(runs), "--json")],
+                           env=cli_env(), capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return {r["run"]: r["tags"] for r in json.loads(p.stdout)}, p.stderr
+
+    _tag_unindexed(runs, made[0])
+    tags, stderr = listed()
+    assert sorted(tags) == made and tags[made[0]] == {"firmware": "9.9"}
+    # SQLite cannot even read a WAL catalog here: its shared-memory index (-shm) cannot be made beside it.
+    _could_not_be_used(stderr, "readonly")
+    assert sorted(p.name for p in runs.glob(CATALOG_FILE + "*")) == [CATALOG_FILE]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_catalog_on_a_full_disk_gives_way_to_the_run_directories(runs, small_fs, refbench):
+    runs, made = runs
+    shutil.copytree(runs, small_fs / "runs")
+    _tag_unindexed(small_fs / "runs", made[1])
+    filler = fill(small_fs)
+    try:
+        full = refbench("runs", "--runs-dir", str(small_fs / "runs"), "--json")
+    finally:
+        filler.unlink()
+    assert full.code == 0, full.stderr
+    _could_not_be_used(full.stderr, "full|disk I/O error")  # the WAL or its index cannot grow
+    assert {r["run"]: r["tags"] for r in full.json()}[made[1]] == {"firmware": "9.9"}

@@ -348,6 +348,10 @@ def _tags_text(tags: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in tags.items())
 
 
+def _warn(sentence: str) -> None:
+    err.print(f"refbench: warning: {sentence}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _headline_text(h: dict[str, Any]) -> str:
     from refbench.catalog.history import series_name
     from refbench.report.html import fmt
@@ -369,18 +373,17 @@ def list_runs_cmd(
     """List the runs, newest first, with their status, tags and headline figures. The list comes from the runs
     catalog (catalog.sqlite in the runs directory), brought up to date from the run directories first; a run
     that cannot be read is listed as corrupt with one warning."""
-    from refbench.catalog import Catalog, since_utc
+    from refbench.catalog import read_catalog, since_utc
     from refbench.catalog.history import lead_headlines
 
     shown = limit if limit is not None else 0 if as_json else RUNS_TABLE_LIMIT
-    with Catalog(runs_dir) as catalog:
-        catalog.update()
-        listed = catalog.runs(suite, host, _tag_filter(tag), since_utc(since), shown + 1 if shown else None)
+    listed = read_catalog(runs_dir, lambda catalog: catalog.runs(suite, host, _tag_filter(tag), since_utc(since),
+                                                                 shown + 1 if shown else None), _warn)
     more = shown and len(listed) > shown
     listed = listed[:shown] if more else listed
     for r in listed:
         if r["problem"]:  # the other runs are still listed
-            err.print(f"refbench: warning: {r['problem']}", markup=False, highlight=False, soft_wrap=True)
+            _warn(r["problem"])
     if as_json:
         print(json.dumps(listed, indent=2))
         return
@@ -439,14 +442,13 @@ def history(
 ) -> None:
     """A figure's values over the runs that have it, oldest first, with each run's spread (the lowest and highest
     of the repeats or per-second samples behind the value), and a trend chart of them."""
-    from refbench.catalog import Catalog, since_utc
+    from refbench.catalog import read_catalog, since_utc
     from refbench.catalog.history import history as figure_history, spread_text, trend_chart
     from refbench.report.charts import render_figure
     from refbench.report.html import fmt
 
-    with Catalog(runs_dir) as catalog:
-        catalog.update()
-        points = figure_history(catalog, figure, host, _tag_filter(tag), since_utc(since))
+    points = read_catalog(runs_dir, lambda catalog: figure_history(catalog, figure, host, _tag_filter(tag),
+                                                                   since_utc(since)), _warn)
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", figure)
     where = chart_dir or Path(runs_dir) / "history"
     try:

@@ -21,13 +21,22 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from refbench.errors import UserError
 from refbench.plan import TAG
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
 CATALOG_FILE = "catalog.sqlite"
+MEMORY = ":memory:"
+# A writer holds the catalog for one run's transaction (0.02 s); waiting longer than this means something else
+# holds it, and the run directories answer instead.
+BUSY_TIMEOUT_S = 5.0
+# Each tag filter is one more condition in one SQL expression: SQLite refuses an expression deeper than 1,000, and
+# no one compares runs on more than a few tags at once.
+MAX_TAG_FILTERS = 20
+# What SQLite says of a file whose pages or header are not a database's: made again from the run directories.
+DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 SCHEMA_VERSION = 2
 # A figure's spread is the lowest and highest of the measurements behind it (repeats, or per-second samples) and
 # how many there were; NULL when it was measured once.
@@ -52,32 +61,28 @@ HEADLINE_COLUMNS = ("suite", "label", "value", "unit", "case", "metric", "note",
 
 
 class Catalog:
-    def __init__(self, runs_dir: str | Path, database: Path | None = None):
-        """``database``: where to keep the catalog instead of the runs directory (refbench serve's own copy of a
-        runs directory it may not write)."""
+    def __init__(self, runs_dir: str | Path, database: Path | str | None = None):
+        """``database``: where to keep the catalog instead of the runs directory (a file of refbench serve's own, or
+        MEMORY). Any SQLite error is the caller's: `read_catalog` and `rebuilt` turn it into a catalog made again
+        from the run directories."""
         self.runs_dir = Path(runs_dir)
         self.path = database or self.runs_dir / CATALOG_FILE
-        # Someone else's runs directory that this user may read but not write is catalogued in memory, every time.
-        writable = database is not None or (os.access(self.runs_dir, os.W_OK)
-                                            and (not self.path.exists() or os.access(self.path, os.W_OK)))
-        self.db = sqlite3.connect(self.path if writable else ":memory:", timeout=30)
+        # A file this user may not write is opened read-only by SQLite itself: read as it is while nothing needs
+        # indexing, and an error ("attempt to write a readonly database") the moment something does.
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.DatabaseError:  # not a database (truncated, overwritten): the run directories rebuild it
+            # A commit is not fsynced: what a crash loses, the next update indexes again from the run directories.
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                # An older layout is rebuilt from the run directories, which hold everything.
+                for table in ("runs", "headlines", "figures"):
+                    self.db.execute(f"DROP TABLE IF EXISTS {table}")
+                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.db.executescript(SCHEMA)
+        except BaseException:
             self.db.close()
-            for leftover in (self.path, self.path.with_name(self.path.name + "-wal"),
-                             self.path.with_name(self.path.name + "-shm")):
-                leftover.unlink(missing_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30)
-            self.db.execute("PRAGMA journal_mode=WAL")
-        # A commit is not fsynced: what a crash loses, the next update indexes again from the run directories.
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-            # An older layout is rebuilt from the run directories, which hold everything.
-            for table in ("runs", "headlines", "figures"):
-                self.db.execute(f"DROP TABLE IF EXISTS {table}")
-            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        self.db.executescript(SCHEMA)
+            raise
 
     def __enter__(self) -> "Catalog":
         return self
@@ -174,6 +179,56 @@ def index_run(run: Run, console: Any) -> None:
                       "'refbench runs' updates it.", markup=False, soft_wrap=True)
 
 
+T = TypeVar("T")
+
+
+def read_catalog(runs_dir: str | Path, read: Callable[[Catalog], T], say: Callable[[str], None]) -> T:
+    """``read(catalog)`` over the runs directory's catalog brought up to date. When SQLite fails anywhere in that
+    (damaged pages, locked, read-only, immutable, disk full), over a catalog made again from the run directories,
+    which ``say`` is told in one sentence."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():  # no runs yet: nothing to catalogue, nothing to say
+        with Catalog(runs_dir, MEMORY) as catalog:
+            return read(catalog)
+    try:
+        with Catalog(runs_dir) as catalog:
+            catalog.update()
+            return read(catalog)
+    except sqlite3.Error as exc:
+        catalog, sentence = rebuilt(runs_dir, runs_dir / CATALOG_FILE, exc)
+    say(sentence)
+    with catalog:
+        return read(catalog)
+
+
+def rebuilt(runs_dir: Path, failed: Path, problem: sqlite3.Error, fallback: Path | str = MEMORY,
+            warn: Callable[[str], None] = lambda message: None) -> tuple[Catalog, str]:
+    """A catalog made afresh from the run directories after ``problem`` came from the catalog file ``failed``, and
+    the sentence that says what happened: a damaged file is made again in its place; one that cannot be (or that
+    failed for another reason: locked, read-only, disk full) is left as it is for a catalog at ``fallback``."""
+    if (getattr(problem, "sqlite_errorcode", 0) & 0xFF) in DAMAGED:
+        try:
+            return _made_afresh(runs_dir, failed, warn), (f"the runs catalog {failed} was damaged ({problem}) and "
+                                                          "has been rebuilt from the run directories.")
+        except (sqlite3.Error, OSError) as exc:
+            problem = exc
+    return _made_afresh(runs_dir, fallback, warn), (f"the runs catalog {failed} could not be used ({problem}): the "
+                                                    "runs were read from their directories instead.")
+
+
+def _made_afresh(runs_dir: Path, database: Path | str, warn: Callable[[str], None]) -> Catalog:
+    if database != MEMORY:
+        for leftover in (Path(database), Path(f"{database}-wal"), Path(f"{database}-shm")):
+            leftover.unlink(missing_ok=True)
+    catalog = Catalog(runs_dir, database)
+    try:
+        catalog.update(warn)
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog
+
+
 def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
              table: str = "runs") -> tuple[str, list[Any]]:
     """The conditions on the runs table (joined by AND, "" for none) and their arguments."""
@@ -184,6 +239,8 @@ def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None
     if host:
         where.append(f"{table}.host = ?")
         args.append(host)
+    if len(tags or {}) > MAX_TAG_FILTERS:
+        raise UserError(f"{len(tags or {}):,} tag filters are more than the {MAX_TAG_FILTERS} one query takes.")
     for name, value in (tags or {}).items():
         if not TAG.fullmatch(f"{name}={value}"):  # the name goes into a JSON path
             raise UserError(f"tag filter {name}={value} is not NAME=VALUE (letters, digits, '.', '_' or '-' in NAME).")
