@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from conftest import cli_env, refbench_command, wait_for
-from refbench import runner
+from refbench import removal, runner
 from refbench.plan import load_plan
 from refbench.runstore import Run
 from test_least_privilege import _as, other_user  # noqa: F401 (a fixture)
@@ -267,3 +267,19 @@ def test_a_path_edited_in_work_json_is_not_removed_and_what_the_run_made_still_i
     for path in (victim / "tpch-sf0.01", victim):
         assert f"kept {path}: its entry in {run.work_file} is not the one this run wrote" in said
     assert _victim_intact(victim)
+
+
+def test_a_jobs_work_directory_is_removed_through_no_link_put_on_the_way_to_it(reachable_dir, other_user):
+    """The analytics launcher removes each job's WORK as the job ends, in a location that may be a user's target."""
+    target, victim = _users_target(reachable_dir, other_user), _victim(reachable_dir)
+    job = target / "work" / "tpch-sf0.01"
+    (job / "sort").mkdir(parents=True)
+    (job / "sort" / "run-1").write_text("")
+    removal.remove_quietly(job)
+    assert not job.exists() and (target / "work").is_dir()
+
+    job.mkdir()
+    swapped = _as(other_user, "sh", "-c", f"mv {target}/work {target}/work-moved && ln -s {victim} {target}/work")
+    assert swapped.returncode == 0, swapped.stderr
+    removal.remove_quietly(job)
+    assert _victim_intact(victim) and (target / "work-moved" / "tpch-sf0.01").is_dir()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from typing import Any, Callable
 
 from refbench.children import die_with_parent
 from refbench.host.telemetry import read_process_io
+from refbench.removal import remove_quietly
 from refbench.suites.analytics.catalog import LOCATIONS, AnalyticsTest
 
 MB = 1e6
@@ -73,7 +73,7 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
     def start(job: Job) -> _Running:
         dirs = {"DATA": locations["DATA"], "WORK": locations["WORK"] / job.id, "UTIL": locations["UTIL"] / job.id}
         for name in ("WORK", "UTIL"):
-            shutil.rmtree(dirs[name], ignore_errors=True)
+            remove_quietly(dirs[name])  # WORK may be in a target another user can write
             dirs[name].mkdir(parents=True)
         result, log = logs / f"{job.id}.json", logs / f"{job.id}.log"
         result.unlink(missing_ok=True)
@@ -121,7 +121,7 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
                 timeline.append((round(time.monotonic() - t0, 3), len(running)))
             for r, _ in exited:
                 for name in ("WORK", "UTIL"):
-                    shutil.rmtree(r.dirs[name], ignore_errors=True)  # SAS removes a session's WORK when it ends
+                    remove_quietly(r.dirs[name])  # SAS removes a session's WORK when it ends
             if time.monotonic() >= next_space_sample:
                 for name in ("WORK", "UTIL"):
                     used = sum(_footprint(r.dirs[name]) for r in running)
@@ -133,7 +133,7 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
             r.process.kill()
             r.process.wait()
             for name in ("WORK", "UTIL"):
-                shutil.rmtree(r.dirs[name], ignore_errors=True)
+                remove_quietly(r.dirs[name])
         raise
     wall = time.monotonic() - t0
     peak_space["DATA"] = sum(p.stat().st_size for p in locations["DATA"].iterdir() if p.is_file())
