@@ -12,7 +12,7 @@ from refbench.engines.duckdb import DuckDbEngine
 from refbench.engines.mariadb import ManagedMariaDB
 from refbench.engines.postgres import ManagedPostgres, PostgresEngine
 from refbench.suites.dss import datagen
-from refbench.suites.dss.answers import as_expected, compare, engine_kinds, reference_answer
+from refbench.suites.dss.answers import as_expected, compare, reference_answer
 from refbench.suites.dss.queries import QUERIES, STREAM_ORDERS, min_streams, stream_queries
 
 
@@ -73,7 +73,7 @@ def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
             for q, text in stream_queries(stream, sf):
                 d_rows, _ = duck.run(text)
                 p_rows, _ = pg.run(text)
-                assert compare(q, p_rows, as_expected(d_rows), engine_kinds(q)) is None, f"stream {stream} Q{q}"
+                assert compare(q, p_rows, as_expected(d_rows), between_engines=True) is None, f"stream {stream} Q{q}"
         assert pg.cold() == "PostgreSQL restarted" and pg.run("SELECT count(*) FROM nation")[0] == [(25,)]
         assert duck.cold().startswith("DuckDB") and duck.run("SELECT count(*) FROM region")[0] == [(5,)]
         pg.close()
@@ -128,12 +128,21 @@ def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tm
             assert throughput["metrics"]["streams"] == 2 and throughput["metrics"]["throughput"] > 0
             assert throughput["extra"]["stream_orders"] == {"1": STREAM_ORDERS[1], "2": STREAM_ORDERS[2]}
         findings = json.loads((run / "findings" / "dss.json").read_text())
-        assert len(findings) == 44 and all(f["passed"] for f in findings)
+        assert all(f["passed"] for f in findings), [f for f in findings if not f["passed"]]
         assert findings[0]["check"] == "cross-engine agreement Q1 (duckdb and postgres, stream 0, SF 0.01)"
         assert findings[22]["check"] == "cross-engine agreement Q1 (duckdb and mariadb, stream 0, SF 0.01)"
+        # Every stream's answers too: DuckDB's power stream against its single queries where the refresh functions
+        # change nothing (Q2, Q11, Q16), the row stores' streams against DuckDB's same streams.
+        streams = {f["check"].replace(" answers agree with the other answers to the same query on the same data", ""): f
+                   for f in findings[44:]}
+        assert set(streams) == {"duckdb: power stream", "postgres: power stream", "postgres: throughput stream",
+                                "mariadb: power stream", "mariadb: throughput stream"}
+        assert streams["duckdb: power stream"]["detail"].startswith("3 answers equal")
+        assert streams["mariadb: power stream"]["detail"].startswith("22 answers equal")
+        assert int(streams["postgres: throughput stream"]["detail"].split()[0]) > 22  # of the 44, those the refresh stream left alone
         verdict = json.loads((run / "verdict.json").read_text())[0]
         assert [(e["engine"], e["kind"], e["checks"]) for e in verdict["engines"]] == [
-            ("duckdb", "column store", "44 passed"), ("mariadb", "row store", "22 passed"), ("postgres", "row store", "22 passed")]
+            ("duckdb", "column store", "45 passed"), ("mariadb", "row store", "24 passed"), ("postgres", "row store", "24 passed")]
         assert all(e["load s"] > 0 and e["power"] > 0 and e["query time geometric mean s"] > 0 for e in verdict["engines"])
         assert "the engines compared" in (run / "report.html").read_text()
         assert {"individual", "figures", "power_steps", "load", "settings"} <= {p.stem for p in (run / "tables" / "dss").glob("*.csv")}
@@ -154,6 +163,7 @@ def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tm
         second = refbench(*args, "--modes", "power")
         assert second.code == 1, second.stderr
         assert "FAILED" in second.stderr and "cross-engine agreement Q1 " in second.stderr
+        assert "postgres: power stream answers agree" in second.stderr  # the power stream's Q1 saw the row missing too
         compared = refbench("compare", str(run), str(tmp_path / second.last_line), "--json", "--all")
         assert compared.code == 0, compared.stderr
         in_both = {(f["case"], f["metric"]) for f in compared.json()["figures"]}
