@@ -236,6 +236,59 @@ def test_good_server_settings_pass_the_server_check():
     assert [c.id for c in get_suite("oltp").cases(plan)] == ["u1-r1", "u2-r1"]
 
 
+# ---- settings that pass every check and fail only when the server starts -----------------------------------
+
+needs_mariadb = pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
+                                   reason="mariadb-server is not installed")
+
+
+def _run_directory(result: Result, cwd: Path) -> tuple[Path, str]:
+    """The run directory the run said it made: (where it is, as it was shown)."""
+    shown = re.search(r"^run directory: (.+)$", result.stderr, re.MULTILINE).group(1)
+    return cwd / shown, shown
+
+
+@pytest.mark.parametrize("args, says", [
+    pytest.param(["--pg-settings", "shared_preload_libraries=nonexistent"],
+                 'PostgreSQL did not start with the setting shared_preload_libraries=nonexistent: FATAL: could not access '
+                 'file "nonexistent": No such file or directory; ', marks=needs_postgres, id="postgres"),
+    pytest.param(["--engine", "mariadb", "--mariadb-settings", "init_file=/nonexistent"],
+                 "MariaDB did not start with the setting init_file=/nonexistent: [ERROR] mariadbd: Can't create/write to "
+                 "file '/nonexistent' (Errcode: 2 \"No such file or directory\"); ", marks=needs_mariadb, id="mariadb"),
+])
+def test_a_server_that_does_not_start_leaves_no_run_and_says_why_in_one_sentence(refbench, reachable_dir, tmp_path,
+                                                                                  args, says):
+    result = refbench("oltp", str(reachable_dir), *args, "--runs-dir", "runs")
+    run, shown = _run_directory(result, tmp_path)
+    assert result.code == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"refbench: {says}nothing was measured, so its run directory {shown} was removed."), result.stderr
+    assert "resume" not in result.stderr and "Traceback" not in result.stderr
+    assert not run.exists() and list((tmp_path / "runs").iterdir()) == []
+    assert list(reachable_dir.iterdir()) == []  # the server's data directory on the target went too
+    listed = refbench("runs", "--runs-dir", "runs", "--json")
+    assert listed.code == 0 and json.loads(listed.stdout) == [], listed.stdout
+
+
+@needs_postgres
+def test_a_server_that_does_not_start_after_a_suite_measured_keeps_those_records_and_does_not_say_resume(refbench,
+                                                                                                         tmp_path):
+    (tmp_path / "plan.toml").write_text('suites = ["sleepy", "oltp"]\n[sleepy]\ncases = 2\nsleep_s = 0\n'
+                                        '[oltp]\npg_settings = ["ssl=on"]\n')
+    result = refbench("run", "--plan", "plan.toml", "--runs-dir", "runs")
+    run, shown = _run_directory(result, tmp_path)
+    assert result.code == 2, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    # ssl=on names no file: every setting the server had is named, and its FATAL line says what is missing.
+    assert re.fullmatch(r'refbench: PostgreSQL did not start with the settings (\S+=\S+, )*ssl=on: FATAL: could not load '
+                        r'server certificate file "server.crt": No such file or directory; the 2 case\(s\) measured '
+                        rf"before stay in {re.escape(shown)} \(resuming would start the server with the same settings, "
+                        r"so start a new run with them changed\)\.", message), message
+    assert "refbench resume" not in result.stderr
+    assert sorted(p.name for p in (run / "records" / "sleepy").glob("*.json")) == ["case-000.json", "case-001.json"]
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+
+
 # ---- corrupt run files -------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

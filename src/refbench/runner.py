@@ -24,7 +24,8 @@ from refbench import accept, removal
 from refbench.catalog import index_run
 from refbench.engines import last_server_failure
 from refbench.errors import UserError
-from refbench.exhaustion import ResourceExhausted, explain
+from refbench.engines.managed import ServerDidNotStart
+from refbench.exhaustion import ResourceExhausted, explain, resource_of
 from refbench.host import inventory, tuning
 from refbench.host.cachebound import last_oom
 from refbench.host.telemetry import Sampler, Telemetry
@@ -160,9 +161,33 @@ def execute(run: Run, console: Console) -> bool:
     except ResourceExhausted:
         raise
     except Exception as exc:
+        if isinstance(exc, ServerDidNotStart) and resource_of(exc) is None and not last_oom():
+            raise _after_failed_start(exc, run, console) from None
         if explained := diagnose(exc, run):
             raise explained from None
         raise
+
+
+def _after_failed_start(exc: ServerDidNotStart, run: Run, console: Console) -> UserError:
+    """A managed server that did not start fails the same way on resume (the run's plan holds its settings): a run
+    that measured nothing yet is removed whole, work data and run directory; one that did keeps what it measured."""
+    said = str(exc).rstrip(".")
+    if measured := len(run.records()):
+        return UserError(f"{said}; the {measured} case(s) measured before stay in {run.path} (resuming would start the "
+                         "server with the same settings, so start a new run with them changed).")
+    remove_work_data(run, console)
+    problem = ""
+    try:
+        place = removal.open_place(run.path.absolute(), trusted_parent=True, owners=run_owners(run))
+    except removal.Kept as why:
+        problem = str(why)
+    else:
+        if place is not None:
+            with place:
+                problem = removal.remove(place, run.path)[1]
+    if problem:
+        return UserError(f"{said}; nothing was measured, but its run directory {run.path} could not be removed: {problem}.")
+    return UserError(f"{said}; nothing was measured, so its run directory {run.path} was removed.")
 
 
 def diagnose(exc: Exception, run: Run) -> UserError | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.children import die_with_parent, watchdog
+from refbench.errors import UserError
 from refbench.redaction import read_private, write_private
 
 
@@ -52,12 +54,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServerDidNotStart(UserError):
+    """A managed server that ended, or never became ready, while it started. A start with the same settings fails the
+    same way, so the runner does not suggest resume, and removes a run that measured nothing yet."""
+
+
+def setting_at_fault(settings: dict[str, str], said: str) -> str | None:
+    """The name=value among ``settings`` whose name or value the server's own words name ("could not access file
+    "nonexistent"" for shared_preload_libraries=nonexistent), if one is."""
+    for name, value in settings.items():
+        for word in {name, name.replace("_", "-"), value.strip("'\"")}:
+            if len(word) >= 3 and re.search(rf"(?<![\w./-]){re.escape(word)}(?![\w./-])", said):
+                return f"{name}={value}"
+    return None
+
+
 class ManagedProcess:
     """The process side of a managed server. A subclass sets ``socket_prefix`` and the attributes __init__ of its
     own sets (data_dir, account, password_file, log_file, bound), and implements _launch() (which calls _spawn) and
     _stop_own() (which calls _shut_down) and stop_stale()."""
 
     socket_prefix: str
+    title: str
+    error_line: re.Pattern  # the part of a log line that says what went wrong
+    settings: dict[str, str]
     account: pwd.struct_passwd | None
     password_file: Path | None
     log_file: Path
@@ -106,9 +126,26 @@ class ManagedProcess:
             # takes root, so here the switch to the server's account is done after it, not by subprocess.
             account, preexec = {}, functools.partial(join_then_become, self.bound.join, self.account, then)
         with open(self.log_file, "ab") as log:
+            self._log_start = log.tell()
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                             start_new_session=True, preexec_fn=preexec, **account)
         self._server_guard = watchdog().register(pid=self.process.pid, grace_s=guard_grace_s, signals=guard_signals)
+
+    def _did_not_start(self, what: str = "did not start") -> ServerDidNotStart:
+        """The failed start in one sentence, for a log that goes when its run directory does: the setting the server
+        names (else every setting of the plan it had), then the lines it logged since this start, the cause first."""
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(getattr(self, "_log_start", 0))
+                logged = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            logged = []
+        said = [" ".join(m.group(0).split()) for line in logged if (m := self.error_line.search(line))]
+        said = said[:3] or [" ".join(line.split()) for line in logged if line.strip()][-3:] or ["it logged nothing"]
+        fault = setting_at_fault(self.settings, "\n".join(said))
+        given = (f" with the setting {fault}" if fault else
+                 f" with the settings {', '.join(f'{k}={v}' for k, v in self.settings.items())}" if self.settings else "")
+        return ServerDidNotStart(f"{self.title} {what}{given}: {'; '.join(said).rstrip('.')}.")
 
     def _shut_down(self, steps: list[tuple[signal.Signals, float | None]]) -> None:
         """Sends the server this object started each signal in turn, waiting up to its time for it to end."""

@@ -44,7 +44,7 @@ from refbench.children import watchdog
 from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
 from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.engines.postgres import (
-    _last_error, _tail, managed_data_dir, proc_stat,
+    _last_error, managed_data_dir, proc_stat,
 )
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
@@ -170,6 +170,8 @@ class ManagedMariaDB(ManagedProcess):
     cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
 
     socket_prefix = "refbench-mariadb-"
+    title = "MariaDB"
+    error_line = re.compile(r"\[ERROR\] (?!Aborting\s*$).*")
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
                  cache_bytes: int = 0):
@@ -274,12 +276,12 @@ class ManagedMariaDB(ManagedProcess):
         while True:
             if self.process.poll() is not None:
                 self._stop_own()
-                raise UserError(f"MariaDB start failed: {_server_error(self.log_file) or _last_error(_tail(self.log_file))}.")
+                raise self._did_not_start()
             if "ready for connections" in _since_launch(self.log_file) and self.socket.exists():
                 return
             if time.monotonic() > deadline:
                 self._stop_own()
-                raise UserError(f"MariaDB did not accept connections within {START_TIMEOUT_S:g} s (its log: {self.log_file}).")
+                raise self._did_not_start(f"did not accept connections within {START_TIMEOUT_S:g} s")
             time.sleep(0.05)
 
     def _create_user(self) -> None:

@@ -77,6 +77,8 @@ class ManagedPostgres(ManagedProcess):
     page cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
 
     socket_prefix = "refbench-pg-"
+    title = "PostgreSQL"
+    error_line = re.compile(r"\b(?:FATAL|PANIC|ERROR):.*")
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
                  cache_bytes: int = 0):
@@ -164,7 +166,7 @@ class ManagedPostgres(ManagedProcess):
         while True:
             if self.process.poll() is not None:
                 self._stop_own()
-                raise UserError(f"PostgreSQL start failed: {_last_error(_tail(self.log_file))}.")
+                raise self._did_not_start()
             try:
                 lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
             except OSError:
@@ -173,8 +175,7 @@ class ManagedPostgres(ManagedProcess):
                 return
             if time.monotonic() > deadline:
                 self._stop_own()
-                raise UserError(f"PostgreSQL did not accept connections within {START_TIMEOUT_S:g} s "
-                                f"(its log: {self.log_file}).")
+                raise self._did_not_start(f"did not accept connections within {START_TIMEOUT_S:g} s")
             time.sleep(0.05)
 
     def _write_hba(self) -> None:
