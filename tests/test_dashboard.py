@@ -6,17 +6,23 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import cli_env, hovered_tip, refbench_command, wait_for
+from refbench.catalog import CATALOG_FILE, MAX_TAG_FILTERS
 from refbench.children import die_with_parent
+from refbench.web import MAX_COMPARED_RUNS
+from test_catalog import overwrite_page_of
 
 # A tag value a browser would run if the page did not escape it.
 TAG = '<img src=x onerror="document.title=1">'
@@ -216,3 +222,80 @@ def test_a_non_loopback_bind_requires_the_token(browser, work):
         assert browser.new_page().goto(server.base).status == 401  # another browser, without the cookie
     finally:
         server.stop()
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_damaged_or_unwritable_catalog_gives_way_to_the_run_directories_while_serving(work, tmp_path):
+    shutil.copytree(work[0] / "runs", tmp_path / "runs", symlinks=True)
+    catalog_file, made = tmp_path / "runs" / CATALOG_FILE, work[1]
+    server = Server(tmp_path)
+    try:
+        status, page = _get(server.base)
+        assert status == 200 and all(run in page for run in made)
+        # Between requests the server holds no connection: the catalog is all in its file, as a copy would leave it.
+        wait_for(lambda: not catalog_file.with_name(CATALOG_FILE + "-wal").exists(), 30, "the catalog's WAL checkpointed")
+        overwrite_page_of(catalog_file, "runs")
+        status, page = _get(server.base)
+        assert status == 200 and all(run in page for run in made), page
+        assert "was damaged (database disk image is malformed) and has been rebuilt from the run directories" in page
+
+        # Made immutable while serving, with a change to index: the pages come from the run directories.
+        (tmp_path / "runs" / made[0] / "tags.json").write_text(json.dumps({"firmware": "9.9"}))
+        if subprocess.run(["chattr", "+i", str(catalog_file)], capture_output=True).returncode != 0:
+            pytest.skip(f"this file system refuses chattr +i on {catalog_file}")
+        try:
+            page = wait_for(lambda: (lambda answer: answer[0] == 200 and "firmware=9.9" in answer[1] and answer[1])(
+                _get(server.base)), 30, "the new tag on the runs page")
+        finally:
+            subprocess.run(["chattr", "-i", str(catalog_file)], check=True)
+        assert all(run in page for run in made) and "could not be used (attempt to write a readonly database)" in page
+        status, page = _get(server.base + "history?figure=sleepy.ops_per_s&tag=firmware%3D9.9")
+        assert status == 200 and made[0] in page and made[1] not in page
+    finally:
+        server.stop()
+    said = [line for line in server.err.read_text().splitlines() if "runs catalog" in line]
+    assert len(said) == 2 and "was damaged" in said[0] and "could not be used" in said[1], said
+
+
+def test_the_work_of_a_page_is_bounded(server, work):
+    base, made = server.base, work[1]
+    status, page = _get(base + "compare?" + "&".join(["run=" + made[0]] * 150 + ["run=" + made[1]]))
+    assert status == 200 and f"A = {made[0]}" in page and f"B = {made[1]}" in page and "C = " not in page
+    assert _get(base + f"compare?run={made[0]}&run={made[0]}")[0] == 400  # one run, named twice
+    status, page = _get(base + "compare?" + "&".join(f"run=r{i}" for i in range(MAX_COMPARED_RUNS + 1)))
+    assert status == 400 and f"at most {MAX_COMPARED_RUNS} runs" in page
+    too_many = "&".join(f"tag=t{i}%3D1" for i in range(1000))
+    for page_and_query in ("?", "history?figure=sleepy.ops_per_s&"):
+        status, page = _get(base + page_and_query + too_many)
+        assert status == 400 and f"more than the {MAX_TAG_FILTERS} one query takes" in page, (page_and_query, status)
+        status, page = _get(base + page_and_query + "&".join(["tag=firmware%3D2.1"] * 1000))  # one filter, repeated
+        assert status == 200 and made[1] in page and made[0] not in page, (page_and_query, status)
+
+
+QUERY_KEYS = ["suite", "host", "tag", "since", "all", "figure", "run", "metric", "order", "token"]
+QUERY_VALUES = ["sleepy", "sleepy.ops_per_s", "sleepy.case-001.ops_per_s", "firmware=2.1", "1", "oldest", "30d",
+                "2026-11-01", "", "..", "%", "%ff", "\x00", "a=b=c"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(route=st.sampled_from(["/", "/history", "/compare", "/progress/{run}", "/runs/{run}/", "/runs/{run}/charts/x.svg",
+                              "/static/dashboard.css"]),
+       pairs=st.lists(st.tuples(st.sampled_from(QUERY_KEYS) | st.text(max_size=8),
+                                st.sampled_from(QUERY_VALUES + ["{run}"]) | st.text(max_size=40)), max_size=40),
+       many=st.tuples(st.sampled_from([0, 2, 30, 1100]), st.sampled_from(QUERY_KEYS), st.sampled_from(QUERY_VALUES)),
+       raw=st.none() | st.text(max_size=200))
+def test_no_query_string_gives_a_server_error(server, work, route, pairs, many, raw):
+    run = work[1][len(pairs) % 2]
+    count, key, value = many  # one parameter many times, each a different name (tags, runs)
+    query = urlencode([(k, v.replace("{run}", run)) for k, v in pairs] + [(key, f"n{i}={value}") for i in range(count)])
+    if raw is not None:  # as typed: stray '%', '&&', '=' anywhere, any character percent-encoded
+        query = quote(raw, safe="=&%+;/?")
+    status = _raw_status(server.port, route.replace("{run}", run) + "?" + query)
+    assert status < 500, (route, query)

@@ -13,9 +13,10 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 from starlette.applications import Starlette
@@ -25,7 +26,7 @@ from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from refbench.catalog import CATALOG_FILE, Catalog, since_utc
+from refbench.catalog import CATALOG_FILE, Catalog, rebuilt, run_filters, since_utc
 from refbench.web import pages
 from refbench.web.gate import Gate, Outside, is_loopback, run_dir, run_file
 from refbench.errors import UserError
@@ -35,77 +36,134 @@ from refbench.runstore import Run, parse_tags
 # the background for the next page: a page costs a query, not a look into every run directory (0.2 s with 1,000
 # runs). A run directory that came or went (the runs directory's own time changed) is caught up before the page.
 UPDATE_AFTER_S = 1.0
+T = TypeVar("T")
+# Each run of a comparison is read whole and compared figure by figure with the baseline, and the page links every
+# other run as a baseline: the cap keeps a page within 2 s of CPU with runs of hundreds of figures.
+MAX_COMPARED_RUNS = 10
 
 
 class Dashboard:
-    def __init__(self, runs_dir: Path, database: Path | None = None):
+    def __init__(self, runs_dir: Path, scratch: Path, say: Callable[[str], None] = lambda sentence: None):
+        """``scratch``: a directory of the server's own, where it keeps a catalog when the runs directory's cannot
+        be used; ``say`` hears, once, that it had to."""
         self.root = runs_dir.resolve()
-        self.database = database
+        self.fallback = scratch / CATALOG_FILE
+        self.database: Path | None = None  # None: the runs directory's own catalog
+        self.say = say
         self._updating = threading.Lock()
+        self._healing = threading.Lock()
         self._updated_at, self._root_mtime_ns = 0.0, 0
+        self._generation = 0  # how many times the catalog was made again after an SQLite error
         self.warnings: list[str] = []
+        self.notice: str | None = None  # why the pages come from a catalog other than the runs directory's
+
+    def read(self, query: Callable[[Catalog], T]) -> T:
+        """``query(catalog)``; when SQLite fails in it, once more over a catalog made again from the run directories."""
+        generation = self._generation
+        try:
+            with self.catalog() as catalog:
+                return query(catalog)
+        except sqlite3.Error as exc:
+            self._heal(generation, exc)
+        with self.catalog() as catalog:
+            return query(catalog)
 
     @contextmanager
     def catalog(self) -> Iterator[Catalog]:
-        catalog = Catalog(self.root, self.database)
+        generation = self._generation
+        try:
+            catalog = Catalog(self.root, self.database)
+        except sqlite3.Error as exc:
+            self._heal(generation, exc)
+            generation, catalog = self._generation, Catalog(self.root, self.database)
         try:
             root_mtime_ns = self.root.stat().st_mtime_ns
             if root_mtime_ns != self._root_mtime_ns:
                 with self._updating:
                     if root_mtime_ns != self._root_mtime_ns:  # not done meanwhile by another request
-                        self._update(catalog, root_mtime_ns)
+                        self._update(catalog, generation, root_mtime_ns)
+                if self._generation != generation:  # the update made the catalog again elsewhere: read that one
+                    catalog.close()
+                    catalog = Catalog(self.root, self.database)
             elif time.monotonic() - self._updated_at >= UPDATE_AFTER_S and self._updating.acquire(blocking=False):
                 threading.Thread(target=self._update_in_background, args=(root_mtime_ns,), daemon=True).start()
             yield catalog
         finally:
             catalog.close()
 
-    def _update(self, catalog: Catalog, root_mtime_ns: int) -> None:
+    def _update(self, catalog: Catalog, generation: int, root_mtime_ns: int) -> None:
         warnings: list[str] = []
         try:
             catalog.update(warnings.append)
-        except (sqlite3.Error, OSError, UserError) as exc:
+        except sqlite3.Error as exc:
+            self._heal(generation, exc)  # made again from the run directories, so up to date
+        except (OSError, UserError) as exc:
             warnings.append(f"The runs catalog could not be brought up to date ({exc}); the pages show it as it was.")
         self.warnings, self._updated_at, self._root_mtime_ns = warnings, time.monotonic(), root_mtime_ns
 
     def _update_in_background(self, root_mtime_ns: int) -> None:
+        generation = self._generation
         try:
             with Catalog(self.root, self.database) as catalog:
-                self._update(catalog, root_mtime_ns)
+                self._update(catalog, generation, root_mtime_ns)
+        except sqlite3.Error as exc:
+            self._heal(generation, exc)
         finally:
             self._updating.release()
+
+    def _heal(self, generation: int, problem: sqlite3.Error) -> None:
+        """The catalog the pages read, made again from the run directories after ``problem``: in its place when it
+        was damaged, else in the server's own file for as long as it serves. ``generation``: of the catalog that
+        failed; a newer one was made meanwhile by another request."""
+        with self._healing:
+            if self._generation != generation:
+                return
+            catalog, sentence = rebuilt(self.root, self.database or self.root / CATALOG_FILE, problem, self.fallback)
+            catalog.close()
+            self.database = None if catalog.path == self.root / CATALOG_FILE else catalog.path
+            self._generation += 1
+            self.notice = sentence[0].upper() + sentence[1:]
+            self.say(f"refbench serve: {sentence}")
 
     def runs(self, request: Request) -> Response:
         filters = _filters(request)
         show_all = bool(request.query_params.get("all"))
-        with self.catalog() as catalog:
-            # One more than a page: whether there are more to show is all the page says of them.
-            runs = catalog.runs(filters["suite"], filters["host"], parse_tags(filters["tag"]), since_utc(filters["since"]),
-                                None if show_all else pages.PAGE_RUNS + 1)
-        return HTMLResponse(pages.runs_page(runs, filters, show_all, self.warnings))
+        tags, since = parse_tags(filters["tag"]), since_utc(filters["since"])
+        # One more than a page: whether there are more to show is all the page says of them.
+        runs = self.read(lambda catalog: catalog.runs(filters["suite"], filters["host"], tags, since,
+                                                      None if show_all else pages.PAGE_RUNS + 1))
+        notes = self.warnings + ([self.notice] if self.notice else [])
+        return HTMLResponse(pages.runs_page(runs, filters, show_all, notes))
 
     def history(self, request: Request) -> Response:
         from refbench.catalog.history import history
 
         filters = _filters(request)
         figure = (request.query_params.get("figure") or "").strip()
-        with self.catalog() as catalog:
+        tags, since = parse_tags(filters["tag"]), since_utc(filters["since"])
+        run_filters(None, filters["host"], tags, since)  # filters it refuses: a bad request (400), not a figure not found
+
+        def query(catalog: Catalog) -> tuple[list[str], list[dict], str | None]:
             suggestions = [f"{suite}.{metric}" for suite, metric in
                            catalog.values("SELECT DISTINCT suite, metric FROM headlines ORDER BY suite, metric", ())]
             try:
-                points = history(catalog, figure, filters["host"], parse_tags(filters["tag"]),
-                                 since_utc(filters["since"])) if figure else []
-                problem = None
+                return suggestions, history(catalog, figure, filters["host"], tags, since) if figure else [], None
             except UserError as exc:  # no such figure: said on the page, with the form to try another
-                points, problem = [], str(exc)
+                return suggestions, [], str(exc)
+
+        suggestions, points, problem = self.read(query)
         return HTMLResponse(pages.history_page(figure, filters, points, suggestions, problem), 404 if problem else 200)
 
     def compare(self, request: Request) -> Response:
-        names = request.query_params.getlist("run")
+        # A run named twice is compared once: each run costs the reading of all its figures.
+        names = list(dict.fromkeys(request.query_params.getlist("run")))
         if not names:
             return HTMLResponse(pages.message("Compare", "Tick two or more runs on the runs page, then Compare."))
         if len(names) < 2:
-            raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
+            raise UserError("compare needs at least two different runs: the baseline, then the runs compared with it.")
+        if len(names) > MAX_COMPARED_RUNS:
+            raise UserError(f"a comparison takes at most {MAX_COMPARED_RUNS} runs; {len(names):,} were named "
+                            "(compare them a few at a time against the same baseline).")
         if request.query_params.get("order") == "oldest":  # from the runs page's ticks: the oldest is the baseline
             names = sorted(names)  # a run directory's name starts with its start time
         runs = [Run(run_dir(self.root, name)) for name in names]
@@ -127,7 +185,7 @@ class Dashboard:
 def _filters(request: Request) -> dict:
     q = request.query_params
     return {"suite": q.get("suite") or None, "host": q.get("host") or None,
-            "tag": [t for t in q.getlist("tag") if t.strip()], "since": q.get("since") or None}
+            "tag": list(dict.fromkeys(t for t in q.getlist("tag") if t.strip())), "since": q.get("since") or None}
 
 
 def _user_error(request: Request, exc: Exception) -> Response:
@@ -173,17 +231,9 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
         sock.listen()  # before the URL is printed: a browser opening it at once waits in the backlog, not refused
     except OSError as exc:
         raise UserError(f"cannot listen on {host} port {port}: {exc.strerror or exc}.") from None
-    with Catalog(root) as catalog:
-        in_memory = catalog.db.execute("PRAGMA database_list").fetchone()[2] == ""
     with tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
-        # A runs directory this user may not write is catalogued in memory, afresh by every command; the pages,
-        # read on many threads, share a catalog of their own for the time the server runs.
-        database = Path(scratch) / CATALOG_FILE if in_memory else None
-        if database:
-            say(f"{runs_dir} is not writable here: its catalog is kept in {database} while serving.")
-        dashboard = Dashboard(root, database)
-        with dashboard.catalog():  # brought up to date now, so that the first page does not wait for it
-            pass
+        dashboard = Dashboard(root, Path(scratch), say)
+        dashboard.read(lambda catalog: None)  # brought up to date now, so that the first page does not wait for it
         shown = f"[{host}]" if ":" in host else host
         say(f"dashboard: http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else ""))
         if token:
