@@ -367,7 +367,7 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
             close = getattr(suite, "close", None)
             if close is not None:
                 close(ctx)
-            run.note_work_found(run_owners(run))
+            run.note_work_found(run_owners(run), drop_absent=True)
     run.write_findings(suite.name, findings)
     failed = [f for f in findings if not f.passed]
     for f in failed:

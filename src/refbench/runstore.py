@@ -317,13 +317,15 @@ class Run:
         if len(places) > before:
             atomic_write_json(self.work_file, places)
 
-    def note_work_found(self, owners: set[int]) -> None:
+    def note_work_found(self, owners: set[int], drop_absent: bool = False) -> None:
         """Records what identifies each place the run created as it is now, while the run holds it: a place a suite
         made itself (a file, a generated directory) or made anew is known by its device and inode from then on, and
         anything put in its stead afterwards is not removed. Only a place still in the directory recorded, reached
-        with no link, and owned by one of ``owners`` (the run's and its servers' accounts) is taken."""
+        with no link, and owned by one of ``owners`` (the run's and its servers' accounts) is taken. ``drop_absent``
+        (a suite has ended): a place it claimed but never made is no longer noted, so that nothing put there later is
+        taken for the run's."""
         places, changed = self.work_places(), False
-        for place in places:
+        for place in list(places):
             if not place["created"] or not self.work_sealed(place):
                 continue
             try:
@@ -331,6 +333,10 @@ class Run:
             except (OSError, removal.Kept):
                 continue
             if opened is None:
+                if drop_absent and place.get("found") is None:
+                    places.remove(place)
+                    self._claimed.clear()  # claimed again, it is noted again
+                    changed = True
                 continue
             with opened:
                 found = removal.identity(opened.stat)
