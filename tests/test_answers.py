@@ -177,7 +177,7 @@ def save(work_dir, engine: str, saved: dict[str, dict[int, tuple]]) -> None:
     for where, by_query in saved.items():
         for q, (text, data, rows) in by_query.items():
             (work_dir / "answers" / f"{engine}-{where}q{q:02d}.json").write_text(
-                json.dumps({"text": text, "data": data, "rows": rows}))
+                json.dumps({"sf": SF, "text": text, "data": data, "rows": rows}))
 
 
 def spoiled(runs, where: str, q: int, row: int, column: int) -> dict[str, dict[int, tuple]]:
@@ -231,7 +231,7 @@ def test_the_suite_check_fails_on_one_value_five_percent_off_in_stream_0(tmp_pat
     assert disagree["Q1"].detail.startswith("row 1, column 9 (avg)") and disagree["Q18"].detail.startswith(
         "row 1, column 6 (sum)")
 
-    (tmp_path / "answers" / "other-q18.json").write_text(json.dumps({"text": "", "data": "loaded", "rows": None}))
+    (tmp_path / "answers" / "other-q18.json").write_text(json.dumps({"sf": SF, "text": "", "data": "loaded", "rows": None}))
     ctx.options["query_timeout_s"] = 60.0
     late = {f.check.split()[2]: f for f in check_answers(ctx)}["Q18"]
     assert not late.passed and late.detail == "not checked: Q18 ran past the 60 s query timeout on other"
@@ -243,3 +243,10 @@ def test_one_engine_alone_is_checked_against_the_kept_answers_at_full_precision(
     kept = check_answers(ctx)[0]
     assert kept.check == "duckdb: stream 0 answers match the answers kept for SF 0.01" and not kept.passed
     assert kept.detail.startswith("Q1: row 1, column 9 (avg):") and "between engines: relative" in kept.detail
+
+    # Answers another run left in a shared work directory, at another scale factor, are not taken for this run's:
+    # the check runs stream 0 itself.
+    for path in (tmp_path / "answers").iterdir():
+        path.write_text(path.read_text().replace(f'"sf": {SF}', '"sf": 0.1'))
+    again = check_answers(ctx)[0]
+    assert again.passed, again.detail

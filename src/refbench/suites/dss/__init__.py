@@ -50,7 +50,9 @@ class DssSuite:
                      "full": "not measured"}
     summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store), "
                "PostgreSQL and MariaDB (row stores) — each query cold and warm, one stream with the refresh functions (power), "
-               "parallel streams in the specification's orders (throughput) — with every answer checked.")
+               "parallel streams in the specification's orders (throughput) — with the answers checked: against the TPC-H "
+               "reference answers at SF 1, and at full precision between engines and between the streams wherever the "
+               "same query ran on the same data.")
     targets_help = ("One directory for the data (existing): the generated data, the DuckDB database and "
                     "the managed PostgreSQL and MariaDB go there, like --data-dir DIR, and are removed at the end unless "
                     "--keep-work.")
@@ -787,15 +789,18 @@ def _save_answer(ctx, engine: str, where: str, query: int, text: str, data: str 
     or "streamS-"."""
     path = _answer_path(ctx, engine, where, query)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"text": text, "data": data, "rows": None if rows is None else answers.as_expected(rows)}))
+    path.write_text(json.dumps({"sf": ctx.options["sf"], "text": text, "data": data,
+                                "rows": None if rows is None else answers.as_expected(rows)}))
 
 
 def _load_answer(ctx, engine: str, where: str, query: int) -> dict[str, Any]:
+    """A saved answer of this run's scale factor (a work directory given with --work-dir may hold another run's)."""
     try:
         saved = json.loads(_answer_path(ctx, engine, where, query).read_text())
     except (OSError, ValueError):
         return _MISSING
-    return saved if isinstance(saved, dict) else _MISSING  # an answer saved by an older refbench, at 2 decimals
+    # A list: an answer saved by an older refbench, at 2 decimals.
+    return saved if isinstance(saved, dict) and saved.get("sf") == ctx.options["sf"] else _MISSING
 
 
 def _detail(wrong: dict[int, str], ok: str) -> str:
