@@ -15,7 +15,8 @@ order of the district is delivered).
 
 Money is numeric with two decimals throughout the schema (OL_AMOUNT and H_AMOUNT numeric(6,2), balances and
 year-to-date totals numeric(12,2)) and payments arrive as two-decimal text, so the sums are exact and are
-compared exactly: a cent off is a violation.
+compared exactly: a cent off is a violation. So is a NULL where a condition reads a value (a balance, an amount, a
+key that ties a payment or an order to its customer): each comparison and sum in the SQL treats it as one.
 """
 
 from __future__ import annotations

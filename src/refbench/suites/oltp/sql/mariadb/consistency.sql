@@ -16,13 +16,18 @@
 --   GROUPING SETS over HISTORY -> GROUP BY warehouse, district WITH ROLLUP (the district and warehouse sums in one
 --     pass) and a second pass grouped by customer
 --   a IS DISTINCT FROM b -> NOT (a <=> b)
+--   GROUPING() (which MariaDB lacks) -> the HISTORY keys coalesced to 0 (no warehouse, district or customer has id 0),
+--     so that a NULL marks ROLLUP's totals only, never a payment that names no district
+-- NULL is a violation wherever a condition reads a value, as in PostgreSQL's file: coalesce(a <> b, true), and sums
+-- that are NULL when one of their values is.
 -- Money is DECIMAL with two decimals throughout, so the sums are exact and compared exactly, as on PostgreSQL.
 START TRANSACTION WITH CONSISTENT SNAPSHOT;
 DROP TEMPORARY TABLE IF EXISTS refbench_orders;
 CREATE TEMPORARY TABLE refbench_orders (PRIMARY KEY (w, d, o)) AS
 WITH order_lines AS (
   SELECT ol_w_id AS w, ol_d_id AS d, ol_o_id AS o, count(*) AS line_count, count(ol_delivery_d) AS delivered_lines,
-         coalesce(sum(CASE WHEN ol_delivery_d IS NOT NULL THEN ol_amount END), 0) AS delivered_amount
+         CASE WHEN count(CASE WHEN ol_delivery_d IS NOT NULL THEN ol_amount END) = count(ol_delivery_d)
+              THEN coalesce(sum(CASE WHEN ol_delivery_d IS NOT NULL THEN ol_amount END), 0) END AS delivered_amount
     FROM order_line GROUP BY ol_w_id, ol_d_id, ol_o_id
 ), order_ids AS (
   SELECT o_w_id AS w, o_d_id AS d, o_id AS o FROM oorder
@@ -31,57 +36,75 @@ WITH order_lines AS (
 )
   SELECT k.w, k.d, k.o, o.o_id IS NOT NULL AS in_order, n.no_o_id IS NOT NULL AS in_new_order, o.o_c_id AS c,
          o.o_carrier_id AS carrier, o.o_ol_cnt AS ol_cnt, coalesce(l.line_count, 0) AS line_count,
-         coalesce(l.delivered_lines, 0) AS delivered_lines, coalesce(l.delivered_amount, 0) AS delivered_amount
+         coalesce(l.delivered_lines, 0) AS delivered_lines,
+         CASE WHEN l.o IS NULL THEN 0 ELSE l.delivered_amount END AS delivered_amount
     FROM order_ids k
     LEFT JOIN oorder o ON o.o_w_id = k.w AND o.o_d_id = k.d AND o.o_id = k.o
     LEFT JOIN new_order n ON n.no_w_id = k.w AND n.no_d_id = k.d AND n.no_o_id = k.o
     LEFT JOIN order_lines l ON l.w = k.w AND l.d = k.d AND l.o = k.o;
+-- An order that names no customer, payments that name no warehouse, district or customer: each one a violation of
+-- the conditions that would have counted it. Counted once, into variables: a common table expression would be
+-- computed again at each of its four references.
+SELECT (SELECT count(*) FROM refbench_orders WHERE in_order AND c IS NULL), coalesce(sum(h_w_id IS NULL), 0),
+       coalesce(sum(h_w_id IS NULL OR h_d_id IS NULL), 0), coalesce(sum(h_c_w_id IS NULL OR h_c_d_id IS NULL OR h_c_id IS NULL), 0)
+  INTO @orders_without_customer, @payments_without_warehouse, @payments_without_district, @payments_without_customer
+  FROM history;
 WITH order_districts AS (
   SELECT w, d, count(CASE WHEN in_order THEN 1 END) AS orders, max(CASE WHEN in_order THEN o END) AS max_o_id,
          count(CASE WHEN in_new_order THEN 1 END) AS new_orders, min(CASE WHEN in_new_order THEN o END) AS min_no_o_id,
-         max(CASE WHEN in_new_order THEN o END) AS max_no_o_id, coalesce(sum(ol_cnt), 0) AS ol_cnt,
+         max(CASE WHEN in_new_order THEN o END) AS max_no_o_id,
+         CASE WHEN count(ol_cnt) = count(CASE WHEN in_order THEN 1 END) THEN coalesce(sum(ol_cnt), 0) END AS ol_cnt,
          sum(line_count) AS line_count
     FROM refbench_orders GROUP BY w, d
 ), paid_by_district AS (
   -- one pass: a row per (warehouse, district), then per warehouse (district NULL), then the grand total (dropped)
-  SELECT h_w_id, h_d_id, sum(h_amount) AS amount FROM history GROUP BY h_w_id, h_d_id WITH ROLLUP
+  SELECT coalesce(h_w_id, 0) AS h_w_id, coalesce(h_d_id, 0) AS h_d_id,
+         CASE WHEN count(h_amount) = count(*) THEN sum(h_amount) END AS amount
+    FROM history GROUP BY 1, 2 WITH ROLLUP
 ), paid_by_customer AS (
-  SELECT h_c_w_id, h_c_d_id, h_c_id, sum(h_amount) AS amount FROM history GROUP BY h_c_w_id, h_c_d_id, h_c_id
+  SELECT coalesce(h_c_w_id, 0) AS h_c_w_id, coalesce(h_c_d_id, 0) AS h_c_d_id, coalesce(h_c_id, 0) AS h_c_id,
+         CASE WHEN count(h_amount) = count(*) THEN sum(h_amount) END AS amount
+    FROM history GROUP BY 1, 2, 3
 ), districts AS (
-  SELECT t.d_w_id AS w, t.d_id AS d, t.d_ytd, t.d_next_o_id, coalesce(p.amount, 0) AS paid, od.orders, od.max_o_id,
-         coalesce(od.new_orders, 0) AS new_orders, od.min_no_o_id, od.max_no_o_id, coalesce(od.ol_cnt, 0) AS ol_cnt,
-         coalesce(od.line_count, 0) AS line_count
+  SELECT t.d_w_id AS w, t.d_id AS d, t.d_ytd, t.d_next_o_id, CASE WHEN p.h_w_id IS NULL THEN 0 ELSE p.amount END AS paid,
+         od.orders, od.max_o_id, coalesce(od.new_orders, 0) AS new_orders, od.min_no_o_id, od.max_no_o_id,
+         CASE WHEN od.w IS NULL THEN 0 ELSE od.ol_cnt END AS ol_cnt, coalesce(od.line_count, 0) AS line_count
     FROM district t
     LEFT JOIN order_districts od ON od.w = t.d_w_id AND od.d = t.d_id
     LEFT JOIN paid_by_district p ON p.h_w_id = t.d_w_id AND p.h_d_id = t.d_id
 ), customers AS (
-  SELECT c.c_balance AS balance, c.c_ytd_payment AS ytd_payment, coalesce(o.delivered, 0) AS delivered,
-         coalesce(p.amount, 0) AS paid
+  SELECT c.c_balance AS balance, c.c_ytd_payment AS ytd_payment, CASE WHEN o.c IS NULL THEN 0 ELSE o.delivered END AS delivered,
+         CASE WHEN p.h_c_id IS NULL THEN 0 ELSE p.amount END AS paid
     FROM customer c
-    LEFT JOIN (SELECT w, d, c, sum(delivered_amount) AS delivered FROM refbench_orders WHERE in_order GROUP BY w, d, c) o
+    LEFT JOIN (SELECT w, d, c, CASE WHEN count(delivered_amount) = count(*) THEN sum(delivered_amount) END AS delivered
+                 FROM refbench_orders WHERE in_order GROUP BY w, d, c) o
            ON o.w = c.c_w_id AND o.d = c.c_d_id AND o.c = c.c_id
     LEFT JOIN paid_by_customer p ON p.h_c_w_id = c.c_w_id AND p.h_c_d_id = c.c_d_id AND p.h_c_id = c.c_id
 ), warehouses AS (
-  SELECT wh.w_ytd, (SELECT sum(t.d_ytd) FROM district t WHERE t.d_w_id = wh.w_id) AS district_ytd,
-         coalesce(p.amount, 0) AS paid
+  SELECT wh.w_ytd,
+         (SELECT CASE WHEN count(t.d_ytd) = count(*) THEN sum(t.d_ytd) END FROM district t WHERE t.d_w_id = wh.w_id)
+           AS district_ytd,
+         CASE WHEN p.h_w_id IS NULL THEN 0 ELSE p.amount END AS paid
     FROM warehouse wh LEFT JOIN paid_by_district p ON p.h_w_id = wh.w_id AND p.h_d_id IS NULL
 )
 SELECT
-  (SELECT count(*) FROM warehouses WHERE NOT (w_ytd <=> district_ytd)),
-  (SELECT count(*) FROM districts WHERE NOT (max_o_id <=> d_next_o_id - 1)
+  (SELECT count(*) FROM warehouses WHERE coalesce(w_ytd <> district_ytd, true)),
+  (SELECT count(*) FROM districts WHERE coalesce(max_o_id <> d_next_o_id - 1, true)
                                      OR (max_no_o_id IS NOT NULL AND max_no_o_id <> max_o_id)),
   (SELECT count(*) FROM districts WHERE new_orders > 0 AND max_no_o_id - min_no_o_id + 1 <> new_orders),
-  (SELECT count(*) FROM districts WHERE ol_cnt <> line_count),
+  (SELECT count(*) FROM districts WHERE coalesce(ol_cnt <> line_count, true)),
   (SELECT count(*) FROM refbench_orders WHERE in_new_order <> (in_order AND carrier IS NULL)),
   (SELECT count(*) FROM refbench_orders WHERE NOT (ol_cnt <=> line_count) AND (in_order OR line_count > 0)),
   (SELECT count(*) FROM refbench_orders WHERE in_order
                                  AND delivered_lines <> CASE WHEN carrier IS NULL THEN 0 ELSE line_count END),
-  (SELECT count(*) FROM warehouses WHERE w_ytd <> paid),
-  (SELECT count(*) FROM districts WHERE d_ytd <> paid),
-  (SELECT count(*) FROM customers WHERE balance <> delivered - paid),
+  (SELECT count(*) FROM warehouses WHERE coalesce(w_ytd <> paid, true)) + @payments_without_warehouse,
+  (SELECT count(*) FROM districts WHERE coalesce(d_ytd <> paid, true)) + @payments_without_district,
+  (SELECT count(*) FROM customers WHERE coalesce(balance <> delivered - paid, true))
+    + @orders_without_customer + @payments_without_customer,
   (SELECT count(*) FROM districts
-    WHERE coalesce(orders, 0) - new_orders <> CASE WHEN %(at_load)s THEN %(delivered_at_load)s
-                                                   ELSE coalesce(min_no_o_id, d_next_o_id) - 1 END),
-  (SELECT count(*) FROM customers WHERE balance + ytd_payment <> delivered);
+    WHERE coalesce(coalesce(orders, 0) - new_orders <> CASE WHEN %(at_load)s THEN %(delivered_at_load)s
+                                                            ELSE coalesce(min_no_o_id, d_next_o_id) - 1 END, true)),
+  (SELECT count(*) FROM customers WHERE coalesce(balance + ytd_payment <> delivered, true))
+    + @orders_without_customer;
 DROP TEMPORARY TABLE refbench_orders;
 ROLLBACK;
