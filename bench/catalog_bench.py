@@ -17,12 +17,18 @@ Measured, each --repeats times in rounds (one of each per round, so that a neigh
   runs            `refbench runs --runs-dir RUNS` (all, the newest 50, filtered, --json), the CLI end to end as a
                   subprocess, beside `refbench --version` (the floor under every command)
   history         `refbench history oltp.nopm --runs-dir RUNS` (and --json), when the checkout has the command
+  damaged         `refbench runs` once after the page of the catalog's runs table was overwritten (the catalog
+                  rebuilt from the run directories)
   serve           GET of every page of `refbench serve --runs-dir RUNS` (a subprocess on a loopback port), when the
-                  checkout has the command: the runs list (newest, all, filtered), a run's report, a trend, a
-                  comparison of 3 runs, a run's progress; the server's first request apart
+                  checkout has the command: the runs list (newest, all, filtered, with the most tag filters a query
+                  takes), a run's report, a trend (and with the most tag filters), a comparison of 3 runs, of the
+                  most runs a comparison takes, and of one run named 150 times with another, a run's progress, and
+                  1,000 tag filters (refused with a 400); the server's first request apart
 
-Times are absolute (the issue's targets are: < 0.2 s to index a run, < 1 s for `refbench runs` and for every page),
-so the load average of the machine is printed with them, and the CPU seconds of the process doing the work.
+Times are absolute (the targets of the issue that asked for the catalog: < 0.2 s to index a run, < 1 s for
+`refbench runs` and for every page), so the load average of the machine is printed with them, and the CPU seconds
+of the process doing the work (issue 27's target: every page within 2 s of the server's CPU, the maximum over the
+repeats).
 
 Usage: .venv/bin/python bench/catalog_bench.py [--runs 1000] [--dir /var/tmp/refbench-catalog-bench] [--repeats 5] [--keep]
 Prints a Markdown table for docs/BENCHMARKS.md.
@@ -38,6 +44,7 @@ import random
 import resource
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -51,9 +58,10 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from refbench.catalog import CATALOG_FILE, Catalog  # noqa: E402
+from refbench.catalog import CATALOG_FILE, MAX_TAG_FILTERS, Catalog  # noqa: E402
 from refbench.engines.managed import free_port  # noqa: E402
 from refbench.runstore import Run, iso, list_runs  # noqa: E402
+from refbench.web import MAX_COMPARED_RUNS  # noqa: E402
 
 REFBENCH = [sys.executable, "-m", "refbench"]
 SOURCES = [  # (name, the CLI arguments after `refbench`): real quick runs, about 1 min, 30 s and 1 min 30 s here
@@ -68,6 +76,7 @@ FIRST_START = datetime(2026, 4, 1, tzinfo=timezone.utc)
 SPAN = timedelta(days=210)
 THROUGHPUT = ("iops", "mb_s", "nopm", "tpm", "_per_s", "_per_min", "_count")
 LATENCY = ("lat_",)
+PAGE_CPU_S = 2.0
 
 
 # ---- the runs ---------------------------------------------------------------------------------------------
@@ -259,14 +268,31 @@ def measure_cli(t: Timings, runs: Path, repeats: int, history: bool) -> None:
     for _ in range(repeats):
         for what, args in commands.items():
             t.take(what, "refbench " + " ".join(args), cli(*args), children_cpu_s)
+    # Once: the catalog rebuilt after a page of it was overwritten (what a damaged catalog costs the next command).
+    overwrite_runs_page(runs / CATALOG_FILE)
+    t.take("runs, a damaged catalog", "refbench runs --runs-dir RUNS, the runs table's page overwritten",
+           cli("runs", *where), children_cpu_s)
 
 
-def get(url: str) -> bytes:
+def overwrite_runs_page(catalog_file: Path) -> None:
+    with sqlite3.connect(catalog_file) as db:
+        page = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    with open(catalog_file, "r+b") as f:
+        f.seek((page - 1) * page_size)
+        f.write(os.urandom(page_size))
+
+
+def get(url: str, expected: int = 200) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
-            return response.read()
+            status, body = response.status, response.read()
     except urllib.error.HTTPError as exc:
-        raise SystemExit(f"GET {url} answered {exc.code}: {exc.read()[-2000:].decode(errors='replace')}") from None
+        status, body = exc.code, exc.read()
+    if status != expected:
+        raise SystemExit(f"GET {url} answered {status}, not {expected}: {body[-2000:].decode(errors='replace')}")
+    return body
 
 
 def measure_serve(t: Timings, runs: Path, log: Path, repeats: int, pages: dict[str, str]) -> None:
@@ -291,7 +317,8 @@ def measure_serve(t: Timings, runs: Path, log: Path, repeats: int, pages: dict[s
                server_cpu_s)
         for _ in range(repeats):
             for what, path in pages.items():
-                page = t.take(f"GET {what}", f"GET {path}", lambda: get(base + path), server_cpu_s)
+                expected = NOT_OK.get(what, 200)
+                page = t.take(f"GET {what}", f"GET {shown(path)}", lambda: get(base + path, expected), server_cpu_s)
                 t.sizes[f"GET {what}"] = len(page)
     finally:
         server.terminate()
@@ -299,18 +326,42 @@ def measure_serve(t: Timings, runs: Path, log: Path, repeats: int, pages: dict[s
 
 
 def serve_pages(runs: Path) -> dict[str, str]:
-    """The pages to time, with runs that exist in RUNS: the newest oltp run's report and progress, and the three newest
-    oltp runs compared."""
+    """The pages to time, with runs that exist in RUNS: the newest oltp run's report and progress, the three newest
+    oltp runs compared, and what the dashboard bounds: the most runs a comparison takes (the newest device + oltp
+    runs, the ones with the most figures), one run named 150 times, the most tag filters a query takes, and 1,000 of
+    them (refused)."""
     catalog = Catalog(runs)
     try:
         oltp = [r["run"] for r in catalog.runs(suite="oltp")]
+        mixed = [r["run"] for r in catalog.runs(suite="device") if len(r["suites"]) > 1]
     finally:
         catalog.close()
+
+    def runs_query(names: list[str]) -> str:
+        return "&".join(f"run={name}" for name in names)
+
+    tags = [f"tag=t{i}%3D1" for i in range(MAX_TAG_FILTERS - 1)] + ["tag=firmware%3D2.3"]
     return {"runs list": "/", "runs list, all runs": "/?all=1",
             "runs list, filtered": "/?suite=oltp&host=db-a01&tag=firmware%3D2.3", "run report": f"/runs/{oltp[0]}/",
             "trend": "/history?figure=oltp.nopm",
-            "compare (3 runs)": "/compare?" + "&".join(f"run={r}" for r in oltp[:3]),
-            "progress": f"/progress/{oltp[0]}"}
+            "compare (3 runs)": "/compare?" + runs_query(oltp[:3]),
+            "progress": f"/progress/{oltp[0]}",
+            f"compare ({MAX_COMPARED_RUNS} device + oltp runs, the cap)": "/compare?" + runs_query(mixed[:MAX_COMPARED_RUNS]),
+            "compare (one run named 150 times, and another)": "/compare?" + runs_query([oltp[0]] * 150 + [oltp[1]]),
+            f"runs list, {MAX_TAG_FILTERS} tag filters (the cap)": "/?" + "&".join(tags),
+            f"trend, {MAX_TAG_FILTERS} tag filters": "/history?figure=oltp.nopm&" + "&".join(tags),
+            TAGS_REFUSED: "/?" + "&".join(f"tag=t{i}%3D1" for i in range(1000))}
+
+
+# Pages timed for the work they do, whose answer is not a 200: past a cap (a 400 and its sentence), a figure no run
+# with these tags has (a 404 and the names of the figures they do have).
+TAGS_REFUSED = "runs list, 1,000 tag filters (refused)"
+NOT_OK = {TAGS_REFUSED: 400, f"trend, {MAX_TAG_FILTERS} tag filters": 404}
+
+
+def shown(path: str, limit: int = 100) -> str:
+    """A request as the table shows it: a query of 150 runs or 1,000 tags cut short."""
+    return path if len(path) <= limit else f"{path[:limit]}… ({len(path):,} characters)"
 
 
 # ---- main -------------------------------------------------------------------------------------------------
@@ -356,15 +407,17 @@ def print_table(t: Timings, args: argparse.Namespace, history: bool, serve: bool
     targets = {"index one run": 0.2, "runs": 1.0, "runs, filtered": 1.0, "runs --json": 1.0}
     print(f"\n{args.runs} runs, {args.repeats} repeats, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
           f"load average (1 min) during the measurements: {min(t.loads):.1f}–{max(t.loads):.1f}\n")
-    print("| measurement | command | median s | max s | median CPU s | target |")
-    print("|---|---|---|---|---|---|")
+    print("| measurement | command | median s | max s | median CPU s | max CPU s | target |")
+    print("|---|---|---|---|---|---|---|")
     for what, times in t.times.items():
         target = targets.get(what, 1.0 if what.startswith("GET ") else None)
         met = target is not None and statistics.median(times) < target
-        verdict = "" if target is None else f"< {target:g} s ({'ok' if met else 'MISSED'})"
+        verdicts = [] if target is None else [f"< {target:g} s ({'ok' if met else 'MISSED'})"]
+        if what.startswith("GET "):  # issue 27: every page within PAGE_CPU_S of the server's CPU, each time
+            verdicts.append(f"CPU < {PAGE_CPU_S:g} s ({'ok' if max(t.cpu[what]) < PAGE_CPU_S else 'MISSED'})")
         size = f" ({t.sizes[what] / 1000:,.0f} kB)" if what in t.sizes else ""
         print(f"| {what}{size} | `{t.commands[what]}` | {statistics.median(times):.3f} | {max(times):.3f} | "
-              f"{statistics.median(t.cpu[what]):.3f} | {verdict} |")
+              f"{statistics.median(t.cpu[what]):.3f} | {max(t.cpu[what]):.3f} | {', '.join(verdicts)} |")
     if not history:
         print("\n`refbench history` is not in this checkout: not measured.")
     if not serve:

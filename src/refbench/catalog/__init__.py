@@ -9,6 +9,11 @@ A run is indexed again when its fingerprint changes: the name, size and modifica
 catalog reads from it (run.json, verdict.json, tags.json, records, findings), or when a run marked running has lost
 its lock (killed). A run directory that cannot be read is listed as corrupt, with the sentence that says why,
 and without figures; the others are indexed.
+
+The catalog is a cache, so no SQLite error from it may hide a run: a damaged file (a bad page anywhere, not only a
+bad header) is made again from the run directories in its place, and one that cannot be written (locked, read-only,
+immutable, a full disk) gives way to a catalog made elsewhere (in memory for a command, in `refbench serve`'s own
+file for a server); either is said once (`read_catalog`, `rebuilt`).
 """
 
 from __future__ import annotations
