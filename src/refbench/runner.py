@@ -161,20 +161,24 @@ def execute(run: Run, console: Console) -> bool:
     except ResourceExhausted:
         raise
     except Exception as exc:
-        if isinstance(exc, ServerDidNotStart) and resource_of(exc) is None and not last_oom():
-            raise _after_failed_start(exc, run, console) from None
+        if isinstance(exc, ServerDidNotStart) and (failed := _after_failed_start(exc, run, console)):
+            raise failed from None
         if explained := diagnose(exc, run):
             raise explained from None
         raise
 
 
-def _after_failed_start(exc: ServerDidNotStart, run: Run, console: Console) -> UserError:
-    """A managed server that did not start fails the same way on resume (the run's plan holds its settings): a run
-    that measured nothing yet is removed whole, work data and run directory; one that did keeps what it measured."""
+def _after_failed_start(exc: ServerDidNotStart, run: Run, console: Console) -> UserError | None:
+    """A managed server that did not start: a run that measured nothing yet is removed whole, work data and run
+    directory, since starting again is a new run (and a resume would fail the same way with the settings of its plan).
+    One that measured keeps its records; resuming it helps only once a resource that ran out is freed (None: diagnose
+    says so), otherwise the message does not offer it."""
     said = str(exc).rstrip(".")
+    ran_out = resource_of(exc) is not None or last_oom() is not None
     if measured := len(run.records()):
-        return UserError(f"{said}; the {measured} case(s) measured before stay in {run.path} (resuming would start the "
-                         "server with the same settings, so start a new run with them changed).")
+        return None if ran_out else UserError(
+            f"{said}; the {measured} case(s) measured before stay in {run.path} (resuming would start the server with "
+            "the same settings, so start a new run with them changed).")
     remove_work_data(run, console)
     problem = ""
     try:
@@ -185,9 +189,10 @@ def _after_failed_start(exc: ServerDidNotStart, run: Run, console: Console) -> U
         if place is not None:
             with place:
                 problem = removal.remove(place, run.path)[1]
+    kind = ResourceExhausted if ran_out else UserError
     if problem:
-        return UserError(f"{said}; nothing was measured, but its run directory {run.path} could not be removed: {problem}.")
-    return UserError(f"{said}; nothing was measured, so its run directory {run.path} was removed.")
+        return kind(f"{said}; nothing was measured, but its run directory {run.path} could not be removed: {problem}.")
+    return kind(f"{said}; nothing was measured, so its run directory {run.path} was removed.")
 
 
 def diagnose(exc: Exception, run: Run) -> UserError | None:
