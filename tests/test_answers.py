@@ -116,6 +116,15 @@ def test_the_reference_check_applies_tpch_2_1_3_5_and_names_it(kind, where, wron
                           f"expected {reference[row - 1][column - 1]!r} (TPC-H 2.1.3.5: {rule})")
 
 
+@pytest.mark.parametrize("kind, where", [("cnt", (1, 1, 10)), ("int", (3, 1, 1)), ("num", (2, 1, 1)), ("sum", (1, 1, 4)),
+                                         ("avg", (1, 1, 7)), ("rat", (14, 1, 1))])
+def test_one_reference_value_five_percent_off_fails_in_a_column_of_each_kind(kind, where):
+    q, row, column = where
+    reference = reference_answer(q)
+    difference = compare(q, changed(reference, row, column, five_percent_more), reference)
+    assert difference and difference.startswith(f"row {row}, column {column} ({kind}):") and "(TPC-H 2.1.3.5: " in difference
+
+
 def test_the_reference_check_keeps_what_the_specification_allows():
     q1 = reference_answer(1)
     assert compare(1, changed(q1, 1, 4, lambda v: f"{Decimal(v) + 99}"), q1) is None  # a sum within 100
