@@ -7,8 +7,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from rich.console import Console
 
 from conftest import cli_env, refbench_command, wait_for
 from refbench import removal, runner
+from refbench.children import OWNER_RECORD, owned_temp_dir, remove_orphaned_temp_dirs
 from refbench.plan import load_plan
 from refbench.runstore import Run
 from test_least_privilege import _as, other_user  # noqa: F401 (a fixture)
@@ -283,3 +288,79 @@ def test_a_jobs_work_directory_is_removed_through_no_link_put_on_the_way_to_it(r
     assert swapped.returncode == 0, swapped.stderr
     removal.remove_quietly(job)
     assert _victim_intact(victim) and (target / "work-moved" / "tpch-sf0.01").is_dir()
+
+
+# ---- what a run puts outside its run directory: the temp directory's socket and pipe directories -----------------
+
+
+@pytest.fixture
+def private_tmpdir():
+    """A TMPDIR of the test's own, so that it sees no other test's directories: short (a unix socket's path is limited
+    to 107 bytes) and open to the server accounts, as /tmp is."""
+    path = Path(tempfile.mkdtemp(prefix="rb-tmp-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _left_in(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.glob("refbench-*"))
+
+
+def test_only_refbench_directories_whose_maker_is_dead_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made = subprocess.run([sys.executable, "-c", "from refbench.children import owned_temp_dir; "
+                                                 "print(owned_temp_dir('refbench-load-'))"],
+                          capture_output=True, text=True, env=cli_env(TMPDIR=str(tmp_path)), check=True)
+    dead = Path(made.stdout.strip())  # its maker has exited
+    alive = owned_temp_dir("refbench-pg-")  # this process's
+    reused = owned_temp_dir("refbench-mariadb-")  # a live process with this pid, but not the one that made it
+    record = json.loads((reused / OWNER_RECORD).read_text())
+    (reused / OWNER_RECORD).write_text(json.dumps({**record, "started": record["started"] - 1}))
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(dead, elsewhere)
+    (tmp_path / "refbench-pg-link").symlink_to(elsewhere)  # a symlink is never followed, nor removed
+    (tmp_path / "refbench-test-mine").mkdir()  # refbench's prefix, but no owner record: not made by owned_temp_dir
+    linked = tmp_path / "refbench-load-linked"
+    linked.mkdir()
+    os.link(elsewhere / OWNER_RECORD, linked / OWNER_RECORD)  # a record that is also another file
+
+    assert sorted(remove_orphaned_temp_dirs()) == sorted([dead, reused])
+    assert _left_in(tmp_path) == sorted([alive.name, "refbench-pg-link", "refbench-test-mine", "refbench-load-linked"])
+    assert (elsewhere / OWNER_RECORD).is_file()
+
+
+@pytest.mark.slow
+def test_a_socket_directory_left_by_a_kill_9_of_refbench_and_its_watchdog_goes_at_the_next_run(
+        tmp_path, process_tree, reachable_dir, private_tmpdir):
+    tree = process_tree("oltp", "--warehouses", "1", "--users", "1", "--rampup-s", "1", "--duration-s", "30",
+                        "--data-dir", str(reachable_dir / "pgdata"), "--runs-dir", str(tmp_path / "runs"),
+                        env={"TMPDIR": str(private_tmpdir)})
+    socket_dir = wait_for(lambda: next(private_tmpdir.glob("refbench-pg-*/.s.PGSQL.*"), None), 120, "the server").parent
+    watchdog = next(pid for pid, cmd in tree.children().items() if "-m refbench.children" in cmd)
+    os.kill(watchdog, signal.SIGKILL)
+    tree.signal(signal.SIGKILL)
+    assert tree.finish()["survivors"] == []  # the server went with refbench (the kernel's signal)
+    assert socket_dir.is_dir()  # nobody was left to remove it
+
+    later = subprocess.run(refbench_command(*SLEEPY, "--set", "sleepy.cases=1"), cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120, env=cli_env(TMPDIR=str(private_tmpdir)))
+    assert later.returncode == 0, later.stderr
+    assert _left_in(private_tmpdir) == []
+
+
+@pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
+                    reason="mariadb-server is not installed (make setup installs it)")
+@pytest.mark.slow
+def test_sigterm_during_a_mariadb_load_leaves_no_directory_in_the_temp_directory(tmp_path, process_tree, private_tmpdir):
+    tree = process_tree("oltp", "--engine", "mariadb", "--warehouses", "2", "--load-workers", "2", "--users", "1",
+                        "--rampup-s", "1", "--duration-s", "2", "--runs-dir", str(tmp_path / "runs"),
+                        env={"TMPDIR": str(private_tmpdir)})
+    wait_for(tree.forked_workers, 180, "the loader processes")
+    time.sleep(1)
+    assert not list((tmp_path / "runs").glob("*/records/oltp/*.json"))  # still loading
+    tree.signal(signal.SIGTERM)
+    ended = tree.finish()
+    assert ended["code"] == 130, ended["stderr"]
+    assert ended["survivors"] == []
+    assert _left_in(private_tmpdir) == []

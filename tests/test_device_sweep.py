@@ -4,6 +4,7 @@ short duration per point, killed midway and resumed."""
 from __future__ import annotations
 
 import json
+import random
 import signal
 import time
 from pathlib import Path
@@ -61,3 +62,24 @@ def test_the_whole_sweep_killed_midway_resumes_with_no_point_lost_or_measured_tw
     assert findings == [{"check": "sweep points completed", "passed": True, "detail": "576 of 576 points measured"}]
     assert (run / "report.html").is_file() and not list(run.rglob(".tmp-*"))
     print(f"resume measured {len(fresh)} points in {time.monotonic() - t0:.0f} s")
+
+
+@pytest.mark.slow
+def test_no_process_of_a_sweep_outlives_a_kill_9_at_twenty_random_moments(tmp_path, process_tree):
+    """At 10 ms a point, fio processes start several times a second: some kills land in the instant one starts."""
+    moments = random.Random()
+    seed = moments.randrange(1 << 32)
+    moments.seed(seed)
+    survivors = []
+    for kill in range(20):
+        runs = tmp_path / f"runs-{kill}"
+        tree = process_tree("device", str(tmp_path), "--profile", "full", "--runs-dir", str(runs), "--size", "16m",
+                            "--numjobs", "1", "--no-checks", "--no-precondition", "--min-runtime-s", "0.01",
+                            "--max-runtime-s", "0.01", linger_s=5)
+        wait_for(lambda: next(runs.glob("*/records/device/*.json"), None), 120, "the sweep's first point", every_s=0.02)
+        time.sleep(moments.uniform(0, 1.0))
+        tree.signal(signal.SIGKILL)
+        ended = tree.finish()
+        assert ended["code"] == -signal.SIGKILL, ended["stderr"]  # killed during the sweep, not after it
+        survivors += ended["survivors"]
+    assert survivors == [], f"alive 5 s after a kill -9 of refbench (random moments, seed {seed})"

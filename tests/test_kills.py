@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import TESTS, cli_env, wait_for
 
 pytestmark = pytest.mark.slow
 LINGER_S = 5  # "nothing outlives refbench for more than a few seconds"
@@ -76,3 +78,26 @@ def test_analytics_killed_while_its_jobs_run_leaves_no_job_and_resumes(tmp_path,
     run = next(runs.iterdir())
     assert _records(run, "analytics") == {}  # one case, the workload, which the kill cut short
     _resume_completes(refbench, run, "analytics", {}, {"workload"})
+
+
+# A parent killed while its child is between the fork and its request for the kernel's signal (the preexec function
+# sleeps there, so the kill always lands in that instant), and a child that would run on for a minute.
+KILLED_WHILE_ITS_CHILD_STARTS = """
+import os, signal, subprocess, threading, time
+from refbench.children import die_with_parent
+def late():
+    time.sleep(1.0)
+    die_with_parent()
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+subprocess.Popen(["sleep", "60"], preexec_fn=late)
+"""
+
+
+def test_a_child_started_in_the_instant_its_parent_is_killed_does_not_run_on(tmp_path):
+    out, err = tmp_path / "parent.out", tmp_path / "parent.err"
+    harness = subprocess.run([sys.executable, str(TESTS / "process_tree.py"), "--linger-s", str(LINGER_S), "--stdout",
+                              str(out), "--stderr", str(err), "--", sys.executable, "-c", KILLED_WHILE_ITS_CHILD_STARTS],
+                             capture_output=True, text=True, timeout=120, env=cli_env())
+    ended = json.loads(harness.stdout.strip().splitlines()[-1])
+    assert ended["code"] == -signal.SIGKILL, err.read_text()
+    assert ended["survivors"] == [], "a child outlived its parent killed while it started"

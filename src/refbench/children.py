@@ -4,8 +4,8 @@ Two mechanisms, for two kinds of children:
 
 - ``die_with_parent`` (a ``preexec_fn``; ``forked_worker`` for a forked worker): the kernel signals the child when the
   thread that started it exits. Right for a child refbench starts from its main thread and that may simply be killed
-  (an analytics job, a cluster node's refbench, a loader, a virtual user) or that stops its own children on SIGTERM
-  (fio). The kernel clears the setting when the child's credentials change, so it is set after any setuid.
+  (an analytics job, a cluster node's refbench, a loader, a virtual user, fio with its jobs as threads) or that stops
+  its own children on another signal. The kernel clears the setting when the child's credentials change, so it is set after any setuid.
 - ``watchdog()``: one small process per refbench process that waits for refbench to end (a pidfd, so a child that
   inherited a descriptor cannot keep it waiting) and then undoes what is still registered with it: stops processes
   (a signal, then stronger ones after a grace period), runs stop commands and removes paths. Right for what needs
@@ -17,6 +17,11 @@ Two mechanisms, for two kinds of children:
     guard.release()
 
 When refbench exits, normally or not, the watchdog acts on what is still registered and exits too.
+
+A child started in the instant refbench is killed would escape the kernel's signal: ``die_with_parent`` ends a child
+whose parent was already gone when it asked for it. Directories made outside the run directory (``owned_temp_dir``)
+carry an owner record, so that ``remove_orphaned_temp_dirs`` removes them at a later start once their owner is dead,
+when refbench and its watchdog were killed together.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -38,12 +45,31 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 PR_SET_PDEATHSIG = 1
+# Looked up once here: a child forked from a process with threads must not dlopen (another thread may have held the
+# loader's lock at the fork, and the child would wait for it forever).
+_prctl = ctypes.CDLL(None).prctl
+_forked_from: int | None = None
+
+
+def _remember_forking_process() -> None:
+    global _forked_from
+    _forked_from = os.getpid()
+
+
+# Runs before os.fork and before a subprocess with a preexec_fn forks, so the child knows which parent it had even if
+# that parent is already dead (and the child reparented) by the time it asks.
+os.register_at_fork(before=_remember_forking_process)
 
 
 def die_with_parent(signum: int = signal.SIGKILL) -> None:
-    """``signum`` instead of SIGKILL lets a child that has children of its own (fio's jobs) stop them first.
-    Call it after any change of user: the kernel clears the setting when a process's credentials change."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signum)
+    """``signum`` instead of SIGKILL lets a child that has children of its own stop them first.
+    Call it after any change of user: the kernel clears the setting when a process's credentials change.
+
+    The kernel sends the signal when the parent dies after this call; a parent killed between the fork and this call
+    would leave the child running for good, so the child then ends here."""
+    _prctl(PR_SET_PDEATHSIG, signum)
+    if _forked_from is not None and os.getppid() != _forked_from:
+        os._exit(128 + signum)
 
 
 def forked_worker() -> None:
@@ -129,6 +155,81 @@ def watchdog() -> Watchdog:
         if _watchdog is None or _watchdog._owner != os.getpid() or _watchdog.process.poll() is not None:
             _watchdog = Watchdog()
         return _watchdog
+
+
+# ---- directories outside the run directory --------------------------------------------------------------------
+
+TEMP_DIR_PREFIX = "refbench-"
+OWNER_RECORD = ".refbench-owner"
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot: with the pid, it names one process, not its successors."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat_line[stat_line.rindex(")") + 2:].split()[19])
+
+
+def owned_temp_dir(prefix: str, account_uid: int | None = None) -> Path:
+    """``tempfile.mkdtemp`` (mode 0700) with a record of the process that made it, for when it cannot live in the run
+    directory (a unix socket's path is limited to 107 bytes). ``account_uid``: the account the directory is handed to
+    (a server's), which a later removal accepts as its owner too."""
+    assert prefix.startswith(TEMP_DIR_PREFIX)
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    record = {"pid": os.getpid(), "started": _start_time(os.getpid()), "account_uid": account_uid}
+    fd = os.open(path / OWNER_RECORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(record))
+    return path
+
+
+def _orphaned(parent_fd: int, name: str) -> bool:
+    """Whether ``name`` in the directory ``parent_fd`` is a real directory made by owned_temp_dir under this user,
+    whose maker is dead. Anything else (a symlink, another user's directory, a record this user did not write or that
+    is linked from elsewhere, one that does not parse) is not ours to remove."""
+    try:
+        directory_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    except OSError:
+        return False
+    try:
+        directory = os.fstat(directory_fd)
+        record_fd = os.open(OWNER_RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory_fd)
+        try:
+            record = os.fstat(record_fd)
+            if not stat.S_ISREG(record.st_mode) or record.st_uid != os.geteuid() or record.st_nlink != 1:
+                return False
+            owner = json.loads(os.read(record_fd, 4096))
+        finally:
+            os.close(record_fd)
+        if directory.st_uid not in (os.geteuid(), owner.get("account_uid")):
+            return False
+        return _start_time(int(owner["pid"])) != owner["started"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    finally:
+        os.close(directory_fd)
+
+
+def remove_orphaned_temp_dirs(root: Path | None = None) -> list[Path]:
+    """Removes the owned_temp_dir directories in ``root`` (the temp directory) whose maker died without removing
+    them, as when refbench and its watchdog were killed together; returns them."""
+    root = Path(root or tempfile.gettempdir())
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return []
+    removed = []
+    try:
+        for name in os.listdir(root_fd):
+            if name.startswith(TEMP_DIR_PREFIX) and _orphaned(root_fd, name):
+                # dir_fd: relative to the directory checked, and rmtree follows no symlink inside.
+                shutil.rmtree(name, dir_fd=root_fd, ignore_errors=True)
+                removed.append(root / name)
+    finally:
+        os.close(root_fd)
+    return removed
 
 
 # ---- the watchdog process ----------------------------------------------------------------------------------------

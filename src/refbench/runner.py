@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from refbench import accept, removal
 from refbench.catalog import index_run
+from refbench.children import remove_orphaned_temp_dirs
 from refbench.engines import last_server_failure
 from refbench.errors import UserError
 from refbench.engines.managed import ServerDidNotStart
@@ -156,6 +157,7 @@ def _refuse_unused_targets(plan: Plan) -> None:
 def execute(run: Run, console: Console) -> bool:
     """Measures every unrecorded case, checks, writes tables, charts and the report.
     Returns True when every correctness check passed."""
+    remove_orphaned_temp_dirs()  # what runs killed together with their watchdog left in the temp directory
     try:
         return _execute(run, console)
     except ResourceExhausted:

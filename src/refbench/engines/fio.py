@@ -7,7 +7,6 @@ second and a final one when it ends (also after SIGINT, which is how a job is st
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import signal
@@ -97,12 +96,14 @@ def run_fio(
 ) -> FioResult:
     """Runs one fio job. ``on_sample(iops_samples, report)`` is called after every per-second report and
     returns True to stop the job now (steady state reached); fio then still writes its final report."""
-    argv = [fio_binary(), *job_args(options), "--status-interval=1", "--output-format=json",
+    # Jobs as threads of the one fio process (--thread), not processes of their own: a fio job process sets up its
+    # own session, and one left waiting for a main process that died (of the SIGTERM a dying refbench had the kernel
+    # send) lived on for good — the issue's fio found alive 5 s after a kill -9 of refbench. As one process, fio ends
+    # whole with the kernel's SIGKILL when refbench dies.
+    argv = [fio_binary(), "--thread", *job_args(options), "--status-interval=1", "--output-format=json",
             f"--percentile_list={PERCENTILES}"]
-    # fio's jobs are processes of their own that outlive a killed fio main process: fio is stopped with SIGTERM,
-    # which it passes on to its jobs, also when refbench dies.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+                            preexec_fn=die_with_parent)
     stderr_chunks: list[str] = []
     reader = threading.Thread(target=lambda: stderr_chunks.append(proc.stderr.read()), daemon=True)
     reader.start()

@@ -14,12 +14,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from refbench.children import die_with_parent, watchdog
+from refbench.children import die_with_parent, owned_temp_dir, watchdog
 from refbench.errors import UserError
 from refbench.redaction import read_private, write_private
 
@@ -96,10 +95,11 @@ class ManagedProcess:
 
     def _open(self) -> None:
         """A free port, and a short socket path (unix socket paths are limited to about 100 bytes, run directories are
-        long) made mode 0700 by mkdtemp: the socket trusts whoever reaches it. Then the bound's cgroup, if any."""
+        long) made mode 0700 by mkdtemp: the socket trusts whoever reaches it. Then the bound's cgroup, if any. A later
+        start removes the socket directory if refbench and its watchdog were both killed (owned_temp_dir)."""
         self.stop_stale()
         self.port = free_port()
-        self.socket_dir = Path(tempfile.mkdtemp(prefix=self.socket_prefix))
+        self.socket_dir = owned_temp_dir(self.socket_prefix, self.account.pw_uid if self.account is not None else None)
         self._socket_guard = watchdog().register(remove=[self.socket_dir])
         self._own(self.socket_dir)
         if self.bound is not None:

@@ -32,7 +32,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from refbench.children import watchdog
+from refbench.children import owned_temp_dir, watchdog
 from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
 from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
 from refbench.engines.postgres import (
@@ -234,7 +233,7 @@ class ManagedMariaDB(ManagedProcess):
         # A temporary directory of its own: a bootstrapping mariadbd removes every "#sql*" file in its tmpdir when it
         # starts, so two installs sharing /tmp remove each other's temporary tables ("Unknown table
         # 'mysql.tmp_user_sys'", seen when parallel tests initialised two servers at once).
-        scratch = Path(tempfile.mkdtemp(prefix="refbench-mariadb-install-"))
+        scratch = owned_temp_dir("refbench-mariadb-install-", self.account.pw_uid if self.account is not None else None)
         guard = watchdog().register(remove=[scratch])
         try:
             self._own(scratch)
@@ -428,7 +427,7 @@ def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
     backslash escapes, \\N for NULL, one row per line), so a loader's lines serve both engines. They are streamed
     through a named pipe in a private directory: the client reads it as the file it sends, while a thread writes the
     lines, and nothing lands on disk. ``conn`` needs local_infile=True (connect's keyword)."""
-    directory = Path(tempfile.mkdtemp(prefix="refbench-load-"))
+    directory = owned_temp_dir("refbench-load-")
     fifo = directory / "rows"
     os.mkfifo(fifo, 0o600)
     failure: list[BaseException] = []
@@ -436,6 +435,10 @@ def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
     def write() -> None:
         try:
             with open(fifo, "w") as f:
+                # Both ends are open: the pipe needs no name any more. Removed now, it is not left behind by a loader
+                # killed during its load (a SIGTERM'd worker runs no cleanup); only the instant before this is, and
+                # the next start removes that (owned_temp_dir).
+                shutil.rmtree(directory, ignore_errors=True)
                 chunk: list[str] = []
                 for line in lines:
                     chunk.append(line)
@@ -463,7 +466,10 @@ def load_lines(conn, table: str, columns: str, lines: Iterable[str]) -> int:
         # and closes it ends its wait (its next write fails with a broken pipe). Again until the writer is gone: it
         # may not have reached its open() yet when the first reader came and went.
         while writer.is_alive():
-            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            try:
+                os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            except FileNotFoundError:
+                pass  # the writer had its reader and removed the pipe: it ends on a broken pipe
             writer.join(0.05)
         shutil.rmtree(directory, ignore_errors=True)
     if failure:
