@@ -131,7 +131,7 @@ def test_runs_tag_and_history_on_the_command_line(runs, refbench):
             parse_figure(wrong)
 
 
-def _overwrite_page_of(catalog_file, table: str) -> None:
+def overwrite_page_of(catalog_file, table: str) -> None:
     """Random bytes over the page in the middle of the file that holds ``table``'s rows (its root page), as a torn
     write or a bad sector leaves it; the header and the other pages stay as they were."""
     with sqlite3.connect(catalog_file) as db:
@@ -155,7 +155,11 @@ def _warnings(stderr: str) -> list[str]:
 ])
 def test_a_damaged_page_in_the_middle_of_the_catalog_is_rebuilt_from_the_run_directories(runs, refbench, table, command):
     runs, made = runs
-    _overwrite_page_of(runs / CATALOG_FILE, table)
+    overwrite_page_of(runs / CATALOG_FILE, table)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    killed_rebuild = runs / f"{CATALOG_FILE}.building-{ended.pid}-1"  # what a rebuild killed halfway leaves
+    killed_rebuild.write_bytes(b"half a catalog")
     damaged = refbench(*command, "--runs-dir", "runs")
     assert damaged.code == 0, damaged.stderr
     listed = damaged.json() if command[0] == "runs" else damaged.json()["points"]
@@ -165,6 +169,7 @@ def test_a_damaged_page_in_the_middle_of_the_catalog_is_rebuilt_from_the_run_dir
     with sqlite3.connect(runs / CATALOG_FILE) as db:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     db.close()
+    assert sorted(p.name for p in runs.glob(CATALOG_FILE + "*")) == [CATALOG_FILE]  # built aside, renamed over it
     again = refbench(*command, "--runs-dir", "runs")
     assert again.code == 0 and not _warnings(again.stderr), again.stderr  # said once: healed for good
     assert again.stdout == damaged.stdout

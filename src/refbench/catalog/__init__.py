@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sqlite3
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -222,16 +223,50 @@ def rebuilt(runs_dir: Path, failed: Path, problem: sqlite3.Error, fallback: Path
 
 
 def _made_afresh(runs_dir: Path, database: Path | str, warn: Callable[[str], None]) -> Catalog:
-    if database != MEMORY:
-        for leftover in (Path(database), Path(f"{database}-wal"), Path(f"{database}-shm")):
-            leftover.unlink(missing_ok=True)
-    catalog = Catalog(runs_dir, database)
+    """A catalog at ``database`` made from the run directories. A file is built beside it and renamed over it, so
+    that a command or page reading it meanwhile sees the old catalog or the whole new one, never a part."""
+    if database == MEMORY:
+        return _brought_up_to_date(Catalog(runs_dir, MEMORY), warn)
+    building = Path(f"{database}.building-{os.getpid()}-{threading.get_ident()}")
+    for left in Path(database).parent.glob(f"{Path(database).name}.building-*"):
+        builder = re.fullmatch(r".*\.building-(\d+)-\d+", left.name)
+        if builder and not _alive(int(builder.group(1))):  # a rebuild killed halfway
+            _remove_database(left)
+    try:
+        # The last connection folds its WAL into the file as it closes: the file alone is the catalog.
+        _brought_up_to_date(Catalog(runs_dir, building), warn).close()
+    except BaseException:
+        _remove_database(building)
+        raise
+    # The old file's WAL before the rename: a connection opened between the two would apply it to the new file.
+    # The old file itself is replaced, never removed, so that no one opens an empty catalog in the meantime.
+    _remove_database(Path(database), keep_file=True)
+    os.replace(building, database)
+    return Catalog(runs_dir, database)
+
+
+def _brought_up_to_date(catalog: Catalog, warn: Callable[[str], None]) -> Catalog:
     try:
         catalog.update(warn)
     except BaseException:
         catalog.close()
         raise
     return catalog
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
+
+
+def _remove_database(path: Path, keep_file: bool = False) -> None:
+    for leftover in ([] if keep_file else [path]) + [Path(f"{path}-wal"), Path(f"{path}-shm")]:
+        leftover.unlink(missing_ok=True)
 
 
 def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None, since: str | None,
