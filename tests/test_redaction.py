@@ -199,14 +199,23 @@ def _run_shows_no_password(tmp_path_factory, port: int, set_password, form: str,
     dsn, password = _dsn(form, secret[0], "127.0.0.1", port)
     set_password(password)
     cwd = tmp_path_factory.mktemp("run")
-    run = subprocess.run(refbench_command(*TINY_OLTP, "--dsn", dsn, "--runs-dir", "runs"), cwd=cwd, env=cli_env(),
-                         capture_output=True, text=True, timeout=600)
+
+    def refbench(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(refbench_command(*args), cwd=cwd, env=cli_env(), capture_output=True, text=True,
+                              timeout=600)
+
+    run = refbench(*TINY_OLTP, "--dsn", dsn, "--runs-dir", "runs")
     assert run.returncode == 0, run.stderr  # it connected with the password: the DSN and its reading are right
     directory = cwd / run.stdout.strip().splitlines()[-1]
-    listed = subprocess.run(refbench_command("runs", "--runs-dir", "runs", "--json"), cwd=cwd, env=cli_env(),
-                            capture_output=True, text=True, timeout=120)
+    listed = refbench("runs", "--runs-dir", "runs", "--json")
     assert listed.returncode == 0 and str(directory.name) in listed.stdout, listed.stderr
-    shown = {"stdout": run.stdout, "stderr": run.stderr, "runs --json": listed.stdout + listed.stderr}
+    # And the other places a DSN is repeated: the dry run's options, the sentence for a server that refuses.
+    dry = refbench(*TINY_OLTP, "--dsn", dsn, "--dry-run")
+    assert dry.returncode == 0 and "***" in dry.stdout, dry.stderr
+    refused = refbench(*TINY_OLTP, "--dsn", dsn.replace(f":{port}", ":1").replace(f"port={port}", "port=1"))
+    assert refused.returncode == 2 and "cannot connect" in refused.stderr, refused.stderr
+    shown = {"stdout": run.stdout, "stderr": run.stderr, "runs --json": listed.stdout + listed.stderr,
+             "--dry-run": dry.stdout + dry.stderr, "refused": refused.stdout + refused.stderr}
     secrets_dir = directory / "secrets"
     for path in [*directory.rglob("*"), cwd / "runs" / "catalog.sqlite"]:
         if path.is_file() and secrets_dir not in path.parents and path.suffix != ".png":
