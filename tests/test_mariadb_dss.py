@@ -17,6 +17,8 @@ from refbench import engines
 from refbench.engines import QueryTimeout
 from refbench.engines.mariadb import ManagedMariaDB
 from refbench.errors import UserError
+from refbench.runstore import Run
+from refbench.suites import Record, storage
 from refbench.suites.dss import datagen, refresh
 from refbench.suites.dss.answers import as_expected, compare, reference_answer
 from refbench.suites.dss.queries import stream_queries
@@ -81,6 +83,17 @@ def test_mariadb_loads_tpch_and_agrees_with_duckdb_on_stream_0(base):
             session.run("SELECT count(*) FROM lineitem a, lineitem b WHERE a.l_comment < b.l_comment")
         assert time.monotonic() - t0 < 30
         session.close()
+        # A cold query restarts the server inside the probe's interval, and InnoDB's counters start again from 0:
+        # the interval's page requests are the new server's own, not its counters less the old server's (which made a
+        # hit ratio of 100.1% at SF 1).
+        probe = storage.engine_probe(maria, None)
+        probe.start()
+        maria.cold()
+        maria.run(dict(stream_queries(0, SF))[6])
+        seen = probe.stop()
+        since_restart = maria.counters()
+        assert seen["blocks_hit"] > 0 and seen["blocks_read"] >= 0 and 0 <= seen["hit_ratio_pct"] <= 100
+        assert seen["blocks_hit"] + seen["blocks_read"] <= since_restart["blocks_hit"] + since_restart["blocks_read"]
         (data / "region.csv").write_text("r_regionkey,r_name,r_comment\n0,AFRICA,x\nnot a number,EUROPE,y\n")
         with pytest.raises(UserError,
                            match=r"^loading .*region.csv into MariaDB gave 1 warning, the first: Incorrect integer value"):
@@ -120,3 +133,21 @@ def test_mariadb_answers_match_the_reference_set_at_sf1_and_a_refresh_pair_leave
         assert maria.run(count)[0] == before
     finally:
         maria.stop()
+
+
+def test_a_share_out_of_its_range_is_an_internal_error_naming_it_where_records_are_written(tmp_path):
+    """A hit ratio above 100% is a bug in how it was computed, not a figure: writing the record fails, naming it."""
+    run = Run(tmp_path)
+    impossible = Record({"cold_s": 1.5, "cold_cpu_pct": 40.0}, extra={"storage": {"hit_ratio_pct": 100.1}},
+                        suite="dss", case_id="mariadb-q6")
+    with pytest.raises(ValueError, match=r"dss mariadb-q6: .*extra\.storage\.hit_ratio_pct = 100\.1$"):
+        run.write_record(impossible)
+    assert not run.record_path("dss", "mariadb-q6").exists()
+    impossible.extra["storage"]["hit_ratio_pct"] = 100.0
+    impossible.metrics["new_order_mix_pct"] = -0.5
+    with pytest.raises(ValueError, match=r"metrics\.new_order_mix_pct = -0\.5$"):
+        run.write_record(impossible)
+    impossible.metrics["new_order_mix_pct"] = 0.0
+    impossible.metrics["difference_pct"] = -7.5  # a signed difference, not a share
+    run.write_record(impossible)
+    assert run.records("dss")[0].extra["storage"]["hit_ratio_pct"] == 100.0

@@ -40,7 +40,7 @@ from refbench.errors import UserError
 from refbench.fileio import atomic_write_json, remove_temp_files, writable_directory
 from refbench.plan import TAG, Plan
 from refbench.redaction import merge_secrets, read_private, redact, split_secrets, write_private
-from refbench.suites import Finding, Record
+from refbench.suites import Finding, Record, impossible_figures
 
 RUN_FORMAT = "refbench-run/1"
 SET_ASIDE_SUFFIX = ".corrupt"
@@ -384,6 +384,8 @@ class Run:
         return self.record_path(suite, case_id).is_file()
 
     def write_record(self, record: Record) -> None:
+        if impossible := impossible_figures(record):
+            raise ValueError(f"{record.suite} {record.case_id}: figures that cannot be: {'; '.join(impossible)}")
         atomic_write_json(self.record_path(record.suite, record.case_id), dataclasses.asdict(record))
 
     def _record_files(self, suite: str | None = None) -> list[Path]:

@@ -666,6 +666,7 @@ class MariaDbEngine(ServerEngine):
     kind = "row store"
     in_process = False
     buffer_cache = "buffer pool"  # not reloaded at a restart (DEFAULTS)
+    counters_restart_with_server = True  # InnoDB's status counters live in the process (storage.Probe)
     Session = MariaDbSession
     Managed = ManagedMariaDB
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,6 +54,36 @@ class Record:
     ended_epoch_s: float = 0.0
     elapsed_s: float = 0.0
     telemetry: dict[str, Any] = field(default_factory=dict)
+
+
+# A figure named as a share of a whole: a percentage (…_pct) or a fraction (…hit_ratio, …_share). Not shares though
+# named in percent: a signed difference, and fio's CPU of a job, summed over the job's threads.
+_SHARE = re.compile(r"(_pct|hit_ratio|_share)$")
+_NOT_A_SHARE = re.compile(r"difference_pct$|^fio_(usr|sys)_cpu_pct$")
+_ROUNDING = 1e-6  # 100 − idle − iowait may come out at −1e-14
+
+
+def impossible_figures(record: Record) -> list[str]:
+    """The record's shares outside their range (0–100 for a percentage, 0–1 for a fraction), as "where = value":
+    such a figure is a bug in how it was computed, not a measurement."""
+    found: list[str] = []
+
+    def walk(value: Any, where: str, name: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}", str(key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]", name)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and _SHARE.search(name) \
+                and not _NOT_A_SHARE.search(name):
+            top = 100 if name.endswith("_pct") else 1
+            if not -_ROUNDING <= value <= top + _ROUNDING:  # NaN too
+                found.append(f"{where} = {value}")
+
+    for part in ("metrics", "extra", "telemetry"):
+        walk(getattr(record, part), part, part)
+    return found
 
 
 @dataclass(frozen=True)

@@ -116,11 +116,14 @@ class Probe:
 
     def __init__(self, engine: str, pid: Callable[[], int | None], device: str | None,
                  blocks: Callable[[], dict[str, int]] | None = None, memory: ServerMemory | None = None,
-                 server=None, data_bytes: Callable[[], int | None] | None = None, with_children: bool = True):
+                 server=None, data_bytes: Callable[[], int | None] | None = None, with_children: bool = True,
+                 counters_restart_with_server: bool = False):
         """``pid``: the server's process now (its descendants count too when ``with_children``), None when it is
-        not ours to read; ``blocks``: the engine's buffer counters (refbench.engines.Engine.counters)."""
+        not ours to read; ``blocks``: the engine's buffer counters (refbench.engines.Engine.counters), which start
+        again from 0 in a restarted server when ``counters_restart_with_server``."""
         self.engine, self.pid, self.device, self.blocks, self.memory = engine, pid, device, blocks, memory
         self.server, self.data_bytes, self.with_children = server, data_bytes, with_children
+        self.counters_restart_with_server = counters_restart_with_server
         self._start: dict[str, Any] | None = None
         self._oom_kills = 0
 
@@ -151,8 +154,12 @@ class Probe:
         if cgroup is not None and cgroup.read_oom_kills() > self._oom_kills:
             raise MemoryError(last_oom())
         seconds = max(b["t"] - a["t"], 1e-9)
-        # A server restarted inside the interval (a cold query) is a new process: all of its reads are new.
-        io0 = a["io"] if a["pid"] == b["pid"] else {}
+        # A server restarted inside the interval (a cold query) is a new process: all of its reads are new, and so
+        # are its buffer counters where the engine keeps them in the process (InnoDB's; PostgreSQL saves its own at
+        # shutdown). The old process's counters are then no baseline: taken as one, a hit ratio came out at 100.1%.
+        restarted = a["pid"] != b["pid"]
+        io0 = {} if restarted else a["io"]
+        blocks0 = {} if restarted and self.counters_restart_with_server else a["blocks"]
         out: dict[str, Any] = {"engine": self.engine, "interval_s": round(seconds, 3), "device": self.device,
                                "server_read_mb": None, "server_read_mb_s": None, "server_write_mb_s": None}
         if b["io"]:  # empty for a server refbench does not manage: its processes are not ours to read
@@ -161,8 +168,8 @@ class Probe:
             out |= {"server_read_mb": round(read / 1e6, 3), "server_read_mb_s": round(read / 1e6 / seconds, 3),
                     "server_write_mb_s": round(written / 1e6 / seconds, 3)}
         if a["blocks"] and b["blocks"]:
-            hit = b["blocks"]["blocks_hit"] - a["blocks"]["blocks_hit"]
-            missed = b["blocks"]["blocks_read"] - a["blocks"]["blocks_read"]
+            hit = b["blocks"]["blocks_hit"] - blocks0.get("blocks_hit", 0)
+            missed = b["blocks"]["blocks_read"] - blocks0.get("blocks_read", 0)
             out |= {"blocks_hit": hit, "blocks_read": missed,
                     "hit_ratio_pct": round(100 * hit / (hit + missed), 2) if hit + missed else None,
                     "requested_mb": round((hit + missed) * b["blocks"]["block_bytes"] / 1e6, 3)}
@@ -192,7 +199,8 @@ def engine_probe(engine, memory: ServerMemory | None) -> Probe:
     location = engine.data_location()
     return Probe(engine.name, engine.server_pid, device_of(location) if location is not None else None, engine.counters,
                  memory if engine.server is not None else None, engine.server, data_bytes=engine.database_bytes,
-                 with_children=not engine.in_process)
+                 with_children=not engine.in_process,
+                 counters_restart_with_server=getattr(engine, "counters_restart_with_server", False))
 
 
 def verdicts(records: list) -> list[str]:
