@@ -283,6 +283,20 @@ def test_a_server_that_does_not_start_leaves_no_run_and_says_why_in_one_sentence
     assert listed.code == 0 and json.loads(listed.stdout) == [], listed.stdout
 
 
+@pytest.mark.parametrize("engine, title", [pytest.param("postgres", "PostgreSQL", marks=needs_postgres),
+                                           pytest.param("mariadb", "MariaDB", marks=needs_mariadb)])
+def test_a_data_directory_a_server_cannot_use_leaves_no_run_and_none_of_the_users_files_go(refbench, reachable_dir,
+                                                                                            tmp_path, engine, title):
+    (reachable_dir / "notes.txt").write_text("the user's")
+    result = refbench("oltp", "--engine", engine, "--data-dir", str(reachable_dir), "--runs-dir", "runs")
+    run, shown = _run_directory(result, tmp_path)
+    assert result.code == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"refbench: {reachable_dir} is not empty and is not a {title} data directory; choose another --data-dir; "
+        f"nothing was measured, so its run directory {shown} was removed."), result.stderr
+    assert not run.exists() and [p.name for p in reachable_dir.iterdir()] == ["notes.txt"]
+
+
 @needs_postgres
 def test_a_server_that_does_not_start_after_a_suite_measured_keeps_those_records_and_does_not_say_resume(refbench,
                                                                                                          tmp_path):

@@ -54,8 +54,9 @@ def free_port() -> int:
 
 
 class ServerDidNotStart(UserError):
-    """A managed server that ended, or never became ready, while it started. A start with the same settings fails the
-    same way, so the runner does not suggest resume, and removes a run that measured nothing yet."""
+    """A managed server that could not be set up (its data directory), or that ended, or never became ready, while it
+    started. A start with the same plan fails the same way, so the runner does not suggest resume, and removes a run
+    that measured nothing yet."""
 
 
 def setting_at_fault(settings: dict[str, str], said: str) -> str | None:

@@ -41,7 +41,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import owned_temp_dir, watchdog
 from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
-from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
+from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
+                                      as_account as _as_account)
 from refbench.engines.postgres import (
     _last_error, managed_data_dir, proc_stat,
 )
@@ -219,11 +220,11 @@ class ManagedMariaDB(ManagedProcess):
         if (self.data_dir / "mysql").is_dir():
             return False
         if not self.reachable(self.data_dir):  # asked before anything is created
-            raise UserError(f"the mysql system user cannot reach {self.data_dir}: a parent directory is closed to other "
+            raise ServerDidNotStart(f"the mysql system user cannot reach {self.data_dir}: a parent directory is closed to other "
                             "users (chmod o+x it, or choose another --data-dir).")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if any(self.data_dir.iterdir()):
-            raise UserError(f"{self.data_dir} is not empty and is not a MariaDB data directory; choose another --data-dir.")
+            raise ServerDidNotStart(f"{self.data_dir} is not empty and is not a MariaDB data directory; choose another --data-dir.")
         self._own(self.data_dir)
         self.log_file.touch()
         self._own(self.log_file)
@@ -245,7 +246,7 @@ class ManagedMariaDB(ManagedProcess):
             shutil.rmtree(scratch, ignore_errors=True)
             guard.release()
         if result.returncode != 0:
-            raise UserError(f"mariadb-install-db failed: {_last_error(result.stderr + result.stdout)}.")
+            raise ServerDidNotStart(f"mariadb-install-db failed: {_last_error(result.stderr + result.stdout)}.")
         return True
 
     def start(self) -> None:

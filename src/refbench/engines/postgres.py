@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
-from refbench.engines.managed import ManagedProcess, account_can as _account_can, as_account as _as_account
+from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
+                                      as_account as _as_account)
 from refbench.errors import UserError
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
@@ -119,7 +120,7 @@ class ManagedPostgres(ManagedProcess):
                                 **_as_account(self.account))
         if result.returncode != 0:
             detail = _last_error(result.stderr + result.stdout + _tail(self.log_file))
-            raise UserError(f"PostgreSQL {what} of {self.data_dir} failed: {detail}.")
+            raise ServerDidNotStart(f"PostgreSQL {what} of {self.data_dir} failed: {detail}.")
         return result
 
     def initialize(self) -> bool:
@@ -128,10 +129,10 @@ class ManagedPostgres(ManagedProcess):
             return False
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if any(self.data_dir.iterdir()):
-            raise UserError(f"{self.data_dir} is not empty and is not a PostgreSQL data directory; choose another --data-dir.")
+            raise ServerDidNotStart(f"{self.data_dir} is not empty and is not a PostgreSQL data directory; choose another --data-dir.")
         self._own(self.data_dir)
         if not _account_can(self.account, "-w", self.data_dir):
-            raise UserError(f"the postgres system user cannot reach {self.data_dir}: a parent directory is closed to other "
+            raise ServerDidNotStart(f"the postgres system user cannot reach {self.data_dir}: a parent directory is closed to other "
                             "users (chmod o+x it, or choose another --data-dir).")
         self.log_file.touch()
         self._own(self.log_file)
