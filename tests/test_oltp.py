@@ -24,6 +24,16 @@ def _server_running(data: Path) -> bool:
     return (data / "postmaster.pid").exists()
 
 
+def _driver_count_allowance(m: dict, series: list[dict], users: int) -> float:
+    """How far the driver's New-Order count may be from the schema delta. The driver counts the orders that completed
+    in its window; the schema delta, those committed between two readings of D_NEXT_O_ID taken up to counters_late_s
+    after the window's edges (0.5 s and more on a loaded machine: 1,474 against 1,701 beside another refbench run).
+    So they differ by the orders of that lateness, at the highest per-interval rate of the run, and by at most one
+    order in flight per user at each edge (committed on one side of it, seen by the driver on the other)."""
+    peak_per_s = max(s["new_orders_per_min"] for s in series) / 60
+    return users + peak_per_s * m["counters_late_s"]
+
+
 @pytest.mark.slow
 def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench, data_dir):
     result = refbench("oltp", *TINY, "--users", "1,2", "--data-dir", str(data_dir), "--runs-dir", "runs")
@@ -31,15 +41,12 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
     run = tmp_path / result.last_line
     assert not _server_running(data_dir)  # stopped at the end
     for users in (1, 2):
-        m = json.loads((run / "records" / "oltp" / f"u{users}-r1.json").read_text())["metrics"]
+        record = json.loads((run / "records" / "oltp" / f"u{users}-r1.json").read_text())
+        m = record["metrics"]
         assert m["nopm"] > 0 and m["tpm"] > m["nopm"]
         assert abs(m["nopm"] - m["new_orders_schema_delta"] / (m["measured_s"] / 60)) <= 0.001 * m["nopm"]
-        # The driver's own count agrees, up to the orders committed while the two snapshots were read: on a loaded
-        # machine they are read up to a few hundred ms after the window's edges, and this window is 4 s (4 of 350
-        # seen beside a demo, 9 of 428 and 71 of 1,285 — 0.22 s of orders — in clean-clone runs beside the other
-        # tests). So the allowance is in time: 0.4 s of the case's New-Order rate.
-        per_s = m["new_orders_schema_delta"] / m["measured_s"]
-        assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= max(users, 0.4 * per_s)
+        assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= \
+            _driver_count_allowance(m, record["extra"]["series"], users)
         assert m["new_order_lat_p50_ms"] <= m["new_order_lat_p99_ms"] <= m["new_order_lat_p999_ms"] <= m["new_order_lat_max_ms"]
         assert sum(m[f"{tx}_count"] for tx in TX) > 0 and m["errors"] == 0
         assert 0 < m["driver_cpu_share_pct"] < 100
@@ -267,6 +274,30 @@ def test_think_times_end_with_the_measurement(data_dir):
         server.stop()
 
 
+@pytest.mark.slow
+def test_a_one_second_window_gives_tpm_no_lower_than_nopm_and_figures_in_range(data_dir):
+    """NOPM is the schema's delta, TPM adds the other transactions the driver saw end in its window: in a short window
+    the server's commit counters (flushed by PostgreSQL's backends about once a second) once gave 239.5 TPM beside
+    5,749 NOPM; they stay in the record as a cross-check. The record's shares are all within their ranges."""
+    from refbench.suites import Record, impossible_figures
+    from refbench.suites.oltp import driver, figures
+
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    try:
+        dsn = server.database("refbench")
+        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
+        result = driver.run(transactions_at(dsn), 1, 2, 1, 1, False, 1)
+    finally:
+        server.stop()
+    m = figures(result)
+    others = sum(sum(outcomes.values()) for outcomes in result.counts.values()) - result.counts["new_order"]["ok"]
+    assert m["nopm"] > 0 and others > 0 and m["tpm"] >= m["nopm"]
+    assert m["tpm"] == round(m["new_orders_schema_delta"] * 60 / result.measured_s + others * 60 / result.window_s, 1)
+    assert m["tpm_server_counters"] >= 0 and m["counters_late_s"] >= 0
+    assert impossible_figures(Record(m)) == []
+
+
 def test_wrong_password_is_one_sentence_and_writes_nothing(tmp_path, refbench, data_dir):
     server = ManagedPostgres(data_dir, {})
     server.start()
@@ -313,7 +344,8 @@ def test_the_database_cpu_is_counted_for_the_server_under_test_only(data_dir):
 def test_many_virtual_users_run_on_a_few_processes_and_the_figures_hold(data_dir):
     """120 users at 2 warehouses: a handful of driver processes (one per CPU, not one per user), every user's
     connection open on the server, and NOPM, the driver's own count and the consistency conditions still agree."""
-    from refbench.suites.oltp import driver, figures
+    from refbench.suites import Record
+    from refbench.suites.oltp import driver, figures, mix_findings
 
     users = 120
     server = ManagedPostgres(data_dir, {"max_connections": str(users + 20)})
@@ -349,8 +381,12 @@ def test_many_virtual_users_run_on_a_few_processes_and_the_figures_hold(data_dir
     assert 1 <= seen["workers"] <= (os.cpu_count() or 1) and m["driver_processes"] == seen["workers"] + 1
     assert seen["backends"] == users + 1  # every user's connection, and the driver's own for the counters
     assert m["nopm"] > 0 and m["errors"] == 0 and m["driver_rss_mb"] > 0
-    assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= max(users, 0.02 * m["new_orders_schema_delta"])
-    assert all(m[f"{tx}_count"] > 0 for tx in TX)
+    assert abs(m["new_orders_committed_by_driver"] - m["new_orders_schema_delta"]) <= \
+        _driver_count_allowance(m, result.series, users)
+    # The mix as the suite checks it; not every type in the window: on a starved machine the window held 81
+    # transactions of 120 users, and none of them an Order-Status (1 card in 23).
+    mix = [f for f in mix_findings([Record(m)]) if f.check.startswith("mix:")]
+    assert mix and all(f.passed for f in mix), mix
     assert all(violations == 0 for _, violations in after.values()), after
 
 

@@ -357,7 +357,7 @@ def rss_bytes(pids: list[int]) -> int:
 @dataclass
 class DriverResult:
     users: int
-    measured_s: float
+    measured_s: float  # between the two readings of the server's counters
     counters_start: dict[str, int]
     counters_end: dict[str, int]
     db_cpu_s: float | None  # None: the server runs on another host
@@ -368,6 +368,10 @@ class DriverResult:
     series: list[dict[str, Any]] = field(default_factory=list)
     processes: int = 0  # the driver's processes: its parent (the runner) and its workers
     rss_peak_bytes: int = 0  # the largest sum of their resident memory, sampled every second
+    window_s: float = 0.0  # the window the driver counts in: transactions that completed within it
+    # How long after the window's edges the counters were read (the later edge's): the server's counters and the
+    # driver's count cover windows this far apart, so that many seconds of transactions may be in one and not the other.
+    counters_late_s: float = 0.0
 
 
 def run(side: Transactional, warehouses: int, users: int, rampup_s: float, duration_s: float, think: bool, seed: int,
@@ -428,6 +432,7 @@ def run(side: Transactional, warehouses: int, users: int, rampup_s: float, durat
     db_cpu_s = cpu_end - cpu_start if cpu_end is not None else None
     result = _combine(users, t_end - t_start, counters_start, counters_end, db_cpu_s, done, rampup_s, duration_s, bucket_s)
     result.processes, result.rss_peak_bytes = len(pids), rss_peak[0]
+    result.window_s, result.counters_late_s = duration_s, max(t_start - window[0], t_end - window[1])
     return result
 
 
