@@ -5,6 +5,7 @@ Imports nothing of refbench, so the run store and the engines can both use it.""
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import tempfile
@@ -13,13 +14,14 @@ from typing import Any
 
 MASK = "***"
 
-_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
 # A URI's user:password@host. The password runs to the LAST '@' that a host follows (an '@' written unescaped belongs
 # to the password, as urlsplit and so parse_dsn read it), and may hold ':', '/', '?', '#', quotes and spaces written
-# raw, since a broken DSN is repeated in messages too. Greedy: when unsure, more is masked, never less. What follows a
-# host: a port, a path, a query, the end, or the quote or space that ends a DSN quoted in a message; "'bob'@'h'" (a
-# MySQL account in a server's message) has no host after its '@'.
-_USERINFO = re.compile(rf"({_SCHEME}[^:/?#@\s'\"]*:)(.*)@(?=[^\s/?#@'\"]+(?:[/?#\s'\"]|$)|[/?#]|$)")
+# raw, since a broken DSN is repeated in messages too: when unsure, more is masked, never less. It ends with its line.
+# What follows a host: a port, a path, a query, the end, or the quote or space that ends a DSN quoted in a message;
+# "'bob'@'h'" (a MySQL account in a server's message) has no host after its '@'. Two patterns instead of one greedy
+# regex, so that a line of many URIs without an '@' costs one pass, not one per URI.
+_USER = re.compile(r"://[^:/?#@\s'\"]*:")
+_HOST_AT = re.compile(r"@(?=[^\s/?#@'\"]+(?:[/?#\s'\"]|$)|[/?#]|$)", re.MULTILINE)
 # ?password=… in a URI's query: up to the next parameter.
 _QUERY = re.compile(r"([?&]password=)[^&#\s]*", re.IGNORECASE)
 # libpq's keyword form: password=secret, password = 'a b', 'it\'s' (backslash escapes, quoted or not). A doubled quote
@@ -28,10 +30,24 @@ _QUERY = re.compile(r"([?&]password=)[^&#\s]*", re.IGNORECASE)
 _KEYWORD = re.compile(r"(?<![?&])(password\s*=\s*)('(?:[^'\\]|\\.|'')*(?:'|\\?$)|(?:\\.|[^\s\\])+)", re.IGNORECASE)
 
 
+def _userinfo_spans(text: str) -> list[tuple[int, int]]:
+    """Where the passwords of the URIs in ``text`` are: from after user: to the last '@' on its line a host follows."""
+    host_ats = [m.start() for m in _HOST_AT.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    for m in _USER.finditer(text):
+        start = m.end()
+        if spans and start < spans[-1][1]:
+            continue  # in the password just found
+        line_end = text.find("\n", start) % (len(text) + 1)  # -1 (no newline): the end of the text
+        last = bisect.bisect_left(host_ats, line_end) - 1
+        if last >= 0 and host_ats[last] >= start:
+            spans.append((start, host_ats[last]))
+    return spans
+
+
 def _spans(text: str) -> list[tuple[int, int]]:
     """Where the passwords in ``text`` are, each (start, end), overlaps merged."""
-    found = sorted([(m.start(2), m.end(2)) for m in _USERINFO.finditer(text)] +
-                   [(m.end(1), m.end()) for m in _QUERY.finditer(text)] +
+    found = sorted(_userinfo_spans(text) + [(m.end(1), m.end()) for m in _QUERY.finditer(text)] +
                    [(m.start(2), m.end(2)) for m in _KEYWORD.finditer(text)])
     merged: list[tuple[int, int]] = []
     for start, end in found:
