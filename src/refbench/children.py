@@ -26,6 +26,7 @@ when refbench and its watchdog were killed together.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -42,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 PR_SET_PDEATHSIG = 1
 # Looked up once here: a child forked from a process with threads must not dlopen (another thread may have held the
@@ -183,6 +184,16 @@ def owned_temp_dir(prefix: str, account_uid: int | None = None) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(record))
     return path
+
+
+@contextlib.contextmanager
+def owned_temp_directory(prefix: str) -> Iterator[Path]:
+    """owned_temp_dir for the length of a ``with``: a kill -9 inside it leaves a directory the next run removes."""
+    path = owned_temp_dir(prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _orphaned(parent_fd: int, name: str) -> bool:

@@ -13,9 +13,9 @@ import functools
 import os
 import re
 import subprocess
-import tempfile
 from typing import Any
 
+from refbench.children import owned_temp_directory
 from refbench.errors import UserError
 from refbench.host.inventory import postgres_binary
 from refbench.redaction import redact_quoted
@@ -172,9 +172,9 @@ def check_server_settings(settings: dict[str, str], origins: dict[str, str]) -> 
             close = difflib.get_close_matches(name, sorted(names), n=1)
             raise UserError(f"{origins.get(name, name)} names '{name}', which is not a parameter of the PostgreSQL "
                             f"server {postgres}" + (f" (did you mean '{close[0]}'?)." if close else "."))
-    with tempfile.TemporaryDirectory(prefix="refbench-pgcheck-") as empty:
+    with owned_temp_directory("refbench-pgcheck-") as empty:
         # "-C" first: the server prints one setting and exits, after parsing every -c, and allows root to do so.
-        argv = [postgres, "-C", next(iter(settings)), "-D", empty, "--config-file=/dev/null"]
+        argv = [postgres, "-C", next(iter(settings)), "-D", str(empty), "--config-file=/dev/null"]
         argv += [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
         try:
             result = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,

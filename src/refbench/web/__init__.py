@@ -10,7 +10,6 @@ from __future__ import annotations
 import secrets
 import socket
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from refbench.catalog import CATALOG_FILE, Catalog, rebuilt, run_filters, since_utc
 from refbench.web import pages
 from refbench.web.gate import Gate, Outside, is_loopback, run_dir, run_file
+from refbench.children import owned_temp_directory
 from refbench.errors import UserError
 from refbench.runstore import Run, parse_tags
 
@@ -231,8 +231,8 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
         sock.listen()  # before the URL is printed: a browser opening it at once waits in the backlog, not refused
     except OSError as exc:
         raise UserError(f"cannot listen on {host} port {port}: {exc.strerror or exc}.") from None
-    with tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
-        dashboard = Dashboard(root, Path(scratch), say)
+    with owned_temp_directory("refbench-serve-") as scratch:
+        dashboard = Dashboard(root, scratch, say)
         dashboard.read(lambda catalog: None)  # brought up to date now, so that the first page does not wait for it
         shown = f"[{host}]" if ":" in host else host
         say(f"dashboard: http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else ""))

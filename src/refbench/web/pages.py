@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import tempfile
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,6 +13,7 @@ from urllib.parse import urlencode
 
 from refbench.catalog.history import lead_headlines, series_name
 from refbench.dryrun import duration
+from refbench.children import owned_temp_directory
 from refbench.errors import UserError
 from refbench.report import html as h
 from refbench.runstore import Run, utc_now
@@ -134,8 +134,8 @@ def _trend_svg(figure: str, points_json: str) -> str:
     from refbench.report.charts import render_figure
 
     chart = trend_chart(figure, json.loads(points_json))
-    with _CHARTS, tempfile.TemporaryDirectory(prefix="refbench-serve-") as scratch:
-        return h.chart(render_figure(chart, Path(scratch)), chart.title)
+    with _CHARTS, owned_temp_directory("refbench-serve-") as scratch:
+        return h.chart(render_figure(chart, scratch), chart.title)
 
 
 def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
