@@ -30,11 +30,11 @@ def small_fs(tmp_path):
 def fill(directory: Path) -> Path:
     """Writes a file until the file system is full; removing it frees the space again."""
     filler = directory / "filler"
-    with open(filler, "wb") as f:
+    # Unbuffered: a buffered file keeps the bytes the last write could not place and fails again when it closes.
+    with open(filler, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError:
             pass
     return filler
