@@ -135,14 +135,19 @@ def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tm
         # change nothing (Q2, Q11, Q16), the row stores' streams against DuckDB's same streams.
         streams = {f["check"].replace(" answers agree with the other answers to the same query on the same data", ""): f
                    for f in findings[44:]}
-        assert set(streams) == {"duckdb: power stream", "postgres: power stream", "postgres: throughput stream",
-                                "mariadb: power stream", "mariadb: throughput stream"}
+        every_run = {"duckdb: power stream", "postgres: power stream", "postgres: throughput stream",
+                     "mariadb: power stream", "mariadb: throughput stream"}
+        # DuckDB's throughput answers meet only its own: where two of its streams drew the same query text and both
+        # ran clear of the refresh stream, which depends on timing.
+        assert every_run <= set(streams) <= every_run | {"duckdb: throughput stream"}
+        duckdb_checks = 45 + ("duckdb: throughput stream" in streams)
         assert streams["duckdb: power stream"]["detail"].startswith("3 answers equal")
         assert streams["mariadb: power stream"]["detail"].startswith("22 answers equal")
         assert int(streams["postgres: throughput stream"]["detail"].split()[0]) > 22  # of the 44, those the refresh stream left alone
         verdict = json.loads((run / "verdict.json").read_text())[0]
         assert [(e["engine"], e["kind"], e["checks"]) for e in verdict["engines"]] == [
-            ("duckdb", "column store", "45 passed"), ("mariadb", "row store", "24 passed"), ("postgres", "row store", "24 passed")]
+            ("duckdb", "column store", f"{duckdb_checks} passed"), ("mariadb", "row store", "24 passed"),
+            ("postgres", "row store", "24 passed")]
         assert all(e["load s"] > 0 and e["power"] > 0 and e["query time geometric mean s"] > 0 for e in verdict["engines"])
         assert "the engines compared" in (run / "report.html").read_text()
         assert {"individual", "figures", "power_steps", "load", "settings"} <= {p.stem for p in (run / "tables" / "dss").glob("*.csv")}

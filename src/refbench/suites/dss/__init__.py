@@ -734,7 +734,8 @@ def _stream_findings(ctx, single: dict[str, dict[int, list[tuple] | None]]) -> l
             ("ran past the query timeout", outcome["timed out"]),
             ("ran while the refresh stream changed the data", outcome["refreshed"])) if qs]
         detail = "; ".join(outcome["wrong"]) or (
-            f"{len(outcome['compared'])} answers equal to the same query's on the same data ("
+            f"{len(outcome['compared'])} answer{'s' * (len(outcome['compared']) != 1)} equal to the same query's on the "
+            "same data ("
             + ", ".join(f"{n} to {what}" for what, n in against.items()) + f"; {AGREEMENT})")
         findings.append(Finding(f"{name}: {kind} stream answers agree with the other answers to the same query on the "
                                 "same data", not outcome["wrong"],
