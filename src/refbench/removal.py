@@ -220,13 +220,20 @@ def parent_identity(path: Path) -> dict[str, int] | None:
         os.close(fd)
 
 
+def remove_path(path: Path, **expected: Any) -> str:
+    """open_place (``expected``: its keywords), then remove; returns what failed ("" when nothing did, or the place
+    was gone). Kept when the place is no longer the run's."""
+    place = open_place(path, **expected)
+    if place is None:
+        return ""
+    with place:
+        return remove(place, path)[1]
+
+
 def remove_quietly(path: Path) -> None:
     """Removes a directory tree refbench made for a moment (a job's WORK), entering no link on the way to it or in
     it; what it cannot remove stays, as shutil.rmtree(ignore_errors=True) would leave it."""
     try:
-        place = open_place(Path(path).absolute())
+        remove_path(Path(path).absolute())
     except (OSError, Kept):
-        return
-    if place is not None:
-        with place:
-            remove(place, Path(path))
+        pass

@@ -182,15 +182,10 @@ def _after_failed_start(exc: ServerDidNotStart, run: Run, console: Console) -> U
             f"{said}; the {measured} case(s) measured before stay in {run.path} (resuming would start the server with "
             "the same settings, so start a new run with them changed).")
     remove_work_data(run, console)
-    problem = ""
     try:
-        place = removal.open_place(run.path.absolute(), trusted_parent=True, owners=run_owners(run))
+        problem = removal.remove_path(run.path.absolute(), trusted_parent=True, owners=run_owners(run))
     except removal.Kept as why:
         problem = str(why)
-    else:
-        if place is not None:
-            with place:
-                problem = removal.remove(place, run.path)[1]
     kind = ResourceExhausted if ran_out else UserError
     if problem:
         return kind(f"{said}; nothing was measured, but its run directory {run.path} could not be removed: {problem}.")
