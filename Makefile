@@ -11,7 +11,7 @@ demo: setup
 	@$(VENV)/bin/refbench run --plan plans/quick.toml --runs-dir $(RUNS)
 
 test: setup
-	@$(VENV)/bin/python -m pytest -q -n 6 --dist loadfile --durations=25
+	@$(VENV)/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder --durations=25
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
