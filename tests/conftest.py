@@ -20,14 +20,14 @@ TESTS = Path(__file__).parent
 TEST_SUITES = "sleepy=suite_for_tests:SleepySuite"
 
 
-# The test files that take longest, longest first (wall time of each file on one xdist worker, measured with the
-# suite under load on the 2-core VM). `make test` hands whole files to workers in collection order
+# The test files that take longest, longest first (wall time of each file on one xdist worker, measured on the
+# 2-core VM, 2026-11-25). `make test` hands whole files to workers in collection order
 # (--dist loadfile --no-loadscope-reorder): started first, they run beside the many short files instead of after
 # them, where one of them alone would set the suite's end.
-LONGEST_FILES = ["test_device_sweep.py", "test_mariadb_dss.py", "test_oltp.py", "test_cluster.py", "test_targets.py",
-                 "test_dss.py", "test_device.py", "test_analytics.py", "test_bad_input.py", "test_catalog.py",
-                 "test_redaction.py", "test_cachebound.py", "test_resume.py", "test_least_privilege.py", "test_compare.py",
-                 "test_dw.py", "test_kills.py", "test_mariadb_oltp.py", "test_exhaustion.py", "test_cleanup.py"]
+LONGEST_FILES = ["test_oltp.py", "test_analytics.py", "test_dss.py", "test_mariadb_dss.py", "test_targets.py",
+                 "test_device.py", "test_cluster.py", "test_bad_input.py", "test_device_sweep.py", "test_redaction.py",
+                 "test_kills.py", "test_least_privilege.py", "test_mariadb_oltp.py", "test_catalog.py", "test_compare.py",
+                 "test_cleanup.py", "test_resume.py", "test_exhaustion.py", "test_dw.py", "test_cachebound.py"]
 
 
 def pytest_collection_modifyitems(items):

@@ -11,12 +11,11 @@ from html import escape
 from pathlib import Path
 
 import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator
 
-matplotlib.use("Agg")
 # SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
 matplotlib.rcParams["svg.fonttype"] = "none"
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator  # noqa: E402
 
 from refbench.suites import Chart  # noqa: E402
 
@@ -61,7 +60,9 @@ def render_figure(chart: Chart, directory: Path) -> Rendered:
     """Writes <name>.png and <name>.svg into ``directory`` (plain files, for slides) and returns them with the hover
     layer the report lays over the inline SVG."""
     directory.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    # A Figure of its own rather than pyplot's: no global state, and pyplot's import cost more than a chart does.
+    fig = Figure(figsize=(8, 4.5), dpi=110)
+    ax = fig.subplots()
     categorical = any(isinstance(x, str) for points in chart.series.values() for x, _ in points)
     categories: list = []
     if categorical:
@@ -117,7 +118,6 @@ def render_figure(chart: Chart, directory: Path) -> Rendered:
     fig.savefig(png)
     fig.savefig(svg)
     layer = _hover_layer(fig, ax, hover)
-    plt.close(fig)
     return Rendered(png, svg, layer)
 
 

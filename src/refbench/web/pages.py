@@ -25,7 +25,7 @@ PAGE_RUNS = 200
 REFRESH_S = 5
 LAST_RECORDS = 8  # the progress page's last recorded cases, newest first
 FIGURES_SHOWN = 8  # of each of them: the first figures, a suite's main ones
-# matplotlib's pyplot keeps global state; the server answers on several threads.
+# matplotlib is not thread-safe; the server answers on several threads.
 _CHARTS = threading.Lock()
 
 
