@@ -43,7 +43,8 @@ class Dataset:
     ``package`` when the engine has its own dialect of it, else the common ``sql/<name>.sql``.
 
     Scripts an engine's ``load`` runs: ``schema`` (the tables; required), then, for a row store, ``indexes`` (one
-    CREATE INDEX per statement, built in parallel) and ``keys`` (constraints on them)."""
+    CREATE INDEX per statement, built in parallel) and ``keys`` (constraints on them; MariaDB adds its keys to the
+    empty tables, before the load, as its keys.sql says)."""
 
     name: str                 # the database's name on a server, e.g. "tpch"
     title: str                # as the workload is called in messages, e.g. "TPC-H"

@@ -702,9 +702,10 @@ class MariaDbEngine(ServerEngine):
             return _rows(conn, "SELECT scale_factor FROM refbench_load")[0][0] == scale_factor
 
     def load(self, data_dir: Path, scale_factor: float) -> dict[str, Any]:
-        """LOAD DATA LOCAL INFILE of every table (largest first, as many at once as there are workers), then each
-        table's indexes (one table's in sequence: an index build locks its table's metadata; tables in parallel),
-        then the keys and ANALYZE TABLE for the optimizer's statistics."""
+        """The tables and their keys (keys.sql, on the empty tables: see there why), LOAD DATA LOCAL INFILE of every
+        table (largest first, as many at once as there are workers), then each table's indexes (one table's in
+        sequence: an index build locks its table's metadata; tables in parallel), then ANALYZE TABLE for the
+        optimizer's statistics."""
         self.close()
         data_dir = data_dir.absolute()
         t0 = time.monotonic()
@@ -714,13 +715,13 @@ class MariaDbEngine(ServerEngine):
         driver = _driver()
         try:
             _create_schema(self.dsn, self.dataset, self.name)
+            self._in_parallel([sql_statements(self.dataset.sql(self.name, "keys"))])
             with ThreadPoolExecutor(self.workers) as pool:
                 counts = pool.map(lambda t: _load_table(self.dsn, t, data_dir / f"{t}.csv"), largest_first)
                 rows = dict(zip(largest_first, counts))
             load_s = time.monotonic() - t0
             by_table = _indexes_by_table(self.dataset, self.name)
             self._in_parallel([by_table[t] for t in largest_first if t in by_table])
-            self._in_parallel([sql_statements(self.dataset.sql(self.name, "keys"))])
             self._in_parallel([[f"ANALYZE TABLE {t}"] for t in largest_first])
             with connect(self.dsn, autocommit=True) as conn:
                 cursor = conn.cursor()

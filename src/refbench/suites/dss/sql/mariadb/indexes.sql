@@ -1,5 +1,5 @@
 -- indexes.sql's indexes in MariaDB's dialect: every index needs a name. Without them MariaDB's nested loops did not
--- finish Q9 in 10 minutes (the lead's prototype). The keys are declared with the tables (schema.sql).
+-- finish Q9 in 10 minutes (the lead's prototype). The keys come before the load (keys.sql).
 CREATE INDEX nation_regionkey ON nation (n_regionkey);
 CREATE INDEX supplier_nationkey ON supplier (s_nationkey);
 CREATE INDEX partsupp_suppkey ON partsupp (ps_suppkey);
