@@ -156,13 +156,24 @@ def reachable_dir():
 
 
 @pytest.fixture(scope="session")
-def tpch_sf1(tmp_path_factory):
+def tpch_sf1(tmp_path_factory, worker_id):
     """tpchgen-cli's SF 1 CSVs, generated once for every engine's reference-answer test: (directory, what the first
-    generation reported)."""
+    generation reported). Under xdist the workers share one set (15 s of CPU each time): the first to ask generates it
+    while holding a lock, in the directory above the workers' own, which is this pytest run's."""
+    import fcntl
+
     from refbench.suites.dss import datagen
 
-    directory = tmp_path_factory.mktemp("tpch-sf1")
-    return directory, datagen.generate(directory, 1.0)
+    if worker_id == "master":
+        directory = tmp_path_factory.mktemp("tpch-sf1")
+        return directory, datagen.generate(directory, 1.0)
+    shared = tmp_path_factory.getbasetemp().parent
+    directory, first = shared / "tpch-sf1", shared / "tpch-sf1-first-generation.json"
+    with open(shared / "tpch-sf1.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not first.exists():
+            first.write_text(json.dumps(datagen.generate(directory, 1.0)))
+    return directory, json.loads(first.read_text())
 
 
 @pytest.fixture

@@ -178,7 +178,7 @@ def namespaces():
         pytest.skip("network namespaces need root, ip and unshare")
     tag = f"rb{os.getpid() % 100000}"
     bridge = f"{tag}br"
-    names = [f"{tag}-{i}" for i in range(3)]
+    names = [f"{tag}-{i}" for i in range(2)]
 
     def ip(*args: str) -> None:
         subprocess.run(["ip", *args], check=True, capture_output=True)
@@ -211,19 +211,19 @@ def test_hosts_in_network_namespaces_run_a_suite_together_under_their_host_names
                         prefix=["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", f'hostname host-{i} && exec "$0" "$@"'])
                for i, ns in enumerate(namespaces)]
     _wait_for_workers(tmp_path, len(workers), [w.log for w in workers])
-    result = refbench("run", "--suite", "analytics", "--hosts", "3", "--scheduler", address, "--runs-dir", "runs",
+    result = refbench("run", "--suite", "analytics", "--hosts", "2", "--scheduler", address, "--runs-dir", "runs",
                       "--set", 'analytics.tests=["correlation_matrix", "random_reads"]', "--set", "analytics.jobs=2",
                       "--set", "analytics.rows=100000", "--set", "analytics.iotest=false", timeout=300)
     assert result.code == 0, result.stderr
     run = tmp_path / result.last_line
     nodes = _rows(run / "tables" / "cluster" / "cluster_nodes.csv")
     assert {(r["node"], r["host"], r["address"].rsplit(":", 1)[0]) for r in nodes} == {
-        (f"host-{i}", f"host-{i}", f"tcp://10.231.0.{i + 2}") for i in range(3)}
-    for i in range(3):
-        record = json.loads((run / "nodes" / "3-nodes" / f"host-{i}" / "records" / "analytics" / "workload.json").read_text())
+        (f"host-{i}", f"host-{i}", f"tcp://10.231.0.{i + 2}") for i in range(2)}
+    for i in range(2):
+        record = json.loads((run / "nodes" / "2-nodes" / f"host-{i}" / "records" / "analytics" / "workload.json").read_text())
         assert record["host"] == f"host-{i}" and {j["status"] for j in record["extra"]["jobs"]} == {"ok"}
     ratio = [r for r in _rows(run / "tables" / "cluster" / "cluster_totals.csv") if r["figure"] == "mean_cpu_real_ratio"]
-    assert ratio and ratio[0]["nodes reporting"] == "3" and ratio[0]["spread %"] != ""
+    assert ratio and ratio[0]["nodes reporting"] == "2" and ratio[0]["spread %"] != ""
 
 
 @pytest.fixture

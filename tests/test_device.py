@@ -15,6 +15,7 @@ import pytest
 
 from conftest import wait_for
 from refbench.engines.fio import FioError
+from refbench.host.telemetry import read_process_io
 from refbench.suites.device import checks
 from refbench.suites.device.targets import Target
 
@@ -110,7 +111,9 @@ def test_a_neighbour_reading_the_same_device_makes_accounting_inconclusive_not_f
                          "--time_based --runtime=60 --thread --output=/dev/null </dev/null >/dev/null 2>&1 & echo $!"],
             capture_output=True, text=True, check=True).stdout)
         try:
-            time.sleep(0.5)
+            # Reading before the check's fio starts, however slowly a loaded machine starts it (a fixed half second
+            # was not always enough: the check's fio then ran alone and counted clean).
+            wait_for(lambda: read_process_io(neighbour).get("read_bytes", 0) >= 2 << 20, 60, "the neighbour to read")
             return real_run_fio(job, raw_dir)
         finally:
             os.kill(neighbour, signal.SIGKILL)

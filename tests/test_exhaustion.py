@@ -174,7 +174,7 @@ def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_p
     hogs = []
     try:
         dsn = server.database("tpcc")
-        tree = process_tree("oltp", "--dsn", dsn, "--warehouses", "1", "--users", "12", "--rampup-s", "20",
+        tree = process_tree("oltp", "--dsn", dsn, "--warehouses", "1", "--users", "12", "--rampup-s", "10",
                             "--duration-s", "2", "--runs-dir", "runs")
 
         hogs.append(connect(dsn, autocommit=True))

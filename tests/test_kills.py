@@ -71,7 +71,7 @@ def test_dss_interrupted_during_the_queries_stops_both_engines_and_resumes(tmp_p
 def test_analytics_killed_while_its_jobs_run_leaves_no_job_and_resumes(tmp_path, refbench, process_tree):
     runs = tmp_path / "runs"
     tree = process_tree("analytics", "--tests", "correlation_matrix", "--jobs", "2", "--concurrency", "2",
-                        "--rows", "1000000", "--no-iotest", "--runs-dir", str(runs), linger_s=LINGER_S)
+                        "--rows", "200000", "--no-iotest", "--runs-dir", str(runs), linger_s=LINGER_S)
     wait_for(lambda: any("refbench.suites.analytics.job" in cmd for cmd in tree.children().values()), 300, "a job")
     tree.signal(signal.SIGKILL)
     assert tree.finish()["survivors"] == []
