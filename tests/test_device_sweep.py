@@ -33,13 +33,14 @@ def _points(run: Path) -> dict[str, dict]:
 @pytest.mark.slow
 def test_the_whole_sweep_killed_midway_resumes_with_no_point_lost_or_measured_twice(tmp_path, refbench, process_tree):
     runs = tmp_path / "runs"
-    # 10 ms a point: what each point costs is then fio's own start and stop (about 0.3 s) and refbench's. Four of the
+    # 100 ms a point: what each point costs is then mostly fio's own start and stop (about 0.3 s) and refbench's (at
+    # 10 ms, a point beside a busy neighbour once completed no I/O at all). Four of the
     # paper's twelve block sizes and four of its eight queue depths: 96 points, the six access modes all there.
     narrowed = {"block-sizes": "512,4k,64k,1m", "iodepths": "1,8,32,128"}
     tree = process_tree("device", str(tmp_path), "--profile", "full", "--runs-dir", str(runs), "--size", "16m",
                         *(arg for name, value in narrowed.items() for arg in (f"--{name}", value)),
-                        "--numjobs", "1", "--no-checks", "--no-precondition", "--min-runtime-s", "0.01",
-                        "--max-runtime-s", "0.01", linger_s=5)
+                        "--numjobs", "1", "--no-checks", "--no-precondition", "--min-runtime-s", "0.1",
+                        "--max-runtime-s", "0.1", linger_s=5)
     records = lambda: list(runs.glob("*/records/device/[!.]*.json"))  # noqa: E731 (not a .tmp- file being written)
     wait_for(lambda: len(records()) >= 40, 600, "close to half of the sweep", every_s=0.1)
     tree.signal(signal.SIGKILL)

@@ -530,15 +530,19 @@ def compare(
                                             "next to the last run, named after the runs and the selection)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Compare runs with the first: headline figures and what changed beyond the noise.
+    """Compare runs with the first: the answer first, then what changed beyond the noise.
 
-    A change is significant when Welch's t-test over repeats or per-second samples says so (p < 0.05) and it is at least 1%; a figure measured once on a side counts beyond 5%.
+    The first lines give each headline figure as B / A with its 95% confidence interval and its answer (faster,
+    slower, no significant change, or cannot tell and what would tell), then one line per suite and one overall,
+    which count the other figures; the figures that changed follow (--all: every figure).
+
+    A change is significant when Welch's t-test (SciPy's, on the logarithms) over repeats or per-second samples (in 10 batch means) says so (p < 0.05, adjusted for the number of figures: Benjamini-Hochberg) and it is at least 1%; a figure measured once on a side counts beyond 5%.
     """
     from rich import box
     from rich.table import Column
 
-    from refbench.report.compare import (NOISE_FLOOR, by_figure, change_words, default_html_path, letters, overall,
-                                         selected, shared_figures, write_html)
+    from refbench.report.compare import (NOISE_FLOOR, answer_lines, by_figure, change_words, default_html_path, letters,
+                                         overall, selected, shared_figures, write_html)
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
@@ -548,19 +552,23 @@ def compare(
     shared = shared_figures(found, metric)
     rows = selected(shared, everything)
     path = html_out or default_html_path(found, metric, everything)
-    write_html(found, rows, path, everything, metric)
+    write_html(found, shared, path, everything, metric)
     significant = any(r["significant"] for r in shared)
+    answers = answer_lines(shared)
     if as_json:
         print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
-                          "significant": significant, "figures": rows, "overall": overall(rows) if everything else []},
-                         indent=2))
+                          "significant": significant, "answers": answers, "figures": rows,
+                          "overall": overall(rows) if everything else []}, indent=2))
         return
     names = letters(found)
-    legend = "   ".join(f"{n} = {r.path.name}" for n, r in zip(names, found))
-    out.print(legend)
+    out.print("   ".join(f"{n} = {r.path.name}" for n, r in zip(names, found)))
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
-    elif rows:
+    for line in answers:
+        out.print(escape(line), overflow="fold")
+    # Below the answers: the other figures that changed (every figure with --all), one line per figure.
+    listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])
+    if listed:
         from refbench.report.html import fmt
 
         # One column names the figure, so that at 80 columns a long name wraps at its spaces, not the numbers.
@@ -568,7 +576,7 @@ def compare(
                           box=box.SIMPLE_HEAD)
         single = False
         after_headlines = False
-        for (suite, case, m), per_run in by_figure(rows).items():
+        for (suite, case, m), per_run in listed.items():
             first = next(iter(per_run.values()))
             if not first["headline"] and not after_headlines:
                 after_headlines = True

@@ -35,9 +35,10 @@ SAME_WITHIN = 0.01
 # The compare command's help says it in words; tests/test_compare.py holds the two together.
 ALPHA = 0.05
 NOISE_FLOOR = 0.05
-RULE = (f"A change is significant when Welch's t-test over the repeats or per-second samples gives p < {ALPHA} "
-        f"and the means differ by at least {SAME_WITHIN:.0%}; a figure measured once on a side counts only beyond "
-        f"a {NOISE_FLOOR:.0%} noise floor.")
+RULE = (f"A change is significant when Welch's t-test (SciPy's, on the logarithms) over the repeats or per-second "
+        f"samples (those in 10 batch means) gives p < {ALPHA}, adjusted for the number of figures compared "
+        f"(Benjamini–Hochberg), and the means differ by at least {SAME_WITHIN:.0%}; a figure measured once on a side "
+        f"counts only beyond a {NOISE_FLOOR:.0%} noise floor.")
 # Case parameters that number repeats of the same measurement: records differing only in these are one figure.
 REPEAT_PARAMS = ("repeat", "round")
 
@@ -182,57 +183,130 @@ def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
 
 # ---- significance ------------------------------------------------------------------------------------------
 
-def welch_p(a: list[float], b: list[float]) -> float:
-    """Two-sided p-value of Welch's t-test (unequal variances) on two samples of at least two values each."""
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    if va + vb == 0:
-        return 1.0 if ma == mb else 0.0
-    t = (mb - ma) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+BATCHES = 10  # per-second samples are tested as the means of at most this many consecutive batches (_tested)
+CONFIDENCE = 0.95  # of the interval given for B / A
+RESOLVE = 0.05  # the change a suggested number of repeats should resolve
+POWER = 0.8  # with this probability, at ALPHA
 
 
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b), by its continued fraction (modified Lentz), which
-    converges fast for x < (a + 1) / (a + b + 2); beyond, by the symmetry I_x(a, b) = 1 - I_{1-x}(b, a)."""
-    if x <= 0 or x >= 1:
-        return 0.0 if x <= 0 else 1.0
-    if x > (a + 1) / (a + b + 2):
-        return 1 - _incomplete_beta(b, a, 1 - x)
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
-    tiny = 1e-300
-    f, c, d = 1.0, 1.0, 0.0
-    for i in range(400):
-        m = i // 2
-        if i == 0:
-            numerator = 1.0
-        elif i % 2 == 0:
-            numerator = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        else:
-            numerator = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-        d = 1 + numerator * d
-        d = 1 / (d if abs(d) > tiny else tiny)
-        c = 1 + numerator / c
-        c = c if abs(c) > tiny else tiny
-        f *= c * d
-        if abs(1 - c * d) < 1e-12:
-            break
-    return front * (f - 1)
+@dataclass
+class Test:
+    """What the samples of two figures say about B / A: Welch's p, the ratio's confidence interval, the spread."""
+
+    p: float
+    low: float
+    high: float
+    log_sd: float | None  # the standard deviation of one measurement's logarithm, pooled over both sides
 
 
-def significance(a: Figure, b: Figure) -> tuple[bool, float | None, str]:
-    """(significant, p-value or None, how it was decided) — the rule stated in RULE."""
+def _tested(figure: Figure) -> list[float]:
+    """The measurements a test may treat as independent. Repeats are; per-second samples are not (one second's
+    rate is much like the last), so they are averaged in consecutive batches whose means are nearly independent
+    (the method of batch means): at most BATCHES, each at least 10 times the series' correlation time, estimated
+    from its lag-1 autocorrelation ρ as (1 + ρ) / (1 − ρ) seconds; at least 3. On the raw seconds, or on too short
+    batches, a t-test finds changes that are not there."""
+    samples = figure.samples
+    if not figure.source.endswith("samples") or len(samples) <= 3:
+        return samples
+    n = len(samples)
+    x = [v - statistics.fmean(samples) for v in samples]
+    spread = sum(v * v for v in x)
+    rho = min(0.99, max(0.0, sum(p * q for p, q in zip(x, x[1:])) / spread)) if spread else 0.0
+    batches = max(3, min(BATCHES, n, int(n / (10 * (1 + rho) / (1 - rho)))))
+    return [statistics.fmean(samples[i * n // batches:(i + 1) * n // batches]) for i in range(batches)]
+
+
+def ratio_test(a: Figure, b: Figure) -> Test:
+    """Welch's t-test (SciPy's) of B against A on the logarithms of their measurements, when all are positive: its
+    p-value, and the confidence interval of the difference of the mean logarithms as one of B / A. With a zero or a
+    negative value, the test is on the values themselves and the interval is the difference's over A's mean."""
+    import numpy as np
+    from scipy import stats
+
+    xa, xb = np.asarray(_tested(a), dtype=float), np.asarray(_tested(b), dtype=float)
+    logs = bool((xa > 0).all() and (xb > 0).all())
+    ya, yb = (np.log(xa), np.log(xb)) if logs else (xa, xb)
+    if np.ptp(ya) == 0 and np.ptp(yb) == 0:  # constant on both sides: the test has no variance to go by
+        ratio = float(xb.mean() / xa.mean()) if xa.mean() else math.nan
+        return Test(1.0 if ya.mean() == yb.mean() else 0.0, ratio, ratio, 0.0 if logs else None)
+    result = stats.ttest_ind(yb, ya, equal_var=False)
+    interval = result.confidence_interval(CONFIDENCE)
+    if logs:
+        low, high = math.exp(interval.low), math.exp(interval.high)
+        log_sd = math.sqrt((ya.var(ddof=1) * (len(ya) - 1) + yb.var(ddof=1) * (len(yb) - 1)) / (len(ya) + len(yb) - 2))
+    else:
+        low, high, log_sd = 1 + interval.low / xa.mean(), 1 + interval.high / xa.mean(), None
+    return Test(float(result.pvalue), low, high, log_sd)
+
+
+def repeats_to_resolve(log_sd: float, change: float = RESOLVE, most: int = 50) -> int | None:
+    """How many repeats on each side Welch's test needs to find a change of ``change`` (5%: a ratio of 1.05) with
+    probability POWER at ALPHA, when one measurement's logarithm spreads by ``log_sd``; None beyond ``most``."""
+    from scipy import stats
+
+    if log_sd <= 0:
+        return 2
+    effect = math.log1p(change) / log_sd
+    for n in range(2, most + 1):
+        df = 2 * n - 2
+        critical = stats.t.ppf(1 - ALPHA / 2, df)
+        shift = effect * math.sqrt(n / 2)
+        if stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift) >= POWER:
+            return n
+    return None
+
+
+def significance(a: Figure, b: Figure) -> tuple[bool, Test | None, str]:
+    """(significant, the test or None, how it was decided) — the rule stated in RULE, for one figure on its own
+    (shared_figures then adjusts the p-values of all the figures of a comparison together)."""
     if a.value == b.value:
         return False, None, "identical"
     change = abs(b.value / a.value - 1) if a.value else math.inf
     if len(a.samples) >= 2 and len(b.samples) >= 2:
-        p = welch_p(a.samples, b.samples)
-        return p < ALPHA and change >= SAME_WITHIN, p, f"Welch t-test, {a.source} vs {b.source}"
+        test = ratio_test(a, b)
+        return test.p < ALPHA and change >= SAME_WITHIN, test, f"Welch t-test, {a.source} vs {b.source}"
     return change > NOISE_FLOOR, None, f"1 measurement: counts beyond {NOISE_FLOOR:.0%}"
 
 
+def judgement(row: dict[str, Any]) -> str:
+    """One figure's answer in words: faster, slower or changed when the change is significant; no significant
+    change when the interval keeps B / A within RESOLVE of 1; otherwise cannot tell, and what would tell."""
+    sense = direction(row["metric"])
+    if row["basis"] == "identical":
+        return "same"
+    if row["significant"]:
+        word = "changed" if sense == 0 else "faster" if (row["B"] > row["A"]) == (sense > 0) else "slower"
+        return word + (f" (measured once: beyond the {NOISE_FLOOR:.0%} noise floor, not tested)"
+                       if row["basis"].startswith("1 measurement") else "")
+    low, high = row.get("ci_low"), row.get("ci_high")
+    if low is not None and 1 / (1 + RESOLVE) <= low and high <= 1 + RESOLVE:
+        return "no significant change"
+    if row["basis"].startswith("1 measurement"):
+        return "cannot tell: 1 measurement each; repeat each configuration to test it"
+    if (n := row.get("repeats_for_5pct")) is not None:
+        return f"cannot tell: about {n} repeats each would resolve a {RESOLVE:.0%} change on this host"
+    return f"cannot tell: too spread to resolve {RESOLVE:.0%}; repeat each configuration"
+
+
 # ---- the comparison ----------------------------------------------------------------------------------------
+
+def decide(pairs: list[tuple[Figure, Figure]]) -> list[tuple[bool, Test | None, str, float | None]]:
+    """(significant, test, basis, adjusted p) for each (A, B) pair of one comparison. The p-values of the tested
+    pairs are adjusted together (Benjamini–Hochberg, SciPy's): two runs of one configuration share dozens of
+    figures, and at p < 0.05 each, one in twenty would change by chance."""
+    from scipy import stats
+
+    decided = [significance(a, b) for a, b in pairs]
+    tested = [i for i, (_, test, _) in enumerate(decided) if test is not None]
+    out: list[tuple[bool, Test | None, str, float | None]] = [(sig, test, basis, None) for sig, test, basis in decided]
+    if tested:
+        adjusted = stats.false_discovery_control([decided[i][1].p for i in tested], method="bh")
+        for i, p in zip(tested, adjusted):
+            a, b = pairs[i]
+            change = abs(b.value / a.value - 1) if a.value else math.inf
+            out[i] = (bool(p < ALPHA and change >= SAME_WITHIN), decided[i][1], decided[i][2], float(p))
+    return out
+
 
 def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str, Any]]:
     """One row per figure the baseline shares with another run, and per such run, in the baseline's order."""
@@ -242,26 +316,83 @@ def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str,
     for letter, other in zip(letters(runs)[1:], runs[1:]):
         other_figures = figures(other)
         headlines |= _headline_figures(other)
-        for key, fa in base_figures.items():
-            fb = other_figures.get(key)
-            if fb is None or (metric and metric not in key[2]):
-                continue
+        keys = [k for k in base_figures if k in other_figures and not (metric and metric not in k[2])]
+        pairs = [(base_figures[k], other_figures[k]) for k in keys]
+        for key, (fa, fb), (significant, test, basis, p) in zip(keys, pairs, decide(pairs)):
             factor, words = verdict(key[2], fa.value, fb.value)
-            significant, p, basis = significance(fa, fb)
-            rows.append({"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
-                         "B": fb.value, "factor": factor, "B vs A": words, "significant": significant,
-                         "p": None if p is None else round(p, 4), "basis": basis, "headline": key in headlines})
+            row = {"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
+                   "B": fb.value, "factor": factor, "B vs A": words, "significant": significant,
+                   "p": None if p is None else round(p, 4), "basis": basis, "headline": key in headlines,
+                   "ci_low": None if test is None else round(test.low, 4),
+                   "ci_high": None if test is None else round(test.high, 4), "repeats_for_5pct": None}
+            if test is not None and not significant and test.log_sd and "repeats" in basis:
+                row["repeats_for_5pct"] = repeats_to_resolve(test.log_sd)
+            row["answer"] = judgement(row)
+            rows.append(row)
     return rows
+
+
+def answer_lines(shared: list[dict[str, Any]]) -> list[str]:
+    """What a comparison says first, for each run against A: each headline figure as B / A with its confidence
+    interval and its answer, suite by suite, then a line per suite and one overall that count the other figures
+    rather than list them."""
+    lines = []
+    for letter in dict.fromkeys(r["vs"] for r in shared):
+        mine = [r for r in shared if r["vs"] == letter]
+        for suite in dict.fromkeys(r["suite"] for r in mine):
+            in_suite = [r for r in mine if r["suite"] == suite]
+            lines += [_headline_line(r) for r in in_suite if r["headline"]]
+            lines.append(f"{suite}, {letter} against A: {_tally(in_suite)}")
+        lines.append(f"overall, {letter} against A: {_tally(mine)}")
+    return lines
+
+
+def _headline_line(row: dict[str, Any]) -> str:
+    ratio = f"{row['B'] / row['A']:.2f}× A" if row["A"] else "—"
+    if row["basis"] == "identical":
+        how = "identical values"
+    elif row["basis"].startswith("1 measurement"):
+        how = "1 measurement each"
+    else:
+        interval = f"{CONFIDENCE:.0%} CI {row['ci_low']:.2f}–{row['ci_high']:.2f}, " if row["ci_low"] is not None else ""
+        how = interval + row["basis"].removeprefix("Welch t-test, ")
+    return f"{row['suite']} {row['case']} {row['metric']}: {row['vs']} = {ratio} ({how}): {row['answer']}"
+
+
+def _tally(rows: list[dict[str, Any]]) -> str:
+    """The headline figures by answer, then the other figures: how many changed significantly, how many did not."""
+    headline = [r for r in rows if r["headline"]]
+    answers: dict[str, int] = {}
+    for r in headline:
+        word = r["answer"].split(" (")[0].split(":")[0]
+        answers[word] = answers.get(word, 0) + 1
+    parts = [f"{n} headline figure{'s' * (n > 1)}: {word}" for word, n in answers.items()]
+    others = [r for r in rows if not r["headline"]]
+    changed = sum(1 for r in others if r["significant"] and direction(r["metric"]) != 0 and r["p"] is not None)
+    untested = sum(1 for r in others if r["significant"] and direction(r["metric"]) != 0 and r["p"] is None)
+    descriptive = sum(1 for r in others if r["significant"] and direction(r["metric"]) == 0)
+    unchanged = len(others) - changed - untested - descriptive
+    if changed:
+        parts.append(f"{changed} other figure{'s' * (changed > 1)} changed significantly")
+    if untested:
+        parts.append(f"{untested} measured once a side, beyond the {NOISE_FLOOR:.0%} noise floor but untested "
+                     "(--all lists them)")
+    if descriptive:
+        parts.append(f"{descriptive} descriptive figure{'s' * (descriptive > 1)} (percentages, counts) changed")
+    if unchanged:
+        parts.append(f"{unchanged} other figure{'s' * (unchanged > 1)}: no significant change")
+    return "; ".join(parts) or "no figure"
 
 
 def selected(rows: list[dict[str, Any]], everything: bool) -> list[dict[str, Any]]:
     """What is shown: every row, or the headline figures and the figures with a better direction (throughput,
-    latency, time; not the percentages and counts that describe a run) that changed significantly against any
-    of the runs, with their rows for all runs, so a figure's line is complete."""
+    latency, time; not the percentages and counts that describe a run) that a test found changed against any of
+    the runs, with their rows for all runs, so a figure's line is complete. Figures measured once a side are
+    counted (answer_lines), not listed: nothing tested them."""
     if everything:
         return rows
     keep = {(r["suite"], r["case"], r["metric"]) for r in rows
-            if r["headline"] or (r["significant"] and direction(r["metric"]) != 0)}
+            if r["headline"] or (r["significant"] and direction(r["metric"]) != 0 and r["p"] is not None)}
     return [r for r in rows if (r["suite"], r["case"], r["metric"]) in keep]
 
 
@@ -338,8 +469,8 @@ def default_html_path(runs: list[Run], metric: str | None, everything: bool) -> 
     return runs[-1].path.parent / f"{name}.html"
 
 
-def write_html(runs: list[Run], rows: list[dict[str, Any]], out: Path, everything: bool, metric: str | None) -> Path:
-    atomic_write_text(out, h.page(title(runs), html_body(runs, rows, everything, metric)))
+def write_html(runs: list[Run], shared: list[dict[str, Any]], out: Path, everything: bool, metric: str | None) -> Path:
+    atomic_write_text(out, h.page(title(runs), html_body(runs, shared, everything, metric)))
     return out
 
 
@@ -347,8 +478,10 @@ def title(runs: list[Run]) -> str:
     return "refbench compare " + " vs ".join(r.path.name for r in runs)
 
 
-def html_body(runs: list[Run], rows: list[dict[str, Any]], everything: bool, metric: str | None) -> str:
-    """The comparison as HTML inside a page's <main>: the compare command's file and the dashboard's compare page."""
+def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, metric: str | None) -> str:
+    """The comparison as HTML inside a page's <main>: the compare command's file and the dashboard's compare page.
+    ``shared`` is every figure the runs share (shared_figures); the answers count them, the table shows a selection."""
+    rows = selected(shared, everything)
     names = letters(runs)
     legend = " · ".join(f"{n} = {h.esc(r.path.name)}" for n, r in zip(names, runs))
     figure_rows = []
@@ -365,6 +498,7 @@ def html_body(runs: list[Run], rows: list[dict[str, Any]], everything: bool, met
     significant = any(r["significant"] for r in rows)
     body = [
         f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>",
+        "<ul class='answers'>" + "".join(f"<li>{h.esc(line)}</li>" for line in answer_lines(shared)) + "</ul>",
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
         "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
         "direction (percentages) show the ratio to A.</p>",

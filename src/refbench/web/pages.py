@@ -139,16 +139,16 @@ def _trend_svg(figure: str, points_json: str) -> str:
 
 
 def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
-    from refbench.report.compare import html_body, selected, shared_figures, title
+    from refbench.report.compare import html_body, shared_figures, title
 
-    rows = selected(shared_figures(runs, metric), everything)
+    shared = shared_figures(runs, metric)
     names = [r.path.name for r in runs]
     switch = link("/compare", run=names, metric=metric, **({} if everything else {"all": "1"}))
     baselines = " · ".join(f'<a href="{link("/compare", run=[n] + names[:i] + names[i + 1:], metric=metric, all="1" if everything else None)}">'
                            f"{h.esc(n)}</a>" for i, n in enumerate(names) if i)
     body = (f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
             f" · the same comparison as <code>refbench compare</code> · another baseline: {baselines}</p>"
-            + html_body(runs, rows, everything, metric))
+            + html_body(runs, shared, everything, metric))
     return page(title(runs), body)
 
 
