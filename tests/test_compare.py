@@ -164,7 +164,7 @@ def test_two_runs_of_one_configuration_report_a_change_less_than_one_time_in_twe
 def test_which_way_is_better_for_each_kind_of_figure():
     from refbench.report.compare import direction, verdict
 
-    assert [direction(m) for m in ("iops", "read_mb_s", "mb_s", "nopm", "tpm")] == [1] * 5
+    assert [direction(m) for m in ("iops", "read_mb_s", "mb_s", "nopm", "tpm", "power")] == [1] * 6
     assert [direction(m) for m in ("read_lat_p99_us", "new_order_lat_avg_ms", "elapsed_s")] == [-1, -1, -1]
     assert [direction(m) for m in ("runtime_s", "measured_s", "db_cpu_s", "device_busy_pct", "steady_state_at_s")] == [0] * 5
     assert verdict("read_lat_p99_us", 200.0, 100.0) == (2.0, "2.00× faster")

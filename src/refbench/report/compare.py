@@ -20,7 +20,7 @@ from refbench.suites import Record
 
 
 # Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
-HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|(^|_)(mb|mib|gb|b)_s|iops|nopm|tpm|qph|throughput|rate)", re.I)
+HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|(^|_)(mb|mib|gb|b)_s|iops|nopm|tpm|qph|throughput|rate|^power$)", re.I)
 LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$|_ns$|_min$)", re.I)
 # Durations a run chose rather than achieved (how long a point ran or was measured, when steady state came),
 # and CPU seconds over a fixed interval (less is not better when less work was done).
