@@ -536,7 +536,7 @@ def compare(
     slower, no significant change, or cannot tell and what would tell), then one line per suite and one overall,
     which count the other figures; the figures that changed follow (--all: every figure).
 
-    A change is significant when Welch's t-test (SciPy's, on the logarithms) over repeats or per-second samples (in 10 batch means) says so (p < 0.05, adjusted for the number of figures: Benjamini-Hochberg) and it is at least 1%; a figure measured once on a side counts beyond 5%.
+    A change is significant when Welch's t-test (SciPy's, on the logarithms) over repeats or per-second samples (in batch means) says so (p < 0.05, adjusted for the number of figures: Benjamini-Hochberg) and it is at least 1%; a figure measured once on a side counts beyond 5%.
     """
     from rich import box
     from rich.table import Column

@@ -36,7 +36,7 @@ SAME_WITHIN = 0.01
 ALPHA = 0.05
 NOISE_FLOOR = 0.05
 RULE = (f"A change is significant when Welch's t-test (SciPy's, on the logarithms) over the repeats or per-second "
-        f"samples (those in 10 batch means) gives p < {ALPHA}, adjusted for the number of figures compared "
+        f"samples (those averaged in batches ten correlation times long) gives p < {ALPHA}, adjusted for the number of figures compared "
         f"(Benjamini–Hochberg), and the means differ by at least {SAME_WITHIN:.0%}; a figure measured once on a side "
         f"counts only beyond a {NOISE_FLOOR:.0%} noise floor.")
 # Case parameters that number repeats of the same measurement: records differing only in these are one figure.
@@ -256,12 +256,16 @@ def repeats_to_resolve(log_sd: float, change: float = RESOLVE, most: int = 50) -
     return None
 
 
+def _relative_change(a: Figure, b: Figure) -> float:
+    return abs(b.value / a.value - 1) if a.value else math.inf
+
+
 def significance(a: Figure, b: Figure) -> tuple[bool, Test | None, str]:
     """(significant, the test or None, how it was decided) — the rule stated in RULE, for one figure on its own
     (shared_figures then adjusts the p-values of all the figures of a comparison together)."""
     if a.value == b.value:
         return False, None, "identical"
-    change = abs(b.value / a.value - 1) if a.value else math.inf
+    change = _relative_change(a, b)
     if len(a.samples) >= 2 and len(b.samples) >= 2:
         test = ratio_test(a, b)
         return test.p < ALPHA and change >= SAME_WITHIN, test, f"Welch t-test, {a.source} vs {b.source}"
@@ -302,9 +306,7 @@ def decide(pairs: list[tuple[Figure, Figure]]) -> list[tuple[bool, Test | None, 
     if tested:
         adjusted = stats.false_discovery_control([decided[i][1].p for i in tested], method="bh")
         for i, p in zip(tested, adjusted):
-            a, b = pairs[i]
-            change = abs(b.value / a.value - 1) if a.value else math.inf
-            out[i] = (bool(p < ALPHA and change >= SAME_WITHIN), decided[i][1], decided[i][2], float(p))
+            out[i] = (bool(p < ALPHA and _relative_change(*pairs[i]) >= SAME_WITHIN), decided[i][1], decided[i][2], float(p))
     return out
 
 
