@@ -84,4 +84,4 @@ class SleepySuite:
             return []
         best = max(records, key=lambda r: r.metrics["ops_per_s"])
         return [Headline("peak throughput", best.metrics["ops_per_s"], "ops/s", best.case_id, "ops_per_s",
-                         f"latency {best.metrics['lat_ms']:g} ms")]
+                         f"latency {best.metrics['lat_ms']:g} ms", figure=f"ops/s, {best.case_id}")]

@@ -62,7 +62,7 @@ def test_quick_profile_on_a_small_file_gives_six_tables_and_twelve_charts(tmp_pa
     assert all(f["passed"] for f in findings), findings
     assert not (tmp_path / "target" / "refbench-device-t0.dat").exists()  # the test file is removed at the end
     html = (run / "report.html").read_text()
-    assert "random 30% write: IOPS and MB/s by block size and queue depth" in html and "t0 accounting" in html
+    assert "random 70/30 read/write: IOPS and MB/s by block size and queue depth" in html and "t0 accounting" in html
 
 
 def _file_target(path: Path, size: int) -> Target:

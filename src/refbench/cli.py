@@ -541,8 +541,8 @@ def compare(
     from rich import box
     from rich.table import Column
 
-    from refbench.report.compare import (NOISE_FLOOR, answer_lines, by_figure, change_words, default_html_path, letters,
-                                         overall, selected, shared_figures, write_html)
+    from refbench.report.compare import (NOISE_FLOOR, answer_lines, answers, by_figure, change_words, default_html_path,
+                                         letters, overall, selected, shared_figures, write_html)
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
@@ -554,17 +554,17 @@ def compare(
     path = html_out or default_html_path(found, metric, everything)
     write_html(found, shared, path, everything, metric)
     significant = any(r["significant"] for r in shared)
-    answers = answer_lines(shared)
+    found_answers = answers(shared)
     if as_json:
         print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
-                          "significant": significant, "answers": answers, "figures": rows,
-                          "overall": overall(rows) if everything else []}, indent=2))
+                          "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
+                          "figures": rows, "overall": overall(rows) if everything else []}, indent=2))
         return
     names = letters(found)
     out.print("   ".join(f"{n} = {r.path.name}" for n, r in zip(names, found)))
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
-    for line in answers:
+    for line in answer_lines(found_answers):
         out.print(escape(line), overflow="fold")
     # Below the answers: the other figures that changed (every figure with --all), one line per figure.
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])
@@ -599,8 +599,6 @@ def compare(
             for r in summary:
                 table.add_row(r["vs"], r["suite"], r["group"], r["metric"], str(r["cases"]), r["against A"])
             out.print(table)
-    if not significant:
-        out.print("no significant change")
     err.print(f"comparison: {path}")
 
 

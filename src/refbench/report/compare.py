@@ -161,13 +161,14 @@ def figure_cases(run: Run, groups: dict[tuple[str, str], list[Record]] | None = 
     return {(r.suite, r.case_id): case for (_, case), records in (groups or repeat_groups(run)).items() for r in records}
 
 
-def _headline_figures(run: Run) -> set[tuple[str, str, str]]:
-    """headline_keys names records; the figures name their groups."""
+def _headline_figures(run: Run) -> dict[tuple[str, str, str], str]:
+    """(suite, figure's case, metric) -> the headline's name in a comparison. headline_keys names records; the
+    figures name their groups."""
     keys = headline_keys(run)
     if not keys or run.plan.hosts:
-        return set()
+        return {}
     case_of = figure_cases(run)
-    return {(suite, case_of.get((suite, case), case), metric) for suite, case, metric in keys}
+    return {(suite, case_of.get((suite, case), case), metric): name for (suite, case, metric), name in keys.items()}
 
 
 def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
@@ -272,24 +273,25 @@ def significance(a: Figure, b: Figure) -> tuple[bool, Test | None, str]:
     return change > NOISE_FLOOR, None, f"1 measurement: counts beyond {NOISE_FLOOR:.0%}"
 
 
-def judgement(row: dict[str, Any]) -> str:
-    """One figure's answer in words: faster, slower or changed when the change is significant; no significant
-    change when the interval keeps B / A within RESOLVE of 1; otherwise cannot tell, and what would tell."""
+def judgement(row: dict[str, Any]) -> tuple[str, str]:
+    """One figure's answer, a word and why: faster, slower or changed when the change is significant (starred when
+    measured once a side: beyond the noise floor, untested); "no change" when the interval keeps B / A within
+    RESOLVE of 1; "same" for identical values; otherwise "cannot tell", and what would tell."""
     sense = direction(row["metric"])
+    once = row["basis"].startswith("1 measurement")
     if row["basis"] == "identical":
-        return "same"
+        return "same", "identical values"
     if row["significant"]:
         word = "changed" if sense == 0 else "faster" if (row["B"] > row["A"]) == (sense > 0) else "slower"
-        return word + (f" (measured once: beyond the {NOISE_FLOOR:.0%} noise floor, not tested)"
-                       if row["basis"].startswith("1 measurement") else "")
+        return (word + "*", f"measured once a side: beyond the {NOISE_FLOOR:.0%} noise floor, not tested") if once else (word, "")
     low, high = row.get("ci_low"), row.get("ci_high")
     if low is not None and 1 / (1 + RESOLVE) <= low and high <= 1 + RESOLVE:
-        return "no significant change"
-    if row["basis"].startswith("1 measurement"):
-        return "cannot tell: 1 measurement each; repeat each configuration to test it"
+        return "no change", f"the {CONFIDENCE:.0%} interval lies within ±{RESOLVE:.0%}"
+    if once:
+        return "cannot tell", "1 measurement each; repeat each configuration to test it"
     if (n := row.get("repeats_for_5pct")) is not None:
-        return f"cannot tell: about {n} repeats each would resolve a {RESOLVE:.0%} change on this host"
-    return f"cannot tell: too spread to resolve {RESOLVE:.0%}; repeat each configuration"
+        return "cannot tell", f"about {n} repeats each would resolve a {RESOLVE:.0%} change on this host"
+    return "cannot tell", f"too spread to resolve a {RESOLVE:.0%} change; repeat each configuration"
 
 
 # ---- the comparison ----------------------------------------------------------------------------------------
@@ -313,11 +315,12 @@ def decide(pairs: list[tuple[Figure, Figure]]) -> list[tuple[bool, Test | None, 
 def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str, Any]]:
     """One row per figure the baseline shares with another run, and per such run, in the baseline's order."""
     base, base_figures = runs[0], figures(runs[0])
-    headlines = _headline_figures(base)
+    headlines = _headline_figures(base)  # the baseline's; another run's only for a suite the baseline has none in
     rows = []
     for letter, other in zip(letters(runs)[1:], runs[1:]):
         other_figures = figures(other)
-        headlines |= _headline_figures(other)
+        have = {suite for suite, _, _ in headlines}
+        headlines |= {k: name for k, name in _headline_figures(other).items() if k[0] not in have}
         keys = [k for k in base_figures if k in other_figures and not (metric and metric not in k[2])]
         pairs = [(base_figures[k], other_figures[k]) for k in keys]
         for key, (fa, fb), (significant, test, basis, p) in zip(keys, pairs, decide(pairs)):
@@ -325,64 +328,98 @@ def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str,
             row = {"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
                    "B": fb.value, "factor": factor, "B vs A": words, "significant": significant,
                    "p": None if p is None else round(p, 4), "basis": basis, "headline": key in headlines,
+                   "name": headlines.get(key, f"{key[1]} {key[2]}"), "n": (len(fa.samples) or 1, len(fb.samples) or 1),
                    "ci_low": None if test is None else round(test.low, 4),
                    "ci_high": None if test is None else round(test.high, 4), "repeats_for_5pct": None}
             if test is not None and not significant and test.log_sd and "repeats" in basis:
                 row["repeats_for_5pct"] = repeats_to_resolve(test.log_sd)
-            row["answer"] = judgement(row)
+            row["answer"], row["why"] = judgement(row)
             rows.append(row)
     return rows
 
 
-def answer_lines(shared: list[dict[str, Any]]) -> list[str]:
-    """What a comparison says first, for each run against A: each headline figure as B / A with its confidence
-    interval and its answer, suite by suite, then a line per suite and one overall that count the other figures
-    rather than list them."""
-    lines = []
+def answers(shared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a comparison says first, for each run against A: per suite each headline figure (B / A, its confidence
+    interval, how many measurements a side, the answer), then the suite's line, then one overall line; the
+    suite and overall lines count the other figures rather than list them."""
+    out: list[dict[str, Any]] = []
     for letter in dict.fromkeys(r["vs"] for r in shared):
         mine = [r for r in shared if r["vs"] == letter]
         for suite in dict.fromkeys(r["suite"] for r in mine):
             in_suite = [r for r in mine if r["suite"] == suite]
-            lines += [_headline_line(r) for r in in_suite if r["headline"]]
-            lines.append(f"{suite}, {letter} against A: {_tally(in_suite)}")
-        lines.append(f"overall, {letter} against A: {_tally(mine)}")
+            out.append({"kind": "suite", "vs": letter, "suite": suite, "summary": _tally(in_suite)})
+            out += [{"kind": "headline", "vs": letter, "suite": suite, "figure": r["name"], "case": r["case"],
+                     "metric": r["metric"], "ratio": r["B"] / r["A"] if r["A"] else None, "ci_low": r["ci_low"],
+                     "ci_high": r["ci_high"], "n": r["n"], "answer": r["answer"], "why": r["why"]}
+                    for r in in_suite if r["headline"]]
+        quiet = "" if any(r["significant"] for r in mine) else "no significant change; "
+        out.append({"kind": "overall", "vs": letter, "suite": "", "summary": quiet + _tally(mine, untested=False)})
+    return out
+
+
+def answer_lines(found: list[dict[str, Any]]) -> list[str]:
+    """The answers as plain lines, each within 80 characters for figure names of up to about 37 (the terminal,
+    --json): a header, each suite's line with its headline figures indented and aligned, the overall line, then
+    what the marks and "cannot tell" mean."""
+    headlines = [a for a in found if a["kind"] == "headline"]
+    several = len({a["vs"] for a in found}) > 1
+    cells = {id(a): (f"{a['ratio']:.2f}×" if a["ratio"] is not None else "—",
+                     f"({a['ci_low']:.2f}–{a['ci_high']:.2f})" if a["ci_low"] is not None else "",
+                     f"{a['n'][0]} vs {a['n'][1]}") for a in headlines}
+    width = [max((len(a["figure"]) for a in headlines), default=0),
+             *(max((len(c[i]) for c in cells.values()), default=0) for i in range(3))]
+    lines = []
+    if headlines:
+        lines.append(f"  {'':<{width[0]}}  {'× A' if several else 'B / A':>{width[1]}} {'(95% CI)':<{width[2]}}  "
+                     f"{'n':<{width[3]}}  answer")
+    for a in found:
+        if a["kind"] == "headline":
+            ratio, interval, n = cells[id(a)]
+            lines.append(f"  {a['figure']:<{width[0]}}  {ratio:>{width[1]}} {interval:<{width[2]}}  {n:<{width[3]}}  {a['answer']}")
+        else:
+            against = f" ({a['vs']} against A)" if several else ""
+            lines.append(f"{a['suite'] or 'overall'}{against}: {a['summary']}")
+    return lines + legend(found)
+
+
+def legend(found: list[dict[str, Any]]) -> list[str]:
+    """What the marks and words mean, only those that appear, as many to a line as fit in 80 columns; for
+    "cannot tell", what would tell."""
+    words = {a["answer"] for a in found if a["kind"] == "headline"}
+    terms = []
+    if any("*" in a.get("summary", "") for a in found) or any(w.endswith("*") for w in words):
+        terms.append(f"* once a side: beyond {NOISE_FLOOR:.0%}, untested")
+    if "no change" in words:
+        terms.append(f"no change: within ±{RESOLVE:.0%} ({CONFIDENCE:.0%} CI)")
+    unsure = [a for a in found if a["kind"] == "headline" and a["answer"] == "cannot tell"]
+    if unsure:
+        counts = [int(a["why"].split()[1]) for a in unsure if a["why"].startswith("about ")]
+        terms.append(f"cannot tell: about {max(counts)} repeats each would resolve {RESOLVE:.0%}"
+                     if counts and len(counts) == len(unsure) else "cannot tell: repeat each configuration")
+    lines: list[str] = []
+    for term in terms:
+        if lines and len(lines[-1]) + 2 + len(term) <= 80:
+            lines[-1] += "; " + term
+        else:
+            lines.append(term)
     return lines
 
 
-def _headline_line(row: dict[str, Any]) -> str:
-    ratio = f"{row['B'] / row['A']:.2f}× A" if row["A"] else "—"
-    if row["basis"] == "identical":
-        how = "identical values"
-    elif row["basis"].startswith("1 measurement"):
-        how = "1 measurement each"
-    else:
-        interval = f"{CONFIDENCE:.0%} CI {row['ci_low']:.2f}–{row['ci_high']:.2f}, " if row["ci_low"] is not None else ""
-        how = interval + row["basis"].removeprefix("Welch t-test, ")
-    return f"{row['suite']} {row['case']} {row['metric']}: {row['vs']} = {ratio} ({how}): {row['answer']}"
-
-
-def _tally(rows: list[dict[str, Any]]) -> str:
-    """The headline figures by answer, then the other figures: how many changed significantly, how many did not."""
-    headline = [r for r in rows if r["headline"]]
+def _tally(rows: list[dict[str, Any]], untested: bool = True) -> str:
+    """The headline figures by answer, then how many of the other figures with a better direction changed
+    significantly, and how many were measured once a side (beyond the noise floor, untested). Figures that only
+    describe a run (percentages, counts) are left to --all."""
     answers: dict[str, int] = {}
-    for r in headline:
-        word = r["answer"].split(" (")[0].split(":")[0]
-        answers[word] = answers.get(word, 0) + 1
-    parts = [f"{n} headline figure{'s' * (n > 1)}: {word}" for word, n in answers.items()]
-    others = [r for r in rows if not r["headline"]]
-    changed = sum(1 for r in others if r["significant"] and direction(r["metric"]) != 0 and r["p"] is not None)
-    untested = sum(1 for r in others if r["significant"] and direction(r["metric"]) != 0 and r["p"] is None)
-    descriptive = sum(1 for r in others if r["significant"] and direction(r["metric"]) == 0)
-    unchanged = len(others) - changed - untested - descriptive
-    if changed:
-        parts.append(f"{changed} other figure{'s' * (changed > 1)} changed significantly")
-    if untested:
-        parts.append(f"{untested} measured once a side, beyond the {NOISE_FLOOR:.0%} noise floor but untested "
-                     "(--all lists them)")
-    if descriptive:
-        parts.append(f"{descriptive} descriptive figure{'s' * (descriptive > 1)} (percentages, counts) changed")
-    if unchanged:
-        parts.append(f"{unchanged} other figure{'s' * (unchanged > 1)}: no significant change")
+    for r in rows:
+        if r["headline"]:
+            answers[r["answer"]] = answers.get(r["answer"], 0) + 1
+    order = ["faster", "faster*", "slower", "slower*", "changed", "changed*", "no change", "same", "cannot tell"]
+    parts = [", ".join(f"{answers[word]} {word}" for word in order if word in answers)] if answers else []
+    others = [r for r in rows if not r["headline"] and direction(r["metric"]) != 0]
+    if others:
+        changed = sum(1 for r in others if r["significant"] and r["p"] is not None)
+        once = sum(1 for r in others if r["significant"] and r["p"] is None)
+        parts.append(f"{changed:,} of {len(others):,} others changed" + (f", {once:,} untested*" if once and untested else ""))
     return "; ".join(parts) or "no figure"
 
 
@@ -500,7 +537,7 @@ def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, m
     significant = any(r["significant"] for r in rows)
     body = [
         f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>",
-        "<ul class='answers'>" + "".join(f"<li>{h.esc(line)}</li>" for line in answer_lines(shared)) + "</ul>",
+        _answers_html(answers(shared), several=len(runs) > 2),
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
         "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
         "direction (percentages) show the ratio to A.</p>",
@@ -512,6 +549,22 @@ def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, m
         h.table(figure_rows, max_rows=5000) if figure_rows else "<p class='note'>No figure to show.</p>",
     ]
     return "".join(body)
+
+
+def _answers_html(found: list[dict[str, Any]], several: bool) -> str:
+    """The answers as the page's first table: per suite its line, then its headline figures."""
+    rows = []
+    for a in found:
+        if a["kind"] != "headline":
+            rows.append({"run": a["vs"], "figure": f"{a['suite'] or 'overall'}: {a['summary']}", "B / A": None,
+                         "95% CI": "", "measurements": "", "answer": ""})
+            continue
+        rows.append({"run": a["vs"], "figure": f"{a['suite']} {a['figure']}", "B / A": None if a["ratio"] is None else round(a["ratio"], 2),
+                     "95% CI": f"{a['ci_low']:.2f}–{a['ci_high']:.2f}" if a["ci_low"] is not None else "",
+                     "measurements": f"{a['n'][0]} vs {a['n'][1]}", "answer": a["answer"] + (f" ({a['why']})" if a["why"] else "")})
+    columns = (["run"] if several else []) + ["figure", "B / A", "95% CI", "measurements", "answer"]
+    notes = "".join(f"<p class='note'>{h.esc(line)}</p>" for line in legend(found))
+    return "<h2>Answers</h2>" + h.table(rows, columns) + notes
 
 
 def _is_number(value: Any) -> bool:

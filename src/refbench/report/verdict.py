@@ -84,9 +84,9 @@ def _with_checks(engines: list[dict[str, Any]], findings: list) -> list[dict[str
     return out
 
 
-def headline_keys(run: Run) -> set[tuple[str, str, str]]:
-    """(suite, case id, metric) of every headline figure that comes from one record."""
-    return {(v.suite, h.case, h.metric) for v in run_verdict(run) for h in v.headlines if h.case}
+def headline_keys(run: Run) -> dict[tuple[str, str, str], str]:
+    """(suite, case id, metric) of every headline figure that comes from one record -> its name in a comparison."""
+    return {(v.suite, h.case, h.metric): h.compared_as for v in run_verdict(run) for h in v.headlines if h.case}
 
 
 def _bottleneck(headlines: list[Headline], records: list[Record], telemetry: Telemetry) -> str:

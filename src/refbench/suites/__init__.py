@@ -136,6 +136,11 @@ class Headline:
     case: str
     metric: str
     note: str = ""
+    figure: str = ""  # its name when runs are compared, where "peak" or "best" would describe only one of them
+
+    @property
+    def compared_as(self) -> str:
+        return self.figure or self.label
 
 
 @dataclass(frozen=True)

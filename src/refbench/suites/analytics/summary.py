@@ -154,5 +154,5 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
         if r.metrics.get("mean_cpu_real_ratio") is not None:
             out.append(Headline("CPU/real-time ratio (mean over the jobs)", r.metrics["mean_cpu_real_ratio"], "", r.case_id,
                                 "mean_cpu_real_ratio", f"{r.metrics['jobs'] - r.metrics['jobs_failed']} of {r.metrics['jobs']} jobs, "
-                                f"{r.metrics['avg_concurrent_jobs']:g} at a time"))
+                                f"{r.metrics['avg_concurrent_jobs']:g} at a time", figure="CPU/real-time ratio, job mean"))
     return out

@@ -134,8 +134,9 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
                 best = max(candidates, key=lambda r: r.metrics[metric])
                 p = best.params
                 mode = AccessMode(p["pattern"], p["write_pct"]).title
-                out.append(Headline(f"{prefix}peak {unit}, {mode}, {size_label(p['bs'])}, QD {p['iodepth']}",
-                                    best.metrics[metric], unit, best.case_id, metric, _p99(best)))
+                point = f"{unit}, {mode}, {size_label(p['bs'])}, QD {p['iodepth']}"
+                out.append(Headline(f"{prefix}peak {point}", best.metrics[metric], unit, best.case_id, metric, _p99(best),
+                                    figure=prefix + point))
     return out
 
 

@@ -29,7 +29,10 @@ class AccessMode:
 
     @property
     def title(self) -> str:
-        return f"{self.pattern} {self.write_pct}% write"
+        """As people say it: random read, sequential write, random 70/30 read/write."""
+        if self.write_pct in (0, 100):
+            return f"{self.pattern} {'read' if self.write_pct == 0 else 'write'}"
+        return f"{self.pattern} {100 - self.write_pct}/{self.write_pct} read/write"
 
     @property
     def fio_rw(self) -> str:

@@ -78,7 +78,8 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
     best = max(medians, key=lambda r: r.metrics["nopm"])
     m = best.metrics
     repeats = len(by_users[m["users"]])
-    at = f"{m['users']:,} user{'s' if m['users'] > 1 else ''}" + (f", median of {repeats} repeats" if repeats > 1 else "")
+    users = f"{m['users']:,} user{'s' if m['users'] > 1 else ''}"
+    at = users + (f", median of {repeats} repeats" if repeats > 1 else "")
     p99 = f"New-Order p99 {m['new_order_lat_p99_ms']:,.1f} ms"
-    return [Headline(f"NOPM at the best load level ({at})", m["nopm"], "NOPM", best.case_id, "nopm", p99),
-            Headline(f"TPM at the best load level ({at})", m["tpm"], "TPM", best.case_id, "tpm")]
+    return [Headline(f"NOPM at the best load level ({at})", m["nopm"], "NOPM", best.case_id, "nopm", p99, f"NOPM, {users}"),
+            Headline(f"TPM at the best load level ({at})", m["tpm"], "TPM", best.case_id, "tpm", figure=f"TPM, {users}")]
