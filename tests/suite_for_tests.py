@@ -25,18 +25,13 @@ class SleepySuite:
         "speed": Option(float, 1.0, "Multiplies the throughput figure (to make two runs differ).", minimum=0.001),
         "fail_check": Option(bool, False, "Make the correctness check fail."),
         "sizes": Option(list, [4096], "Block sizes (bytes).", item=int, minimum=512),
-        "repeats": Option(int, 1, "Measurements of each case (a repeat number in the case id when more than one).",
-                          minimum=1, maximum=10),
         "noise_pct": Option(float, 0.0, "Spread of the per-second throughput samples, ± percent.", minimum=0, maximum=50),
         "seed": Option(int, 1, "Seed of that noise (two runs with different seeds differ only by noise)."),
     }
 
     def cases(self, plan):
-        n, repeats = plan.options[self.name]["cases"], plan.options[self.name]["repeats"]
-        if repeats == 1:
-            return [Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
-        return [Case(f"case-{i:03d}-r{r}", {"index": i, "repeat": r}, f"case {i}, repeat {r}")
-                for i in range(n) for r in range(1, repeats + 1)]
+        n = plan.options[self.name]["cases"]
+        return [Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
 
     def prepare(self, ctx):
         ctx.state["journal"] = ctx.work_dir / "journal.log"

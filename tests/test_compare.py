@@ -36,7 +36,7 @@ def test_compare_two_runs_gives_ratios_and_each_compare_writes_its_own_file(tmp_
     assert "busy_pct" not in reverse.stdout and "lat_ms" not in reverse.stdout  # counted, not shown:
     lines = reverse.stdout.splitlines()
     assert re.fullmatch(r"sleepy: 1 slower; \d+ of \d+ others changed, \d+ untested\*", lines[2]), lines  # lat_ms among them
-    assert "* once a side: beyond 5%, untested" in lines
+    assert "* once a side: beyond 5% (assumed), untested" in lines  # no repeats on this host: the assumed floor
     assert "lat_ms" in refbench("compare", str(b), str(a), "--all", "--runs-dir", str(tmp_path / "runs")).stdout
     # the answer first: the headline figure, B / A with its interval, the measurements a side, the answer
     assert re.fullmatch(r"  ops/s, case-003 +0\.50× \(0\.\d\d–0\.\d\d\) +10 vs 10 +slower", lines[3]), lines
@@ -81,7 +81,7 @@ def test_noise_is_not_a_change_and_repeats_are_one_figure(tmp_path, refbench):
     noise, faster = rows[("B", "case-000", "ops_per_s")], rows[("C", "case-000", "ops_per_s")]
     assert noise["A"] != noise["B"] and not noise["significant"] and noise["p"] >= 0.05
     assert noise["basis"] == "Welch t-test, 3 repeats vs 3 repeats"
-    assert noise["headline"]  # the verdict names one repeat's record ("case-000-r2"): its figure is the headline
+    assert noise["headline"]  # the case of the repeats (case-000, -r2, -r3) is the headline
     assert faster["significant"] and faster["p"] < 0.05 and faster["basis"] == "Welch t-test, 3 repeats vs 10 samples"
     assert ("B", "case-000", "busy_pct") not in rows  # the same in all three: neither headline nor change
     assert ("C", "case-000", "lat_ms") not in rows  # measured once a side: counted, not listed (untested)

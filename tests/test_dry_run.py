@@ -54,9 +54,12 @@ def test_a_dry_run_writes_nothing_and_says_where_each_value_came_from(tmp_path, 
     assert re.search(r"^device: \d+ cases, about ", out, re.M)
     assert re.search(rf"^  {re.escape(str(disk))}: needs [\d.]+ GB of [\d,.]+ GB free — fits$", out, re.M), out
 
-    flags = refbench("oltp", "--plan", "lab.toml", "--users", "2,4", "--runs-dir", "runs", "--dry-run")
+    assert _option_line(out, "repeats").split()[1:] == ["profile", "default", "(quick)", "1"]
+    flags = refbench("oltp", "--plan", "lab.toml", "--users", "2,4", "--runs-dir", "runs", "--repeats", "3", "--dry-run")
     assert flags.code == 0, flags.stderr
     assert "flag --users" in _option_line(flags.stdout, "users") and "u4-r1" in flags.stdout
+    assert "flag --repeats" in _option_line(flags.stdout, "repeats")  # the best level twice more, in the time:
+    assert "2 case(s) × (3 s ramp-up + 20 s measured) + 2 repeat(s) of the best level" in " ".join(flags.stdout.split())
     assert (_tree(tmp_path), _tree(disk)) == before
 
 

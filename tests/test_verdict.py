@@ -63,14 +63,29 @@ def test_acceptance_thresholds_pass_or_fail_with_their_own_exit_status(tmp_path,
 
     again = refbench("check", str(run))
     assert again.code == 3 and "FAIL  sleepy.case-000.lat_ms <= 5" in again.stdout
+    # A file holding only an [accept] table, with the name the verdict gives its headline.
+    name = json.loads((run / "verdict.json").read_text())[0]["headlines"][0]["threshold"]
+    assert name == "sleepy.ops_per_s"
     looser = tmp_path / "looser.toml"
-    looser.write_text('[sleepy]\n[accept]\n"sleepy.case-000.lat_ms" = "<= 20"\nsleepy.nosuch = "> 1"\n')
-    mixed = refbench("check", str(run), "--plan", str(looser), "--json")
+    looser.write_text(f'[accept]\n"sleepy.case-000.lat_ms" = "<= 20"\nsleepy.nosuch = "> 1"\n"{name}" = "> 1"\n')
+    mixed = refbench("check", str(run), "--accept", str(looser), "--json")
     assert mixed.code == 3, mixed.stderr
     results = {r["threshold"]: r for r in mixed.json()["accept"]}
-    assert results["sleepy.case-000.lat_ms <= 20"]["passed"]
-    assert not results["sleepy.nosuch > 1"]["passed"] and "not a sleepy headline figure" in results["sleepy.nosuch > 1"]["detail"]
+    assert results["sleepy.case-000.lat_ms <= 20"]["passed"] and results["sleepy.ops_per_s > 1"]["passed"]
+    assert not results["sleepy.nosuch > 1"]["passed"]
+    assert "sleepy.nosuch is not a sleepy headline figure (those are: sleepy.ops_per_s)" in results["sleepy.nosuch > 1"]["detail"]
+    empty = tmp_path / "empty.toml"
+    empty.write_text('[sleepy]\nsleep_s = 1\n')
+    refused = refbench("check", str(run), "--accept", str(empty))
+    assert refused.code == 2 and "has no [accept] table" in refused.stderr and len(refused.stderr.splitlines()) == 1
     assert not list(Path(run).glob("*.tmp*"))
+
+
+def test_a_headline_that_shares_its_metric_is_named_by_what_tells_it_apart():
+    from refbench.suites import Headline
+
+    assert Headline("duckdb: power", 360.0, "queries/h × SF", "duckdb-power", "power", of="duckdb").threshold("dss") == "dss.power.duckdb"
+    assert Headline("NOPM at the best load level", 1.0, "NOPM", "u2-r1", "nopm").threshold("oltp") == "oltp.nopm"
 
 
 def test_a_malformed_threshold_is_refused_before_the_run(tmp_path, refbench):
@@ -82,3 +97,23 @@ def test_a_malformed_threshold_is_refused_before_the_run(tmp_path, refbench):
     result = refbench("run", "--plan", str(plan), "--runs-dir", "runs")
     assert result.code == 2 and "names suite 'device', which this run does not include" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_figure_too_small_to_rate_says_so_instead_of_standing_as_a_figure():
+    from refbench.report.verdict import SuiteVerdict, verdict_lines
+    from refbench.suites import Headline, Record
+    from refbench.suites.dss.summary import _power_unrated
+    from refbench.suites.dw.summary import _rating_unrated
+
+    # Every time under TPC-H's 0.1 s floor: power is the floor's figure, 3600·SF / 0.1, whatever the engine.
+    quick = {f"Q{q}_s": 0.012 for q in range(1, 23)} | {"RF1_s": 0.02, "RF2_s": 0.03, "elapsed_s": 0.5}
+    assert _power_unrated(quick) == "24 of 24 times under TPC-H's 0.1 s floor; a larger --sf rates it"
+    assert _power_unrated({k: 2.5 for k in quick}) == ""
+    # A DW rating stands for at most 100 times the data measured: SF 0.1 cannot rate 0.91 TB.
+    assert _rating_unrated([Record({}, extra={"sf": 0.1})], 0.91).endswith("rate with --sf 10 or more")
+    assert _rating_unrated([Record({}, extra={"sf": 10})], 0.91) == ""
+    power = Headline("duckdb: power", 360.0, "queries/h × SF", "duckdb-power", "power", of="duckdb",
+                     unrated=_power_unrated(quick))
+    (suite, line), *_ = verdict_lines([SuiteVerdict("dss", [power], 1, 0, "CPU (100%)", [])])
+    assert line == ("duckdb: power: not rated at this size (24 of 24 times under TPC-H's 0.1 s floor; a larger --sf "
+                    "rates it; measured 360.0 queries/h × SF)")

@@ -4,8 +4,10 @@
     oltp.nopm = ">= 50000"                                # a suite's headline figure
     device.t0-rand-w0-qd32-bs4k.read_lat_p99_us = "<= 2000"   # one case's metric
 
-A figure is ``suite.metric`` (the suite's headline figure of that name, e.g. oltp.nopm: NOPM at the best load level)
-or ``suite.case.metric`` (that case's record). A threshold whose figure the run did not measure fails, saying why.
+A figure is a headline's name, as the verdict gives it (``suite.metric``, e.g. oltp.nopm: NOPM at the best load
+level, or ``suite.metric.of`` where a suite has several of one metric, e.g. dss.power.duckdb; ``suite.metric`` alone
+names such a figure when the run has only one), or ``suite.case.metric`` (that case's record). A threshold whose
+figure the run did not measure fails, saying why and naming the figures it did measure.
 """
 
 from __future__ import annotations
@@ -52,6 +54,26 @@ def parse(table: Any, where: Callable[[str], str]) -> list[Threshold]:
     return out
 
 
+def load_file(path: str) -> list[Threshold]:
+    """The thresholds of a file's [accept] table: a file holding only that table, or a whole plan (whose other
+    tables are not read: the run already says what it measured)."""
+    import tomllib
+    from pathlib import Path
+
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"the acceptance file {path} does not exist.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"the acceptance file {path} cannot be read: {exc}.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {str(exc).rstrip('.')}.") from None
+    if "accept" not in data:
+        raise UserError(f"nothing to check: {path} has no [accept] table (write one as [accept] then "
+                        f"oltp.nopm = \">= 50000\").")
+    return parse(data["accept"], lambda key: f"{path}: [accept] {key}".rstrip())
+
+
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """TOML reads oltp.nopm = "…" as a table oltp holding nopm: back to dotted names."""
     out: dict[str, Any] = {}
@@ -80,12 +102,16 @@ def evaluate(run: "Run", thresholds: list[Threshold]) -> list[dict[str, Any]]:
 def _value(run: "Run", verdicts: dict[str, Any], figure: str) -> tuple[float | None, str]:
     suite, *middle, metric = figure.split(".")
     if suite not in verdicts:
-        return None, f"the run measured no {suite} figures"
+        return None, f"the run measured no {suite} figures (it measured {', '.join(verdicts) or 'none'})"
+    named = {h.threshold(suite): h for h in verdicts[suite].headlines}
+    if figure in named:
+        return named[figure].value, named[figure].label
     if middle:
         case = ".".join(middle)
         record = next((r for r in run.records(suite) if r.case_id == case), None)
         if record is None:
-            return None, f"the run has no {suite} case {case}"
+            return None, (f"{figure} is neither a headline of this run ({', '.join(named) or 'none'}) nor a figure of "
+                          f"one of its {suite} cases (suite.CASE.METRIC)")
         value = record.metrics.get(metric)
         if not _is_number(value):
             return None, f"{suite} case {case} has no figure {metric}"
@@ -94,10 +120,10 @@ def _value(run: "Run", verdicts: dict[str, Any], figure: str) -> tuple[float | N
     if len(matches) == 1:
         return matches[0].value, matches[0].label
     if matches:
-        cases = ", ".join(h.case for h in matches)
-        return None, f"{len(matches)} {suite} headline figures are {metric} (cases {cases}): name one as {suite}.CASE.{metric}"
-    known = ", ".join(dict.fromkeys(h.metric for h in verdicts[suite].headlines)) or "none"
-    return None, f"{metric} is not a {suite} headline figure (those are: {known}); a case's figure is {suite}.CASE.METRIC"
+        return None, (f"{len(matches)} {suite} headline figures are {metric}: name one of "
+                      f"{', '.join(h.threshold(suite) for h in matches)}")
+    return None, (f"{figure} is not a {suite} headline figure (those are: {', '.join(named) or 'none'}); a case's "
+                  f"figure is {suite}.CASE.METRIC")
 
 
 def _is_number(value: Any) -> bool:

@@ -65,6 +65,8 @@ app = typer.Typer(
 
 RUNS_DIR_HELP = "Directory holding run directories."
 # run and the suite commands leave their defaults to the plan, so the help says what it is.
+REPEATS_HELP = ("Measure each headline case (peak point, best load level, each engine's streams) N times, round "
+                "after round, so that compare can test a change (default: quick 1, standard and full 3).")
 PLAN_RUNS_DIR_HELP = f"Directory holding run directories (default: {TOP_LEVEL['runs_dir'].default})."
 RUN_JSON_HELP = "Print the verdict as one line of JSON instead of a table (the run directory stays the last line)."
 KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (default: removed)."
@@ -218,6 +220,7 @@ def run(
                                              help="Override a suite option (repeatable)."),
     keep_work: Optional[bool] = typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP),
     tag: Optional[list[str]] = typer.Option(None, "--tag", metavar="NAME=VALUE", help=TAG_HELP),
+    repeats: Optional[int] = typer.Option(None, "--repeats", metavar="N", help=REPEATS_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
     hosts: Optional[str] = typer.Option(None, "--hosts", metavar="N[,N…]", help="Run on this many nodes at once; "
                                         "several counts make a scaling series (1,2,4)."),
@@ -231,7 +234,8 @@ def run(
     many nodes of a Dask cluster at once, each measuring its own host."""
     _start_and_execute({
         "path": plan, "flags": {"profile": profile, "runs_dir": runs_dir, "name": name, "targets": targets or None,
-                                "keep_work": keep_work, "tags": tag or None, "hosts": _counts(hosts), "scheduler": scheduler, "tls_ca_file": tls_ca_file,
+                                "keep_work": keep_work, "tags": tag or None, "repeats": repeats, "hosts": _counts(hosts),
+                                "scheduler": scheduler, "tls_ca_file": tls_ca_file,
                                 "tls_cert": tls_cert, "tls_key": tls_key},
         "sets": set_, "suites": suite or None,
     }, as_json, dry_run)
@@ -491,22 +495,26 @@ def report(
 
 
 @app.command(epilog=_examples("refbench check runs/20261122T070000Z-lab-a  # the run's own [accept]",
-                              "refbench check runs/20261122T070000Z-lab-a --plan acceptance.toml"))
+                              "refbench check runs/20261122T070000Z-lab-a --accept accept.toml  # only an [accept] table"))
 def check(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
-    plan: Optional[Path] = typer.Option(None, "--plan", metavar="PATH", help="Plan file whose [accept] table to "
-                                        "evaluate (default: the thresholds the run was started with)."),
+    accept_file: Optional[Path] = typer.Option(None, "--accept", "--plan", metavar="FILE", help="A file with an "
+                                               "[accept] table (alone, or in a plan) to evaluate (default: the "
+                                               "thresholds the run was started with)."),
     runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Evaluate acceptance thresholds against a finished run. Exit status 3 when one fails, 0 when all pass."""
     found = Run.find(run_ref, runs_dir)
     found.check_readable()
-    conditions = load_plan(plan).accept if plan is not None else found.plan.accept
-    if not conditions:
-        where = f"{plan} has no [accept] table" if plan is not None else f"run {found.path} was started without thresholds"
-        raise UserError(f"nothing to check: {where} (write them as [accept] oltp.nopm = \">= 50000\").")
-    results = accept.evaluate(found, accept.parse(conditions, str))
+    if accept_file is not None:
+        thresholds = accept.load_file(str(accept_file))
+    elif found.plan.accept:
+        thresholds = accept.parse(found.plan.accept, str)
+    else:
+        raise UserError(f"nothing to check: run {found.path} was started without thresholds (give a file with an "
+                        "[accept] table: --accept FILE).")
+    results = accept.evaluate(found, thresholds)
     if as_json:
         print(json.dumps({"run": str(found.path), "accept": results}, indent=2))
     else:
@@ -532,11 +540,11 @@ def compare(
 ) -> None:
     """Compare runs with the first: the answer first, then what changed beyond the noise.
 
-    The first lines give each headline figure as B / A with its 95% confidence interval and its answer (faster,
-    slower, no significant change, or cannot tell and what would tell), then one line per suite and one overall,
-    which count the other figures; the figures that changed follow (--all: every figure).
+    Per suite a line that counts, then each headline figure as B / A with its 95% confidence interval, the
+    measurements a side and the answer (faster, slower, no change, same, or cannot tell and what would tell), then
+    one line overall; the other figures that changed follow (--all: every figure).
 
-    A change is significant when Welch's t-test (SciPy's, on the logarithms) over repeats or per-second samples (in batch means) says so (p < 0.05, adjusted for the number of figures: Benjamini-Hochberg) and it is at least 1%; a figure measured once on a side counts beyond 5%.
+    A change is significant when Welch's t-test (SciPy's, on the logarithms) over repeats or per-second samples (in batch means) says so (p < 0.05, adjusted for the number of figures: Benjamini-Hochberg) and it is at least 1%; a figure measured once on a side counts beyond this host's noise floor, from the repeats it measured (beyond 5% until there are any: --repeats 3).
     """
     from rich import box
     from rich.table import Column
@@ -706,6 +714,8 @@ def _add_suite_command(name: str) -> None:
                           default=typer.Option(None, "--keep-work/--no-keep-work", help=KEEP_WORK_HELP)),
         inspect.Parameter("tags", kw, annotation=Optional[list[str]],
                           default=typer.Option(None, "--tag", metavar="NAME=VALUE", help=TAG_HELP)),
+        inspect.Parameter("repeats", kw, annotation=Optional[int],
+                          default=typer.Option(None, "--repeats", metavar="N", help=REPEATS_HELP)),
         inspect.Parameter("dry_run", kw, annotation=bool, default=typer.Option(False, "--dry-run", help=DRY_RUN_HELP)),
         inspect.Parameter("as_json", kw, annotation=bool, default=typer.Option(False, "--json", help=RUN_JSON_HELP)),
     ]
@@ -726,7 +736,8 @@ def _add_suite_command(name: str) -> None:
         _start_and_execute({
             "path": kwargs["plan_path"], "sets": kwargs["sets"], "suites": [name], "defaults": {"name": name},
             "flags": {"profile": kwargs["profile"], "runs_dir": kwargs["runs_dir"], "name": kwargs["run_name"],
-                      "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"], "tags": kwargs["tags"] or None},
+                      "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"], "tags": kwargs["tags"] or None,
+                      "repeats": kwargs["repeats"]},
             "suite_flags": {name: suite_options},
         }, kwargs["as_json"], kwargs["dry_run"])
 

@@ -35,6 +35,9 @@ from refbench.errors import UserError
 from refbench.suites import get_suite, suite_names
 
 PROFILES = ("quick", "standard", "full")
+# The standard and full profiles measure their headline cases three times: one measurement a side cannot tell a
+# 5% change from the noise of a shared host (refbench compare).
+REPEATS_BY_PROFILE = {"quick": 1, "standard": 3, "full": 3}
 ENGINES = engine_names()  # the registry's: a new engine module is a new choice
 
 
@@ -201,6 +204,9 @@ TOP_LEVEL: dict[str, Option] = {
                     item=int, minimum=1, maximum=1024),
     "tags": Option(list, [], "NAME=VALUE labels of the run (firmware=2.1), for 'refbench runs --tag' and history.",
                    item=str, check=_tag),
+    "repeats": Option(int, 0, "Measurements of each headline case (the peak point, the best load level, each engine's "
+                      "streams), one round after another, so compare can test a change (0: the profile's: quick 1, "
+                      "standard and full 3).", minimum=0, maximum=100),
     "tls_ca_file": Option(str, "", "TLS: the certificate authority that signed the cluster's certificates (PEM)."),
     "tls_cert": Option(str, "", "TLS: this end's certificate (PEM)."),
     "tls_key": Option(str, "", "TLS: this end's private key (PEM; may be in the certificate file)."),
@@ -220,6 +226,7 @@ class Plan:
     scheduler: str = ""
     hosts: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    repeats: int = 0  # 0 until load_plan resolves it: the profile's (repeats.BY_PROFILE)
     tls_ca_file: str = ""
     tls_cert: str = ""
     tls_key: str = ""
@@ -302,6 +309,10 @@ def load_plan(
                 value = [f"{k}={v}" for k, v in dict(TAG.fullmatch(t).groups() for t in plan.tags + value).items()]
             setattr(plan, key, value)
             plan.origins[key] = "argument TARGET" if key == "targets" else f"flag {flag}"
+
+    if not plan.repeats:
+        plan.repeats = REPEATS_BY_PROFILE[plan.profile]
+        plan.origins["repeats"] = f"profile default ({plan.profile})"
 
     if suites is not None:
         plan.suites = list(suites)

@@ -31,6 +31,7 @@ from refbench.host import inventory, tuning
 from refbench.host.cachebound import last_oom
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan, PlanError
+from refbench.repeats import repeat_cases
 from refbench.runstore import CorruptRunFile, Run, iso, list_runs, utc_now
 from refbench.suites import Case, Finding, Suite, get_suite
 from refbench.suites.device.targets import SERVER_ACCOUNTS
@@ -363,6 +364,16 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
                 progress.update(overall, description=f"{suite.name}: {case.title or case.id}")
                 _measure(run, suite, ctx, case)
                 progress.advance(overall)
+            again = repeat_cases(suite, cases, run.records(suite.name), plan.repeats)
+            if again:
+                more = [c for c in again if not run.has_record(suite.name, c.id)]
+                console.print(f"{suite.name}: {len(again)} repeat(s) of the headline cases "
+                              f"({', '.join(dict.fromkeys(c.id.rsplit('-r', 1)[0] for c in again))})", soft_wrap=True)
+                progress.update(overall, total=len(cases) + len(again), completed=len(cases) + len(again) - len(more))
+                for case in more:
+                    progress.update(overall, description=f"{suite.name}: {case.title}")
+                    _measure(run, suite, ctx, case)
+                    progress.advance(overall)
             progress.update(overall, description=f"{suite.name}: cases")
             findings = suite.check(ctx)
         finally:

@@ -15,6 +15,7 @@ from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
 from refbench.report import html as h
 from refbench.report.verdict import SuiteVerdict, run_verdict
+from refbench.repeats import one_per_configuration
 from refbench.runstore import Run, iso, utc_now
 from refbench.suites import Chart, Record, Table, get_suite, storage
 
@@ -52,6 +53,7 @@ def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> 
         if console:
             console.print(f"[yellow]report: {exc} Its records are listed without its tables and charts.[/yellow]")
         return [], [], records
+    records = one_per_configuration(records, suite)  # a case's repeats as its median one; compare reads them all
     tables = suite.summarize(records) if records else []
     for t in tables:
         write_table(run.tables_dir / suite_name, t)
@@ -159,7 +161,9 @@ def _suite_summary(name: str) -> str:
 
 
 def _headlines(v: SuiteVerdict) -> str:
-    return "<br>".join(f"{h.esc(x.label)}: <b>{h.esc(h.fmt(x.value))} {h.esc(x.unit)}</b>"
+    return "<br>".join(f"{h.esc(x.label)}: <span class=\"note\">not rated at this size ({h.esc(x.unrated)}; measured "
+                       f"{h.esc(h.fmt(x.value))} {h.esc(x.unit)})</span>" if x.unrated else
+                       f"{h.esc(x.label)}: <b>{h.esc(h.fmt(x.value))} {h.esc(x.unit)}</b>"
                        + (f' <span class="note">{h.esc(x.note)}</span>' if x.note else "") for x in v.headlines) or "—"
 
 

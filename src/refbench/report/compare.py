@@ -38,7 +38,8 @@ NOISE_FLOOR = 0.05
 RULE = (f"A change is significant when Welch's t-test (SciPy's, on the logarithms) over the repeats or per-second "
         f"samples (those averaged in batches ten correlation times long) gives p < {ALPHA}, adjusted for the number of figures compared "
         f"(Benjamini–Hochberg), and the means differ by at least {SAME_WITHIN:.0%}; a figure measured once on a side "
-        f"counts only beyond a {NOISE_FLOOR:.0%} noise floor.")
+        f"counts only beyond this host's noise floor, measured from the repeats it ran (beyond {NOISE_FLOOR:.0%}, assumed, "
+        "until there are any).")
 # Case parameters that number repeats of the same measurement: records differing only in these are one figure.
 REPEAT_PARAMS = ("repeat", "round")
 
@@ -261,7 +262,75 @@ def _relative_change(a: Figure, b: Figure) -> float:
     return abs(b.value / a.value - 1) if a.value else math.inf
 
 
-def significance(a: Figure, b: Figure) -> tuple[bool, Test | None, str]:
+@dataclass(frozen=True)
+class NoiseFloor:
+    """How far apart two single measurements of one configuration come on this host 95% of the time (a figure
+    measured once a side counts as changed beyond it), from the spread of the repeats runs on this host measured;
+    assumed NOISE_FLOOR until there are any."""
+
+    change: float
+    log_sd: float | None = None  # the spread of one measurement's logarithm, when measured
+    source: str = f"assumed {NOISE_FLOOR:.0%}: no repeats measured on this host yet (--repeats 3)"
+
+
+ASSUMED = NoiseFloor(NOISE_FLOOR)
+
+
+def noise_floors(runs: list[Run], most_runs: int = 5, newest: int = 50) -> dict[str, NoiseFloor]:
+    """suite -> its noise floor: from the repeats in the compared runs, else in the newest runs of the same host in
+    their runs directory that were made with repeats (at most ``most_runs`` of the ``newest``); suites with none:
+    assumed."""
+    from refbench.runstore import list_runs
+
+    spread = _repeat_spread(runs)
+    host = runs[0].meta.get("host")
+    wanted = {suite for run in runs for suite in run.suites_with_records()}
+    compared = {r.path.resolve() for r in runs}
+    others = [r for r in reversed(list_runs(runs[0].path.parent)[-newest:]) if r.path.resolve() not in compared]
+    used = 0
+    for other in others:
+        if used >= most_runs or set(spread) >= wanted:
+            break
+        try:
+            if other.meta.get("host") != host or (other.meta.get("plan") or {}).get("repeats", 1) <= 1:
+                continue
+        except Exception:  # an unreadable run says nothing about the noise
+            continue
+        used += 1
+        for suite, (squares, df) in _repeat_spread([other]).items():
+            if suite not in spread:
+                spread[suite] = (squares, df)
+    z = statistics.NormalDist().inv_cdf(1 - ALPHA / 2)
+    out = {}
+    for suite, (squares, df) in spread.items():
+        sd = math.sqrt(squares / df)
+        out[suite] = NoiseFloor(max(SAME_WITHIN, math.expm1(z * math.sqrt(2) * sd)), sd,
+                                f"measured on this host from {df} repeat(s) of its cases")
+    return out
+
+
+def _repeat_spread(runs: list[Run]) -> dict[str, tuple[float, int]]:
+    """suite -> (the sum of squared deviations of the logarithms of repeated measurements from their configuration's
+    mean, its degrees of freedom), over the headline figures of the cases measured several times: what the repeats
+    were made for (a case's other figures, such as its wall time, may spread far more)."""
+    out: dict[str, tuple[float, int]] = {}
+    for run in runs:
+        headlines = _headline_figures(run)
+        for (suite, case), records in repeat_groups(run).items():
+            if len(records) < 2:
+                continue
+            for metric in records[0].metrics:
+                values = [r.metrics.get(metric) for r in records]
+                if (suite, case, metric) not in headlines or not all(_is_number(v) and v > 0 for v in values):
+                    continue
+                logs = [math.log(v) for v in values]
+                mean = statistics.fmean(logs)
+                squares, df = out.get(suite, (0.0, 0))
+                out[suite] = (squares + sum((x - mean) ** 2 for x in logs), df + len(logs) - 1)
+    return {suite: v for suite, v in out.items() if v[1] > 0}
+
+
+def significance(a: Figure, b: Figure, floor: NoiseFloor = ASSUMED) -> tuple[bool, Test | None, str]:
     """(significant, the test or None, how it was decided) — the rule stated in RULE, for one figure on its own
     (shared_figures then adjusts the p-values of all the figures of a comparison together)."""
     if a.value == b.value:
@@ -270,7 +339,7 @@ def significance(a: Figure, b: Figure) -> tuple[bool, Test | None, str]:
     if len(a.samples) >= 2 and len(b.samples) >= 2:
         test = ratio_test(a, b)
         return test.p < ALPHA and change >= SAME_WITHIN, test, f"Welch t-test, {a.source} vs {b.source}"
-    return change > NOISE_FLOOR, None, f"1 measurement: counts beyond {NOISE_FLOOR:.0%}"
+    return change > floor.change, None, f"1 measurement: counts beyond {floor.change:.1%}"
 
 
 def judgement(row: dict[str, Any]) -> tuple[str, str]:
@@ -283,26 +352,28 @@ def judgement(row: dict[str, Any]) -> tuple[str, str]:
         return "same", "identical values"
     if row["significant"]:
         word = "changed" if sense == 0 else "faster" if (row["B"] > row["A"]) == (sense > 0) else "slower"
-        return (word + "*", f"measured once a side: beyond the {NOISE_FLOOR:.0%} noise floor, not tested") if once else (word, "")
+        return (word + "*", f"measured once a side: beyond the {row['noise_floor']:.1%} noise floor "
+                            f"({row['noise_floor_source']}), not tested") if once else (word, "")
     low, high = row.get("ci_low"), row.get("ci_high")
     if low is not None and 1 / (1 + RESOLVE) <= low and high <= 1 + RESOLVE:
         return "no change", f"the {CONFIDENCE:.0%} interval lies within ±{RESOLVE:.0%}"
-    if once:
-        return "cannot tell", "1 measurement each; repeat each configuration to test it"
+    why = "1 measurement each" if once else "too spread to resolve a 5% change"
     if (n := row.get("repeats_for_5pct")) is not None:
-        return "cannot tell", f"about {n} repeats each would resolve a {RESOLVE:.0%} change on this host"
-    return "cannot tell", f"too spread to resolve a {RESOLVE:.0%} change; repeat each configuration"
+        return "cannot tell", f"{why}; --repeats {n} resolves a {RESOLVE:.0%} change on this host"
+    return "cannot tell", f"{why}; more repeats (--repeats 3 or more) would tell"
 
 
 # ---- the comparison ----------------------------------------------------------------------------------------
 
-def decide(pairs: list[tuple[Figure, Figure]]) -> list[tuple[bool, Test | None, str, float | None]]:
-    """(significant, test, basis, adjusted p) for each (A, B) pair of one comparison. The p-values of the tested
-    pairs are adjusted together (Benjamini–Hochberg, SciPy's): two runs of one configuration share dozens of
-    figures, and at p < 0.05 each, one in twenty would change by chance."""
+def decide(pairs: list[tuple[Figure, Figure]], floors: list[NoiseFloor] | None = None
+           ) -> list[tuple[bool, Test | None, str, float | None]]:
+    """(significant, test, basis, adjusted p) for each (A, B) pair of one comparison, each with its noise floor (for
+    figures measured once a side). The p-values of the tested pairs are adjusted together (Benjamini–Hochberg,
+    SciPy's): two runs of one configuration share dozens of figures, and at p < 0.05 each, one in twenty would
+    change by chance."""
     from scipy import stats
 
-    decided = [significance(a, b) for a, b in pairs]
+    decided = [significance(a, b, floor) for (a, b), floor in zip(pairs, floors or [ASSUMED] * len(pairs))]
     tested = [i for i, (_, test, _) in enumerate(decided) if test is not None]
     out: list[tuple[bool, Test | None, str, float | None]] = [(sig, test, basis, None) for sig, test, basis in decided]
     if tested:
@@ -316,6 +387,7 @@ def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str,
     """One row per figure the baseline shares with another run, and per such run, in the baseline's order."""
     base, base_figures = runs[0], figures(runs[0])
     headlines = _headline_figures(base)  # the baseline's; another run's only for a suite the baseline has none in
+    floors = noise_floors(runs)
     rows = []
     for letter, other in zip(letters(runs)[1:], runs[1:]):
         other_figures = figures(other)
@@ -323,16 +395,19 @@ def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str,
         headlines |= {k: name for k, name in _headline_figures(other).items() if k[0] not in have}
         keys = [k for k in base_figures if k in other_figures and not (metric and metric not in k[2])]
         pairs = [(base_figures[k], other_figures[k]) for k in keys]
-        for key, (fa, fb), (significant, test, basis, p) in zip(keys, pairs, decide(pairs)):
+        floor_of = [floors.get(k[0], ASSUMED) for k in keys]
+        for key, (fa, fb), floor, (significant, test, basis, p) in zip(keys, pairs, floor_of, decide(pairs, floor_of)):
             factor, words = verdict(key[2], fa.value, fb.value)
             row = {"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
                    "B": fb.value, "factor": factor, "B vs A": words, "significant": significant,
                    "p": None if p is None else round(p, 4), "basis": basis, "headline": key in headlines,
                    "name": headlines.get(key, f"{key[1]} {key[2]}"), "n": (len(fa.samples) or 1, len(fb.samples) or 1),
                    "ci_low": None if test is None else round(test.low, 4),
-                   "ci_high": None if test is None else round(test.high, 4), "repeats_for_5pct": None}
-            if test is not None and not significant and test.log_sd and "repeats" in basis:
-                row["repeats_for_5pct"] = repeats_to_resolve(test.log_sd)
+                   "ci_high": None if test is None else round(test.high, 4), "repeats_for_5pct": None,
+                   "noise_floor": round(floor.change, 4), "noise_floor_source": floor.source}
+            spread = test.log_sd if test is not None and "repeats" in basis else floor.log_sd
+            if spread and not significant:
+                row["repeats_for_5pct"] = repeats_to_resolve(spread)
             row["answer"], row["why"] = judgement(row)
             rows.append(row)
     return rows
@@ -347,11 +422,13 @@ def answers(shared: list[dict[str, Any]]) -> list[dict[str, Any]]:
         mine = [r for r in shared if r["vs"] == letter]
         for suite in dict.fromkeys(r["suite"] for r in mine):
             in_suite = [r for r in mine if r["suite"] == suite]
-            out.append({"kind": "suite", "vs": letter, "suite": suite, "summary": _tally(in_suite)})
+            out.append({"kind": "suite", "vs": letter, "suite": suite, "summary": _tally(in_suite),
+                        "noise_floor": in_suite[0]["noise_floor"], "noise_floor_source": in_suite[0]["noise_floor_source"],
+                        "noise_floor_measured": in_suite[0]["noise_floor_source"].startswith("measured")})
             out += [{"kind": "headline", "vs": letter, "suite": suite, "figure": r["name"], "case": r["case"],
                      "metric": r["metric"], "ratio": r["B"] / r["A"] if r["A"] else None, "ci_low": r["ci_low"],
-                     "ci_high": r["ci_high"], "n": r["n"], "answer": r["answer"], "why": r["why"]}
-                    for r in in_suite if r["headline"]]
+                     "ci_high": r["ci_high"], "n": r["n"], "answer": r["answer"], "why": r["why"],
+                     "repeats_for_5pct": r["repeats_for_5pct"]} for r in in_suite if r["headline"]]
         quiet = "" if any(r["significant"] for r in mine) else "no significant change; "
         out.append({"kind": "overall", "vs": letter, "suite": "", "summary": quiet + _tally(mine, untested=False)})
     return out
@@ -388,14 +465,20 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
     words = {a["answer"] for a in found if a["kind"] == "headline"}
     terms = []
     if any("*" in a.get("summary", "") for a in found) or any(w.endswith("*") for w in words):
-        terms.append(f"* once a side: beyond {NOISE_FLOOR:.0%}, untested")
+        floors = [a["noise_floor"] for a in found if a["kind"] == "suite" and a["noise_floor_measured"]]
+        if not floors:
+            terms.append(f"* once a side: beyond {NOISE_FLOOR:.0%} (assumed), untested")
+        else:
+            low, high = min(floors), max(floors)
+            shown = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}–{high:.0%}"
+            terms.append(f"* once a side: beyond this host's noise ({shown}), untested")
     if "no change" in words:
         terms.append(f"no change: within ±{RESOLVE:.0%} ({CONFIDENCE:.0%} CI)")
     unsure = [a for a in found if a["kind"] == "headline" and a["answer"] == "cannot tell"]
     if unsure:
-        counts = [int(a["why"].split()[1]) for a in unsure if a["why"].startswith("about ")]
-        terms.append(f"cannot tell: about {max(counts)} repeats each would resolve {RESOLVE:.0%}"
-                     if counts and len(counts) == len(unsure) else "cannot tell: repeat each configuration")
+        counts = [a["repeats_for_5pct"] for a in unsure if a["repeats_for_5pct"]]
+        terms.append(f"cannot tell: --repeats {max(counts)} resolves {RESOLVE:.0%} here"
+                     if counts and len(counts) == len(unsure) else "cannot tell: try --repeats 3")
     lines: list[str] = []
     for term in terms:
         if lines and len(lines[-1]) + 2 + len(term) <= 80:

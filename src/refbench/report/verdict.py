@@ -9,10 +9,11 @@ them, the load driver's share of the CPU and the database's cache hit ratio.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from refbench.host.telemetry import Telemetry
+from refbench.repeats import one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
 
@@ -43,7 +44,7 @@ class SuiteVerdict:
         return f"all {total} checks passed"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"suite": self.suite, "headlines": [asdict(h) for h in self.headlines], "checks_passed": self.checks_passed,
+        return {"suite": self.suite, "headlines": [{**asdict(h), "threshold": h.threshold(self.suite)} for h in self.headlines], "checks_passed": self.checks_passed,
                 "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
                 "engines": self.engines}
 
@@ -62,15 +63,29 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
             suite = get_suite(name)
         except Exception:  # a plugin suite that is no longer installed: its records have no headlines
             suite = None
+        records = one_per_configuration(records, suite)
         suite_tables = (tables or {}).get(name)
         if suite_tables is None and suite is not None:
             suite_tables = suite.summarize(records)
         headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
+        headlines = [_with_repeats(h, records) for h in headlines]
         passed = sum(f.passed for f in findings.get(name, []))
         engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
         out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed,
                                 _bottleneck(headlines, records, telemetry), _with_checks(engines, findings.get(name, []))))
     return out
+
+
+def _with_repeats(headline: Headline, records: list[Record]) -> Headline:
+    """A headline from a case measured several times says so, with the range of its repeats."""
+    from refbench.report.html import fmt
+
+    repeats = next((r.extra.get("repeats") for r in records if r.case_id == headline.case), None)
+    if not repeats or repeats.get("metric") != headline.metric:
+        return headline
+    low, high = min(repeats["values"]), max(repeats["values"])
+    said = f"median of {repeats['n']} repeats, {fmt(low)}–{fmt(high)}"
+    return replace(headline, note=f"{said}; {headline.note}" if headline.note else said)
 
 
 def _with_checks(engines: list[dict[str, Any]], findings: list) -> list[dict[str, Any]]:
@@ -148,7 +163,9 @@ def verdict_lines(verdicts: list[SuiteVerdict]) -> list[tuple[str, str]]:
 
     lines = []
     for v in verdicts:
-        figures = [f"{h.label}: {fmt(h.value)} {h.unit}".rstrip() + (f" ({h.note})" if h.note else "") for h in v.headlines]
+        figures = [f"{h.label}: not rated at this size ({h.unrated}; measured {fmt(h.value)} {h.unit})".replace(" )", ")")
+                   if h.unrated else f"{h.label}: {fmt(h.value)} {h.unit}".rstrip() + (f" ({h.note})" if h.note else "")
+                   for h in v.headlines]
         for i, text in enumerate(figures or ["no headline figures"]):
             lines.append((v.suite if i == 0 else "", text))
         lines.append(("", f"correctness: {v.correctness}"))

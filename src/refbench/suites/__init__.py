@@ -137,10 +137,16 @@ class Headline:
     metric: str
     note: str = ""
     figure: str = ""  # its name when runs are compared, where "peak" or "best" would describe only one of them
+    of: str = ""  # what tells it from the suite's other headlines of the same metric: an engine, a target
+    unrated: str = ""  # why the run was too small to rate this figure (then it is shown as "not rated at this size")
 
     @property
     def compared_as(self) -> str:
         return self.figure or self.label
+
+    def threshold(self, suite: str) -> str:
+        """Its name in an [accept] table: dss.power.duckdb, oltp.nopm."""
+        return f"{suite}.{self.metric}" + (f".{self.of}" if self.of else "")
 
 
 @dataclass(frozen=True)

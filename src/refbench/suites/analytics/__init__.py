@@ -17,6 +17,7 @@ from typing import Any
 
 from refbench.fileio import writable_directory
 from refbench.plan import Option, Plan, PlanError
+from refbench.repeats import strip_repeat
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.suites.analytics import inputs, launcher
 from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, all_tests
@@ -105,7 +106,8 @@ class AnalyticsSuite:
     def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
         o = plan.options[self.name]
         job_s = JOB_S_PER_MILLION_ROWS * o["rows"] / 1e6
-        seconds = o["jobs"] * job_s / min(o["concurrency"], os.cpu_count() or 1)
+        times = max(1, plan.repeats)  # the workload and each throughput test are headline cases
+        seconds = times * o["jobs"] * job_s / min(o["concurrency"], os.cpu_count() or 1)
         placed = _placed_locations(plan)
         base = plan.work_dir or plan.runs_dir
         inputs_bytes = o["rows"] * INPUT_BYTES_PER_ROW
@@ -115,10 +117,11 @@ class AnalyticsSuite:
         iotest_bytes = cores * (o["iotest_file_mib"] * 2**20 if o["iotest_file_mib"] else 2 * memory // cores)
         for group in (_location_groups(plan) if o["iotest"] else []):
             space.append((placed[group.split("+")[0]][1] or base, iotest_bytes, f"analytics: the throughput test's files on {group}"))
-            seconds += 2 * iotest_bytes / ASSUMED_IO_B_S
+            seconds += times * 2 * iotest_bytes / ASSUMED_IO_B_S
         seconds += inputs_bytes / ASSUMED_IO_B_S
         return Estimate(seconds, f"{o['jobs']} jobs × {job_s:,.1f} s ({o['rows']:,} rows), {min(o['concurrency'], os.cpu_count() or 1)} "
-                        f"at a time, the inputs and the throughput test at an assumed {ASSUMED_IO_B_S / 1e6:,.0f} MB/s", space)
+                        f"at a time, the inputs and the throughput test at an assumed {ASSUMED_IO_B_S / 1e6:,.0f} MB/s"
+                        + (f"; the jobs and the throughput test {times} times each" if times > 1 else ""), space)
 
     def _locations(self, ctx) -> dict[str, Path]:
         return {name: (Path(path) if path else ctx.work_dir / name.lower()).resolve()
@@ -235,7 +238,7 @@ class AnalyticsSuite:
     def check(self, ctx) -> list[Finding]:
         findings = []
         for r in ctx.run.records(self.name):
-            if r.case_id != "workload":
+            if strip_repeat(r.case_id) != "workload":  # its repeats too ("workload-r2")
                 continue
             jobs = r.extra["jobs"]
             failed = [j for j in jobs if j["status"] != "ok"]

@@ -149,7 +149,8 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
         where = f" ({r.extra['locations']})"
         for side in ("write", "read"):
             out.append(Headline(f"{side} MB/s per core{where}", r.metrics[f"{side}_mb_s_per_core"], "MB/s per core",
-                                r.case_id, f"{side}_mb_s_per_core", r.extra[f"{side}_verdict"]))
+                                r.case_id, f"{side}_mb_s_per_core", r.extra[f"{side}_verdict"],
+                                of=r.extra["locations"].lower().replace("+", "-")))
     for r in (r for r in records if r.case_id == "workload"):
         if r.metrics.get("mean_cpu_real_ratio") is not None:
             out.append(Headline("CPU/real-time ratio (mean over the jobs)", r.metrics["mean_cpu_real_ratio"], "", r.case_id,

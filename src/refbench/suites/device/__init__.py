@@ -149,10 +149,14 @@ class DeviceSuite:
             written += (o["precondition_passes"] * size if o["precondition"] else 0) + (2 * region if o["checks"] else 0)
             seconds += o["precondition_random_s"] if o["precondition"] else 0
         seconds += written / ASSUMED_WRITE_B_S
+        # The repeats measure each target's peak random and peak sequential point again.
+        peaks = len({(c.params["target"], c.params["pattern"]) for c in cases if c.params["kind"] == "point"})
+        again = (plan.repeats - 1) * peaks if plan.repeats > 1 else 0
+        seconds += again * (o["max_runtime_s"] + FIO_START_S)
         stop = "to steady state, at most" if o["stop_at_steady_state"] else "each"
         return Estimate(seconds, f"{points} points × {o['max_runtime_s']:g} s ({stop}) + {FIO_START_S:g} s of fio start "
                         f"each, checks and preconditioning ({written / 1e9:,.1f} GB written at an assumed "
-                        f"{ASSUMED_WRITE_B_S / 1e6:,.0f} MB/s)", space)
+                        f"{ASSUMED_WRITE_B_S / 1e6:,.0f} MB/s)" + (f", {again} repeats of the peak points" if again else ""), space)
 
     # ---- preparing targets ---------------------------------------------------------------------------
 

@@ -136,7 +136,7 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
                 mode = AccessMode(p["pattern"], p["write_pct"]).title
                 point = f"{unit}, {mode}, {size_label(p['bs'])}, QD {p['iodepth']}"
                 out.append(Headline(f"{prefix}peak {point}", best.metrics[metric], unit, best.case_id, metric, _p99(best),
-                                    figure=prefix + point))
+                                    figure=prefix + point, of=target if len(targets) > 1 else ""))
     return out
 
 

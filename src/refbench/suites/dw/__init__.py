@@ -22,8 +22,9 @@ from refbench.engines.settings import (
 )
 from refbench.errors import UserError
 from refbench.plan import ENGINES, Option, Plan
+from refbench.repeats import one_per_configuration
 from refbench.runstore import Run
-from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, get_suite, storage
 from refbench.suites.device.targets import device_of
 from refbench.suites.dss import (
     check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
@@ -116,9 +117,11 @@ class DwSuite:
     def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:
         o = plan.options[self.name]
         engines = [c.id for c in cases]
-        return Estimate(load_seconds(o["sf"], engines) + len(engines) * o["duration_s"],
+        measured = len(engines) * max(1, plan.repeats)  # each store's workload is a headline case
+        return Estimate(load_seconds(o["sf"], engines) + measured * o["duration_s"],
                         f"generation and loads at SF {o['sf']:g} (as dss), then {len(engines)} store(s) × "
-                        f"{o['duration_s']} s measured", space_list(self.name, plan, engines))
+                        f"{o['duration_s']} s measured" + (f", {plan.repeats} times each" if plan.repeats > 1 else ""),
+                        space_list(self.name, plan, engines))
 
     def prepare(self, ctx) -> None:
         prepare_data_and_engines(ctx)
@@ -153,7 +156,7 @@ class DwSuite:
         for q, _ in seen["completed"]:
             counts[f"Q{q}"] = counts.get(f"Q{q}", 0) + 1
         extra = {
-            "engine": engine.name, "store": engine.kind, "device": device, "data_files": len(files),
+            "engine": engine.name, "store": engine.kind, "device": device, "data_files": len(files), "sf": o["sf"],
             "interval_epoch_s": [seen["started_epoch_s"], seen["ended_epoch_s"]], "queries": counts,
             "load": ctx.state["loads"][engine.name], "capacity_inputs": self._capacity_inputs(ctx),
             "reference": (reference_figures(o["reference"], Path(ctx.plan.runs_dir)).get(engine.name)
@@ -198,7 +201,8 @@ class DwSuite:
         storage.say_verdicts(ctx)
         findings = check_answers(ctx)
         for r in ctx.run.records(self.name):
-            findings.append(Finding(f"{r.extra['store']} ({r.params['engine']}): queries completed during the interval",
+            repeat = f", repeat {r.params['repeat']}" if "repeat" in r.params else ""
+            findings.append(Finding(f"{r.extra['store']} ({r.params['engine']}{repeat}): queries completed during the interval",
                                     r.metrics["queries_completed"] > 0,
                                     f"{r.metrics['queries_completed']} in {r.metrics['interval_s']} s"))
         return findings
@@ -241,7 +245,7 @@ def reference_figures(reference: str, runs_dir: Path) -> dict[str, dict[str, Any
     """The reference run's measured throughput per engine, for relative throughput."""
     run = Run.find(reference, str(runs_dir))
     figures = {r.case_id: {"run": run.path.name, "queries_per_hour_per_tb": r.metrics["queries_per_hour_per_tb"]}
-               for r in run.records("dw")}
+               for r in one_per_configuration(run.records("dw"), get_suite("dw"))}
     if not figures:
         raise UserError(f"the reference run {run.path.name} has no dw measurements to compare with.")
     return figures

@@ -3,6 +3,7 @@ certification table."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from refbench.suites import Chart, Headline, Record, Table
@@ -120,15 +121,30 @@ def charts(tables: list[Table]) -> list[Chart]:
     return []  # the rating sheet is a table (text people can read, copy and search), not a picture of one
 
 
+EXTRAPOLATES_AT_MOST = 100  # refbench's rule: a rating stands for at most 100 times the data it measured
+
+
+def _rating_unrated(records: list[Record], rated_tb: float) -> str:
+    """Why the rating cannot stand: it would stand for more than EXTRAPOLATES_AT_MOST times the data measured (SF
+    GB of raw data), as a quick run's SF 0.1 rating most of a TB would."""
+    sf = next((r.extra["sf"] for r in records if "sf" in r.extra), None)
+    if sf is None or sf * EXTRAPOLATES_AT_MOST >= rated_tb * 1000:
+        return ""
+    needed = rated_tb * 1000 / EXTRAPOLATES_AT_MOST
+    return (f"SF {sf:g}, {sf:g} GB of data, would rate {rated_tb:g} TB, more than {EXTRAPOLATES_AT_MOST} times what it "
+            f"measured; rate with --sf {math.ceil(needed):g} or more")
+
+
 def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
     """The rated capacity (derived from every record) and each store's measured queries/hr/TB."""
     primary = next((t.rows[0] for t in tables if t.name == "primary"), None)
     out = []
     if primary and primary["rated user data capacity (TB)"] is not None:
-        out.append(Headline("rated user data capacity", primary["rated user data capacity (TB)"], "TB", "", "rated_tb",
-                            f"decided by the {primary['rating decided by']}"))
+        rated = primary["rated user data capacity (TB)"]
+        out.append(Headline("rated user data capacity", rated, "TB", "", "rated_tb",
+                            f"decided by the {primary['rating decided by']}", unrated=_rating_unrated(records, rated)))
     for r in _in_order(records):
         out.append(Headline(f"{r.extra['store']} ({r.params['engine']}): throughput", r.metrics["queries_per_hour_per_tb"],
                             "queries/h/TB", r.case_id, "queries_per_hour_per_tb",
-                            f"{r.metrics['queries_per_hour']:,.0f} queries/h"))
+                            f"{r.metrics['queries_per_hour']:,.0f} queries/h", of=r.params["engine"]))
     return out

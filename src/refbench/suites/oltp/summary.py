@@ -11,15 +11,15 @@ from refbench.suites.oltp.driver import TX
 def summarize(records: list[Record]) -> list[Table]:
     if not records:
         return []
-    records = sorted(records, key=lambda r: (r.metrics["users"], r.params.get("repeat", 1)))
+    records = sorted(records, key=lambda r: r.metrics["users"])
     scaling = [{
-        "users": r.metrics["users"], "repeat": r.params.get("repeat", 1), "NOPM": r.metrics["nopm"], "TPM": r.metrics["tpm"],
+        "users": r.metrics["users"], "measured": _times(r), "NOPM": r.metrics["nopm"], "TPM": r.metrics["tpm"],
         "New-Order avg ms": r.metrics["new_order_lat_avg_ms"], "New-Order p99 ms": r.metrics["new_order_lat_p99_ms"],
         "New-Order p99.9 ms": r.metrics["new_order_lat_p999_ms"], "driver CPU share %": r.metrics["driver_cpu_share_pct"],
         "errors": r.metrics["errors"],
     } for r in records]
     latency = [{
-        "users": r.metrics["users"], "repeat": r.params.get("repeat", 1), "transaction": tx, "count": r.metrics[f"{tx}_count"],
+        "users": r.metrics["users"], "transaction": tx, "count": r.metrics[f"{tx}_count"],
         "mix %": r.metrics[f"{tx}_mix_pct"], **{f"{k} ms": r.metrics[f"{tx}_lat_{k}_ms"] for k in ("avg", "p50", "p95", "p99", "p999", "max")},
     } for r in records for tx in TX]
     series = [{"case": r.case_id, "users": r.metrics["users"], **point} for r in records for point in r.extra.get("series", [])]
@@ -43,18 +43,23 @@ def summarize(records: list[Record]) -> list[Table]:
     ]
 
 
+def _times(r: Record) -> str:
+    """How many times the level was measured: its figures are the median repeat's (refbench.repeats)."""
+    n = r.extra.get("repeats", {}).get("n", 1)
+    return "once" if n == 1 else f"{n}×, median"
+
+
 def charts(tables: list[Table]) -> list[Chart]:
     by = {t.name: t.rows for t in tables}
     scaling = by.get("scaling", [])
     if not scaling:
         return []
-    first = [r for r in scaling if r["repeat"] == 1]
     out = [
         Chart("throughput_by_users", "Throughput by load level", "virtual users", "per minute",
-              {"NOPM": [(r["users"], r["NOPM"]) for r in first], "TPM": [(r["users"], r["TPM"]) for r in first]}),
+              {"NOPM": [(r["users"], r["NOPM"]) for r in scaling], "TPM": [(r["users"], r["TPM"]) for r in scaling]}),
         Chart("latency_by_users", "New-Order latency by load level", "virtual users", "ms",
-              {"average": [(r["users"], r["New-Order avg ms"]) for r in first],
-               "p99.9": [(r["users"], r["New-Order p99.9 ms"]) for r in first]}),
+              {"average": [(r["users"], r["New-Order avg ms"]) for r in scaling],
+               "p99.9": [(r["users"], r["New-Order p99.9 ms"]) for r in scaling]}),
     ]
     series: dict[str, list[tuple[Any, float]]] = {}
     for point in by.get("series", []):
@@ -67,19 +72,13 @@ def charts(tables: list[Table]) -> list[Chart]:
 
 
 def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
-    """NOPM and TPM at the user count that gave the most New-Orders, with its New-Order p99. With repeats, a user
-    count's figure is its median repeat (the lower one of an even count: the figure is a floor, not a best try)."""
+    """NOPM and TPM at the user count that gave the most New-Orders, with its New-Order p99. A level measured
+    several times comes here as its median repeat (refbench.repeats)."""
     if not records:
         return []
-    by_users: dict[int, list[Record]] = {}
-    for r in records:
-        by_users.setdefault(r.metrics["users"], []).append(r)
-    medians = [sorted(rs, key=lambda r: r.metrics["nopm"])[(len(rs) - 1) // 2] for rs in by_users.values()]
-    best = max(medians, key=lambda r: r.metrics["nopm"])
+    best = max(records, key=lambda r: r.metrics["nopm"])
     m = best.metrics
-    repeats = len(by_users[m["users"]])
     users = f"{m['users']:,} user{'s' if m['users'] > 1 else ''}"
-    at = users + (f", median of {repeats} repeats" if repeats > 1 else "")
     p99 = f"New-Order p99 {m['new_order_lat_p99_ms']:,.1f} ms"
-    return [Headline(f"NOPM at the best load level ({at})", m["nopm"], "NOPM", best.case_id, "nopm", p99, f"NOPM, {users}"),
-            Headline(f"TPM at the best load level ({at})", m["tpm"], "TPM", best.case_id, "tpm", figure=f"TPM, {users}")]
+    return [Headline(f"NOPM at the best load level ({users})", m["nopm"], "NOPM", best.case_id, "nopm", p99, f"NOPM, {users}"),
+            Headline(f"TPM at the best load level ({users})", m["tpm"], "TPM", best.case_id, "tpm", figure=f"TPM, {users}")]

@@ -1,0 +1,77 @@
+"""Repeats of the headline cases (--repeats): which cases, in which order, what the tables see, what compare
+learns from them about this host's noise."""
+
+from __future__ import annotations
+
+import json
+
+from refbench.repeats import one_per_configuration, repeat_cases, repeat_id
+from refbench.suites import Case, Headline, Record, Table
+from test_report import _run
+
+
+class TwoTargets:
+    """A suite whose headlines come from one case of each of two targets."""
+
+    name = "two"
+
+    def summarize(self, records):
+        return [Table("all", "all", [{"case": r.case_id} for r in records])]
+
+    def headlines(self, records, tables):
+        out = []
+        for target in ("t0", "t1"):
+            best = max((r for r in records if r.params["target"] == target), key=lambda r: r.metrics["iops"])
+            out.append(Headline(f"{target} peak", best.metrics["iops"], "IOPS", best.case_id, "iops"))
+        return out
+
+
+def _record(case: Case, iops: float, lat: float = 1.0) -> Record:
+    return Record({"lat_ms": lat, "iops": iops}, suite="two", case_id=case.id, params=dict(case.params))
+
+
+def test_the_headline_cases_are_measured_again_round_after_round():
+    cases = [Case(f"{t}-qd{q}", {"target": t, "qd": q}) for t in ("t0", "t1") for q in (1, 32)]
+    records = [_record(c, 100 * c.params["qd"] + (5 if c.params["target"] == "t1" else 0)) for c in cases]
+    again = repeat_cases(TwoTargets(), cases, records, 3)
+    # t0's and t1's peak points, A B A B: a drift of the host falls on both alike
+    assert [c.id for c in again] == ["t0-qd32-r2", "t1-qd32-r2", "t0-qd32-r3", "t1-qd32-r3"]
+    assert again[0].params == {"target": "t0", "qd": 32, "repeat": 2}
+    assert repeat_cases(TwoTargets(), cases, records, 1) == []
+    # A resumed run repeats the same cases whatever its repeats measured since.
+    later = records + [_record(again[0], 1.0), _record(again[1], 99_999.0)]
+    assert repeat_cases(TwoTargets(), cases, later, 3) == again
+    assert repeat_id(Case("u4-r1", {"users": 4, "repeat": 1}), 3) == "u4-r3"  # a case that numbers itself
+
+
+def test_the_tables_see_each_configuration_once_as_its_median_repeat():
+    case = Case("t0-qd32", {"target": "t0", "qd": 32})
+    # The headline figure (iops) decides the median, not the first figure that differs (lat_ms).
+    repeats = [_record(case, 300, lat=9), _record(Case("t0-qd32-r2", {**case.params, "repeat": 2}), 100, lat=1),
+               _record(Case("t0-qd32-r3", {**case.params, "repeat": 3}), 200, lat=5)]
+    other = _record(Case("t1-qd32", {"target": "t1", "qd": 32}), 50)
+    merged = one_per_configuration(repeats + [other], TwoTargets())
+    assert len(merged) == 2 and merged[1] is other
+    median = merged[0]
+    assert median.case_id == "t0-qd32" and median.metrics == {"lat_ms": 5, "iops": 200}  # all of one repeat's figures
+    assert median.extra["repeats"] == {"n": 3, "metric": "iops", "values": [300, 100, 200],
+                                       "cases": ["t0-qd32", "t0-qd32-r2", "t0-qd32-r3"], "median_case": "t0-qd32-r3"}
+    assert one_per_configuration([other]) == [other]
+
+
+def test_a_run_with_repeats_says_so_and_gives_compare_this_hosts_noise(tmp_path, refbench):
+    a = _run(refbench, tmp_path, "--set", "sleepy.cases=2", "--noise-pct", "10", "--repeats", "3")
+    records = sorted(p.stem for p in (a / "records" / "sleepy").glob("*.json"))
+    assert records == ["case-000", "case-001", "case-001-r2", "case-001-r3"]  # case-001 is the faster: the headline
+    headline, = json.loads((a / "verdict.json").read_text())[0]["headlines"]
+    assert headline["case"] == "case-001" and headline["note"].startswith("median of 3 repeats, ")
+    b = _run(refbench, tmp_path, "--set", "sleepy.cases=2", "--noise-pct", "10", "--seed", "2", "--speed", "1.5")
+    result = refbench("compare", str(a), str(b), "--json", "--all")
+    assert result.code == 0, result.stderr
+    rows = {(f["case"], f["metric"]): f for f in result.json()["figures"]}
+    measured = rows[("case-000", "lat_ms")]  # once a side: judged against the floor the repeats measured
+    assert measured["noise_floor_source"] == "measured on this host from 2 repeat(s) of its cases"
+    assert 0.01 <= measured["noise_floor"] < 0.5
+    assert measured["answer"] == "faster*"  # 10 ms against 6.7: far beyond it
+    text = refbench("compare", str(a), str(b), "--runs-dir", str(tmp_path / "runs")).stdout
+    assert "* once a side: beyond this host's noise (" in text, text
