@@ -266,3 +266,17 @@ def test_a_catalog_on_a_full_disk_gives_way_to_the_run_directories(runs, small_f
     assert full.code == 0, full.stderr
     _could_not_be_used(full.stderr, "full|disk I/O error")  # the WAL or its index cannot grow
     assert {r["run"]: r["tags"] for r in full.json()}[made[1]] == {"firmware": "9.9"}
+
+
+def test_the_runs_list_at_80_columns_stacks_rather_than_cuts_a_figure(tmp_path, refbench):
+    import subprocess
+
+    from conftest import cli_env, refbench_command
+    from test_report import _run
+
+    run = _run(refbench, tmp_path, "--set", "sleepy.cases=20", "--speed", "7.5")  # a peak of 150,000 ops/s
+    shown = subprocess.run(refbench_command("runs", "--runs-dir", str(tmp_path / "runs")), capture_output=True,
+                           text=True, env=cli_env(COLUMNS="80"))
+    assert shown.returncode == 0, shown.stderr
+    assert "…" not in shown.stdout and all(len(line) <= 80 for line in shown.stdout.splitlines()), shown.stdout
+    assert f"run: {run.name}" in shown.stdout and "150,000 ops/s" in shown.stdout

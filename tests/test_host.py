@@ -120,3 +120,24 @@ def test_unwritable_tuned_profile_is_one_sentence(tmp_path, refbench):
     result = refbench("host", "--json", "--tuned-profile", "/proc/refbench-cannot-write-here")
     assert result.code == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "cannot write the tuned profile" in result.stderr
+
+
+def test_at_80_columns_nothing_is_cut_and_every_fix_is_whole(tmp_path):
+    """A table too wide for the terminal is stacked, not elided ("75,9…"); a Fix: command is printed on one line
+    of its own (the terminal wraps it), so that it can be copied whole."""
+    import json
+    import subprocess
+
+    from conftest import cli_env, refbench_command
+
+    root = full_tree(tmp_path / "root")
+    shown = subprocess.run(refbench_command("host", "--sysroot", str(root)), capture_output=True, text=True,
+                           env=cli_env(COLUMNS="80"))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "…" not in shown.stdout
+    fixes = [c["fix"] for c in json.loads(subprocess.run(refbench_command("host", "--sysroot", str(root), "--json"),
+                                                         capture_output=True, text=True, env=cli_env()).stdout)["audit"]
+             if c["status"] == "change"]
+    assert fixes and all(f"  {fix}" in lines for fix in fixes)
+    assert all(len(line) <= 80 for line in lines if line.strip() not in fixes)

@@ -27,8 +27,53 @@ from refbench.runstore import SET_ASIDE_SUFFIX, Run, list_runs
 from refbench.suites import get_suite, suite_names
 
 # Piped or captured output gets a wide page instead of Rich's 80 columns, so tables do not wrap.
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+def _width(stream: Any) -> int | None:
+    """The terminal's width; COLUMNS when set (a pipe from an 80-column terminal); 160 for a pipe or a file."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None if stream.isatty() else 160
+
+
+err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+out = Console(highlight=False, width=_width(sys.stdout))
+
+
+def print_table(table: RichTable, console: Console | None = None) -> None:
+    """A table whole when it fits the console's width; else stacked, each row as lines of "column: value", so that
+    no number or name is cut ("75,9…") to make it fit."""
+    console = console or out
+    if not _cut(table, console.width):
+        console.print(table)
+        return
+    if table.title:
+        console.print(table.title, style="bold")
+    for line in _stacked(table):
+        console.print(line, highlight=False)
+
+
+def _cut(table: RichTable, width: int) -> bool:
+    """Whether rich would elide a cell to fit the table in ``width`` columns."""
+    trial = Console(width=max(width, 20), color_system=None)
+    with trial.capture() as rendered:
+        trial.print(table)
+    cells = "".join(str(cell) for column in table.columns for cell in column.cells)
+    return rendered.get().count("…") > cells.count("…")
+
+
+def _stacked(table: RichTable) -> list[str]:
+    """The table's rows one after the other, each cell as "column: value" (a value of several lines going on under
+    its first), a blank line between rows."""
+    headers = [str(c.header) if table.show_header else "" for c in table.columns]
+    columns = [list(c.cells) for c in table.columns]
+    lines = []
+    for row in range(table.row_count):
+        for header, cells in zip(headers, columns):
+            cell = cells[row]
+            text = "\n".join(_stacked(cell)).rstrip() if isinstance(cell, RichTable) else str(cell)
+            if text.strip():
+                indent = "\n" + " " * (len(header) + 2 if header else 0)
+                lines.append(f"{header}: " * bool(header) + text.replace("\n", indent))
+        lines.append("")
+    return lines
 
 
 def _examples(*examples: str) -> str:
@@ -158,6 +203,8 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
         for v in verdicts:
             for i, h in enumerate(v["headlines"] or [None]):
                 text = "no headline figures" if h is None else (
+                    f"{escape(h['label'])}: not rated at this size ({escape(h['unrated'])}; measured {fmt(h['value'])} "
+                    f"{escape(h['unit'])})" if h.get("unrated") else
                     f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}".rstrip() + "[/bold]"
                     + (f" ({escape(h['note'])})" if h["note"] else ""))
                 table.add_row(v["suite"] if i == 0 else "", text)
@@ -167,12 +214,14 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
                     compared.add_column(escape(column), justify="left" if column == "engine" else "right")
                 for row in v["engines"]:
                     compared.add_row(*(escape("—" if value is None else fmt(value)) for value in row.values()))
-                table.add_row("", compared)
+                # Too wide beside the suite's name (the dw table's nine columns at 120): stacked, not cut.
+                table.add_row("", "\n".join(_stacked(compared)).rstrip() if out.is_terminal and _cut(compared, out.width - 11)
+                              else compared)
             style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
             table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
             table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
         if out.is_terminal:
-            out.print(table)
+            print_table(table)
         else:  # a pipe or a file gets whole lines, without padding to the table's width
             wide = Console(highlight=False, width=1000)
             with wide.capture() as captured:
@@ -407,7 +456,7 @@ def list_runs_cmd(
         table.add_row(r["run"], f"[{style}]{r['status']}[/{style}]" if style else r["status"], r["profile"] or "",
                       r["host"] or "", escape(_tags_text(r["tags"])), escape(figures),
                       str(r["records"] if r["records"] is not None else ""), r["started_utc"] or "")
-    out.print(table)
+    print_table(table)
     if more:
         err.print(f"showing the {shown} newest runs; --limit 0 lists them all")
 
@@ -468,7 +517,7 @@ def history(
     for p in points:
         table.add_row(p["run"], p["started_utc"] or "", p["host"] or "", escape(_tags_text(p["tags"])),
                       escape(p["series"]), f"{fmt(p['value'])} {escape(p['unit'])}".rstrip(), spread_text(p))
-    out.print(table)
+    print_table(table)
     err.print(f"trend chart: {rendered.svg} (and .png)")
 
 
@@ -598,7 +647,7 @@ def compare(
                 style = "" if not r or not r["significant"] else "green" if "faster" in words else "red" if "slower" in words else "yellow"
                 cells += [fmt(r["B"]) if r else "—", f"[{style}]{escape(words)}[/{style}]" if style else words]
             table.add_row(*cells)
-        out.print(table)
+        print_table(table)
         if single:
             out.print(f"* measured once on a side: counts as a change beyond {NOISE_FLOOR:.0%}")
         if everything and (summary := overall(rows)):
@@ -606,7 +655,7 @@ def compare(
                               title_justify="left", box=box.SIMPLE_HEAD)
             for r in summary:
                 table.add_row(r["vs"], r["suite"], r["group"], r["metric"], str(r["cases"]), r["against A"])
-            out.print(table)
+            print_table(table)
     err.print(f"comparison: {path}")
 
 
@@ -668,7 +717,7 @@ def _print_host(inv: dict[str, Any], checks: list) -> None:
         *((t, v or "not found") for t, v in inv["tools"].items()),
     ]:
         facts.add_row(k, "unknown" if v is None else str(v))
-    out.print(facts)
+    print_table(facts)
     devices = RichTable("device", "model", "size", "rot", "sector L/P B", "scheduler", "nr_req", "read-ahead",
                         title="Block devices", title_justify="left")
     for d in inv["block_devices"]:
@@ -676,18 +725,19 @@ def _print_host(inv: dict[str, Any], checks: list) -> None:
         devices.add_row(d["name"], d["model"] or "unknown", size, fmt(d["rotational"]),
                         f"{fmt(d['logical_sector_bytes'])}/{fmt(d['physical_sector_bytes'])}", d["scheduler"] or "unknown",
                         fmt(d["nr_requests"]), f"{fmt(d['read_ahead_kb'])} KiB")
-    out.print(devices)
+    print_table(devices)
     mounts = RichTable("device", "mount point", "fs", "size GiB", "free GiB", title="File systems", title_justify="left")
     for m in inv["mounts"]:
         mounts.add_row(m["device"], m["mountpoint"], m["fstype"], fmt(m.get("size_gib")), fmt(m.get("free_gib")))
-    out.print(mounts)
+    print_table(mounts)
     audit = RichTable("setting", "current", "recommended", "status", title="Tuning audit", title_justify="left")
     for c in checks:
         style = {"ok": "green", "change": "red", "unknown": "yellow"}[c.status]
         audit.add_row(c.setting, c.current, c.recommended, f"[{style}]{c.status}[/{style}]")
-    out.print(audit)
+    print_table(audit)
     for c in (c for c in checks if c.status == "change"):
-        out.print(f"[bold]{c.setting}[/bold]: {c.why}. Fix: [cyan]{c.fix}[/cyan]")
+        out.print(f"[bold]{c.setting}[/bold]: {c.why}. Fix:")
+        out.print(f"  [cyan]{escape(c.fix)}[/cyan]", soft_wrap=True)  # whole, for copying: the terminal wraps it
     out.print("[dim]unknown = this host does not expose the setting (common in VMs and containers). "
               "--tuned-profile FILE writes the recommended values as a tuned profile.[/dim]")
 
