@@ -40,6 +40,8 @@ def cli_env(**extra: str) -> dict[str, str]:
     env["REFBENCH_SUITES"] = TEST_SUITES
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH", "")]))
     env.pop("REFBENCH_DEBUG", None)
+    for size in ("COLUMNS", "LINES"):  # pytest-xdist's workers set 80 × 24; a test that wants a width says so
+        env.pop(size, None)
     env.update(extra)
     return env
 

@@ -12,48 +12,15 @@ figure the run did not measure fails, saying why and naming the figures it did m
 
 from __future__ import annotations
 
-import operator
-import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from refbench.errors import UserError
+from refbench.thresholds import OPERATORS, Threshold, parse
 
 if TYPE_CHECKING:
     from refbench.runstore import Run
 
 EXIT_THRESHOLD_FAILED = 3  # distinct from 1 (a correctness check failed) and 2 (bad input)
-OPERATORS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
-CONDITION = re.compile(r"\s*(>=|<=|==|>|<)\s*([-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?)\s*")
-
-
-@dataclass(frozen=True)
-class Threshold:
-    figure: str
-    op: str
-    limit: float
-
-    def __str__(self) -> str:
-        return f"{self.figure} {self.op} {self.limit:g}"
-
-
-def parse(table: Any, where: Callable[[str], str]) -> list[Threshold]:
-    """The [accept] table's thresholds; ``where(key)`` names a key for an error (file:line)."""
-    if not isinstance(table, dict):
-        raise UserError(f"{where('')} must be a table ([accept]) of figure = \">= number\" lines.")
-    out = []
-    for figure, condition in _flatten(table).items():
-        if figure.count(".") < 1:
-            raise UserError(f"{where(figure)} must name a suite's figure as suite.metric or suite.case.metric.")
-        m = CONDITION.fullmatch(condition) if isinstance(condition, str) else None
-        if not m:
-            raise UserError(f"{where(figure)} must be a condition such as \">= 50000\" (one of {', '.join(OPERATORS)} "
-                            f"and a number), not {condition!r}.")
-        out.append(Threshold(figure, m.group(1), float(m.group(2))))
-    return out
-
-
 def load_file(path: str) -> list[Threshold]:
     """The thresholds of a file's [accept] table: a file holding only that table, or a whole plan (whose other
     tables are not read: the run already says what it measured)."""
@@ -72,18 +39,6 @@ def load_file(path: str) -> list[Threshold]:
         raise UserError(f"nothing to check: {path} has no [accept] table (write one as [accept] then "
                         f"oltp.nopm = \">= 50000\").")
     return parse(data["accept"], lambda key: f"{path}: [accept] {key}".rstrip())
-
-
-def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """TOML reads oltp.nopm = "…" as a table oltp holding nopm: back to dotted names."""
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{name}."))
-        else:
-            out[name] = value
-    return out
 
 
 def evaluate(run: "Run", thresholds: list[Threshold]) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ def _width(stream: Any) -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else None if stream.isatty() else 160
 
 
-err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+err = Console(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)  # a path whole, for copying
 out = Console(highlight=False, width=_width(sys.stdout))
 
 

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from refbench.accept import parse as parse_accept
+from refbench.thresholds import parse as parse_accept
 from refbench.engines import names as engine_names
 from refbench.errors import UserError
 from refbench.suites import get_suite, suite_names

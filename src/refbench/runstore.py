@@ -33,7 +33,7 @@ import typing
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from refbench import removal
 from refbench.errors import UserError
@@ -68,12 +68,17 @@ def utc_now() -> datetime:
 def iso(ts: datetime) -> str:
     return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
 
+T = TypeVar("T")
+
 
 class Run:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock_fd: int | None = None
         self._claimed: set[str] = set()
+        # Each record and findings file as last read, with the (inode, size, mtime) it had: the report, verdict,
+        # compare, acceptance and catalog of one Run read a file once, and again only once it changed.
+        self._read_files: dict[Path, tuple[tuple[int, int, int], Any]] = {}
 
     # ---- creating and finding runs -------------------------------------------------------------
 
@@ -398,11 +403,26 @@ class Run:
         return sorted((self._record(f) for f in self._record_files(suite)), key=lambda r: (r.suite, r.started_epoch_s))
 
     def _record(self, path: Path) -> Record:
+        return self._read_once(path, self._parse_record)
+
+    def _parse_record(self, path: Path) -> Record:
         data = self._read(path)
         if problem := _shape_problem(data, Record, "record"):
             raise CorruptRunFile(self.path, path, problem)
         fields = {f.name for f in dataclasses.fields(Record)}
         return Record(**{k: v for k, v in data.items() if k in fields})
+
+    def _read_once(self, path: Path, parse: Callable[[Path], T]) -> T:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return parse(path)  # says what is missing, as it would have
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if (known := self._read_files.get(path)) is not None and known[0] == seen:
+            return known[1]
+        value = parse(path)
+        self._read_files[path] = (seen, value)
+        return value
 
     def set_aside_corrupt_files(self) -> list[CorruptRunFile]:
         """Renames every corrupt record and findings file to NAME.json.corrupt, so that resume measures (or checks)
@@ -483,6 +503,9 @@ class Run:
         return {path.stem: self._findings(path) for path in self._findings_files()}
 
     def _findings(self, path: Path) -> list[Finding]:
+        return list(self._read_once(path, self._parse_findings))
+
+    def _parse_findings(self, path: Path) -> list[Finding]:
         data = self._read(path)
         if not isinstance(data, list):
             raise CorruptRunFile(self.path, path, f"holds {_json_kind(data)}, not a list of checks")

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from refbench.cluster.node import run_node
 from refbench.cluster.security import check_address, security
+from refbench.cluster.totals import node_dir
 from refbench.errors import UserError
 from refbench.plan import Plan
 from refbench.runstore import Run, iso, utc_now
@@ -29,10 +30,6 @@ WORKER_GONE_S = 10.0
 # How long nodes wait at the start barrier for each other: getting ready takes a node a second or two, so a node
 # missing after this is busy with another run or stuck, and the step ends instead of waiting for it.
 START_TIMEOUT_S = 120.0
-
-
-def node_dir(run: Run, step: int, node: str) -> Path:
-    return run.path / "nodes" / f"{step}-nodes" / node
 
 
 def _checked(plan: Plan):

@@ -8,80 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from refbench.cluster.totals import node_figures_of, findings, tables
 from refbench.fileio import atomic_write_text
 from refbench.report import UNITS_NOTE, write_table
 from refbench.report import html as h
 from refbench.report.charts import render_figure
 from refbench.runstore import Run
-from refbench.errors import UserError
-from refbench.suites import Chart, Finding, Table, get_suite
+from refbench.suites import Chart, Table
 
 MAX_SERIES = 8
-
-
-def _node_figures(suite: str) -> dict[str, str]:
-    try:
-        return getattr(get_suite(suite), "node_figures", {})
-    except UserError:
-        return {}  # a suite only the workers know: its figures stay in the nodes' own reports
-
-
-def _steps(run: Run) -> dict[int, dict[str, dict[str, Any]]]:
-    return {int(step): nodes for step, nodes in run.meta.get("cluster", {}).get("steps", {}).items()}
-
-
-def _node_runs(run: Run) -> dict[tuple[int, str], Run]:
-    from refbench.cluster.coordinator import node_dir
-
-    out = {}
-    for step, nodes in _steps(run).items():
-        for node in nodes:
-            path = node_dir(run, step, node)
-            if (path / "run.json").is_file():
-                out[(step, node)] = Run(path)
-    return out
-
-
-def tables(run: Run) -> list[Table]:
-    steps, runs = _steps(run), _node_runs(run)
-    nodes = []
-    for step, ns in steps.items():
-        first = min((o["started_epoch_s"] for o in ns.values() if o.get("started_epoch_s")), default=None)
-        nodes += [{"nodes": step, "node": node, "host": o.get("host"), "status": o["status"], "error": o.get("error") or "",
-                   "address": o.get("address"),
-                   "started after the first node (s)": round(o["started_epoch_s"] - first, 3) if o.get("started_epoch_s") else None,
-                   "ran (s)": round(o["ended_epoch_s"] - o["started_epoch_s"], 1) if o.get("ended_epoch_s") else None}
-                  for node, o in ns.items()]
-    figures: list[dict[str, Any]] = []
-    for (step, node), node_run in runs.items():
-        for r in node_run.records():
-            wanted = _node_figures(r.suite)
-            for figure, how in wanted.items():
-                value = r.metrics.get(figure)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    figures.append({"nodes": step, "suite": r.suite, "case": r.case_id, "figure": figure, "how": how,
-                                    "node": node, "host": r.host, "value": value})
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for f in figures:
-        groups.setdefault((f["nodes"], f["suite"], f["case"], f["figure"], f["how"]), []).append(f)
-    totals = []
-    for (step, suite, case, figure, how), rows in groups.items():
-        values = [r["value"] for r in rows]
-        mean = sum(values) / len(values)
-        totals.append({"nodes": step, "suite": suite, "case": case, "figure": figure,
-                       "total (sum or mean)": round(sum(values) if how == "sum" else mean, 3), "how": how,
-                       "nodes reporting": len(values), "min": min(values), "max": max(values),
-                       "spread %": round(100 * (max(values) - min(values)) / mean, 1) if mean else None})
-    return [
-        Table("cluster_nodes", "Nodes per step", nodes,
-              note="Started: when each node began the plan, after the start barrier; each then prepares its own data "
-                   "(generation, database load) before it measures, so later phases align only as closely as those do."),
-        Table("cluster_totals", "Totals and uniformity across nodes", totals,
-              note="Total: the sum over nodes for figures that add up (throughput), the mean for the rest (latency, "
-                   "ratios). Uniformity: min and max over the nodes, spread = (max − min) / mean."),
-        Table("cluster_figures", "Per-node figures", figures, report_columns=["nodes", "suite", "case", "figure", "node",
-                                                                              "host", "value"]),
-    ]
 
 
 def charts(tables_: list[Table]) -> list[Chart]:
@@ -89,7 +24,7 @@ def charts(tables_: list[Table]) -> list[Chart]:
     out = []
     totals = by.get("cluster_totals", [])
     for suite in dict.fromkeys(t["suite"] for t in totals):
-        headline = next(iter(_node_figures(suite)), None)
+        headline = next(iter(node_figures_of(suite)), None)
         rows = [t for t in totals if t["suite"] == suite and t["figure"] == headline]
         cases = list(dict.fromkeys(t["case"] for t in rows))[:MAX_SERIES]
         series = {case: sorted((t["nodes"], t["total (sum or mean)"]) for t in rows if t["case"] == case) for case in cases}
@@ -105,20 +40,6 @@ def charts(tables_: list[Table]) -> list[Chart]:
                 bars.setdefault(f["case"], []).append((f["node"], f["value"]))
             out.append(Chart(f"uniformity_{suite}", f"{suite}: {headline} per node ({largest} nodes)", "node", headline,
                              bars, kind="bar"))
-    return out
-
-
-def findings(run: Run) -> list[tuple[str, Finding]]:
-    """(where, finding): each node's own correctness checks, and one per node saying whether it completed."""
-    out = []
-    runs = _node_runs(run)
-    for step, nodes in _steps(run).items():
-        for node, o in nodes.items():
-            where = f"{step} node(s) / {node}"
-            out.append((where, Finding("the node completed", o["status"] == "ok", o.get("error") or o.get("host") or "")))
-            if (step, node) in runs:
-                for suite, fs in runs[(step, node)].findings().items():
-                    out += [(f"{where} / {suite}", f) for f in fs]
     return out
 
 

@@ -173,7 +173,7 @@ def _headline_figures(run: Run) -> dict[tuple[str, str, str], str]:
 
 
 def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
-    from refbench.cluster.summary import tables
+    from refbench.cluster.totals import tables
 
     totals = next(t for t in tables(run) if t.name == "cluster_totals")
     out = {}

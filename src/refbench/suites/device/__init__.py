@@ -294,7 +294,10 @@ class DeviceSuite:
         points = [r for r in records if r.params.get("kind") == "point"]
         failed = [r for r in points if "error" in r.metrics]
         if points:
-            detail = f"{len(points) - len(failed)} of {len(points)} points measured"
+            first = [r for r in points if r.params.get("repeat", 1) == 1]  # the rest: repeats of the peak points
+            measured = sum(1 for r in first if "error" not in r.metrics)
+            again = len(points) - len(first)
+            detail = f"{measured} of {len(first)} points measured" + (f", and {again} repeats of the peak points" if again else "")
             if failed:
                 detail += f"; first failure: {failed[0].case_id}: {failed[0].metrics['error']}"
             findings.append(Finding("sweep points completed", not failed, detail))

@@ -1,0 +1,93 @@
+"""A cluster run's figures from its nodes' runs: each node's figures, their total and their uniformity across the
+nodes, per step, and each node's checks; what the cluster report (summary.py) and compare read. Which figures, and
+whether they add up, each suite says in its ``node_figures`` (metric -> "sum" or "mean")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from refbench.errors import UserError
+from refbench.runstore import Run
+from refbench.suites import Finding, Table, get_suite
+
+
+def node_dir(run: Run, step: int, node: str) -> Path:
+    return run.path / "nodes" / f"{step}-nodes" / node
+
+
+def node_figures_of(suite: str) -> dict[str, str]:
+    try:
+        return getattr(get_suite(suite), "node_figures", {})
+    except UserError:
+        return {}  # a suite only the workers know: its figures stay in the nodes' own reports
+
+
+def _steps(run: Run) -> dict[int, dict[str, dict[str, Any]]]:
+    return {int(step): nodes for step, nodes in run.meta.get("cluster", {}).get("steps", {}).items()}
+
+
+def _node_runs(run: Run) -> dict[tuple[int, str], Run]:
+    out = {}
+    for step, nodes in _steps(run).items():
+        for node in nodes:
+            path = node_dir(run, step, node)
+            if (path / "run.json").is_file():
+                out[(step, node)] = Run(path)
+    return out
+
+
+def tables(run: Run) -> list[Table]:
+    steps, runs = _steps(run), _node_runs(run)
+    nodes = []
+    for step, ns in steps.items():
+        first = min((o["started_epoch_s"] for o in ns.values() if o.get("started_epoch_s")), default=None)
+        nodes += [{"nodes": step, "node": node, "host": o.get("host"), "status": o["status"], "error": o.get("error") or "",
+                   "address": o.get("address"),
+                   "started after the first node (s)": round(o["started_epoch_s"] - first, 3) if o.get("started_epoch_s") else None,
+                   "ran (s)": round(o["ended_epoch_s"] - o["started_epoch_s"], 1) if o.get("ended_epoch_s") else None}
+                  for node, o in ns.items()]
+    figures: list[dict[str, Any]] = []
+    for (step, node), node_run in runs.items():
+        for r in node_run.records():
+            wanted = node_figures_of(r.suite)
+            for figure, how in wanted.items():
+                value = r.metrics.get(figure)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    figures.append({"nodes": step, "suite": r.suite, "case": r.case_id, "figure": figure, "how": how,
+                                    "node": node, "host": r.host, "value": value})
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for f in figures:
+        groups.setdefault((f["nodes"], f["suite"], f["case"], f["figure"], f["how"]), []).append(f)
+    totals = []
+    for (step, suite, case, figure, how), rows in groups.items():
+        values = [r["value"] for r in rows]
+        mean = sum(values) / len(values)
+        totals.append({"nodes": step, "suite": suite, "case": case, "figure": figure,
+                       "total (sum or mean)": round(sum(values) if how == "sum" else mean, 3), "how": how,
+                       "nodes reporting": len(values), "min": min(values), "max": max(values),
+                       "spread %": round(100 * (max(values) - min(values)) / mean, 1) if mean else None})
+    return [
+        Table("cluster_nodes", "Nodes per step", nodes,
+              note="Started: when each node began the plan, after the start barrier; each then prepares its own data "
+                   "(generation, database load) before it measures, so later phases align only as closely as those do."),
+        Table("cluster_totals", "Totals and uniformity across nodes", totals,
+              note="Total: the sum over nodes for figures that add up (throughput), the mean for the rest (latency, "
+                   "ratios). Uniformity: min and max over the nodes, spread = (max − min) / mean."),
+        Table("cluster_figures", "Per-node figures", figures, report_columns=["nodes", "suite", "case", "figure", "node",
+                                                                              "host", "value"]),
+    ]
+
+
+def findings(run: Run) -> list[tuple[str, Finding]]:
+    """(where, finding): each node's own correctness checks, and one per node saying whether it completed."""
+    out = []
+    runs = _node_runs(run)
+    for step, nodes in _steps(run).items():
+        for node, o in nodes.items():
+            where = f"{step} node(s) / {node}"
+            out.append((where, Finding("the node completed", o["status"] == "ok", o.get("error") or o.get("host") or "")))
+            if (step, node) in runs:
+                for suite, fs in runs[(step, node)].findings().items():
+                    out += [(f"{where} / {suite}", f) for f in fs]
+    return out
