@@ -11,7 +11,6 @@ import shutil
 import tarfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.cluster.totals import node_figures_of, findings, tables
+from refbench.cluster.totals import findings, node_figures_of, node_runs, tables
 from refbench.fileio import atomic_write_text
 from refbench.report import UNITS_NOTE, write_table
 from refbench.report import html as h
@@ -82,7 +82,7 @@ def build_cluster_report(run: Run) -> bool:
     if rendered:
         body.append('<div class="grid">' + "".join(h.chart(r, c.title) for c, r in rendered) + "</div>")
     links = [f'<li><a href="{h.esc(node_run.path.relative_to(run.path))}/report.html">{step} node(s): {h.esc(node)}</a></li>'
-             for (step, node), node_run in _node_runs(run).items()]
+             for (step, node), node_run in node_runs(run).items()]
     body.append("<h2>Each node's own report</h2><ul>" + "".join(links) + "</ul>")
     atomic_write_text(run.report_path, h.page(f"refbench cluster — {meta['name']}", "".join(body)))
     return failed == 0

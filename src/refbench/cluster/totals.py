@@ -23,13 +23,13 @@ def node_figures_of(suite: str) -> dict[str, str]:
         return {}  # a suite only the workers know: its figures stay in the nodes' own reports
 
 
-def _steps(run: Run) -> dict[int, dict[str, dict[str, Any]]]:
+def steps_of(run: Run) -> dict[int, dict[str, dict[str, Any]]]:
     return {int(step): nodes for step, nodes in run.meta.get("cluster", {}).get("steps", {}).items()}
 
 
-def _node_runs(run: Run) -> dict[tuple[int, str], Run]:
+def node_runs(run: Run) -> dict[tuple[int, str], Run]:
     out = {}
-    for step, nodes in _steps(run).items():
+    for step, nodes in steps_of(run).items():
         for node in nodes:
             path = node_dir(run, step, node)
             if (path / "run.json").is_file():
@@ -38,7 +38,7 @@ def _node_runs(run: Run) -> dict[tuple[int, str], Run]:
 
 
 def tables(run: Run) -> list[Table]:
-    steps, runs = _steps(run), _node_runs(run)
+    steps, runs = steps_of(run), node_runs(run)
     nodes = []
     for step, ns in steps.items():
         first = min((o["started_epoch_s"] for o in ns.values() if o.get("started_epoch_s")), default=None)
@@ -82,8 +82,8 @@ def tables(run: Run) -> list[Table]:
 def findings(run: Run) -> list[tuple[str, Finding]]:
     """(where, finding): each node's own correctness checks, and one per node saying whether it completed."""
     out = []
-    runs = _node_runs(run)
-    for step, nodes in _steps(run).items():
+    runs = node_runs(run)
+    for step, nodes in steps_of(run).items():
         for node, o in nodes.items():
             where = f"{step} node(s) / {node}"
             out.append((where, Finding("the node completed", o["status"] == "ok", o.get("error") or o.get("host") or "")))
