@@ -598,8 +598,8 @@ def compare(
     from rich import box
     from rich.table import Column
 
-    from refbench.report.compare import (NOISE_FLOOR, answer_lines, answers, by_figure, change_words, default_html_path,
-                                         letters, overall, selected, shared_figures, write_html)
+    from refbench.report.compare import (answer_lines, answers, by_figure, change_words, default_html_path, letters,
+                                         overall, selected, shared_figures, write_html)
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
@@ -649,7 +649,7 @@ def compare(
             table.add_row(*cells)
         print_table(table)
         if single:
-            out.print(f"* measured once on a side: counts as a change beyond {NOISE_FLOOR:.0%}")
+            out.print("* measured once on a side: a change beyond this host's noise floor, untested")
         if everything and (summary := overall(rows)):
             table = RichTable("run", "suite", "group", "figure", "cases", "geometric mean against A", title="Overall",
                               title_justify="left", box=box.SIMPLE_HEAD)
