@@ -31,7 +31,7 @@ from refbench.host import inventory, tuning
 from refbench.host.cachebound import last_oom
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan, PlanError
-from refbench.repeats import repeat_cases
+from refbench.repeats import repeat_cases, strip_repeat
 from refbench.runstore import CorruptRunFile, Run, iso, list_runs, utc_now
 from refbench.suites import Case, Finding, Suite, get_suite
 from refbench.suites.device.targets import SERVER_ACCOUNTS
@@ -368,7 +368,7 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
             if again:
                 more = [c for c in again if not run.has_record(suite.name, c.id)]
                 console.print(f"{suite.name}: {len(again)} repeat(s) of the headline cases "
-                              f"({', '.join(dict.fromkeys(c.id.rsplit('-r', 1)[0] for c in again))})", soft_wrap=True)
+                              f"({', '.join(dict.fromkeys(strip_repeat(c.id) for c in again))})", soft_wrap=True)
                 progress.update(overall, total=len(cases) + len(again), completed=len(cases) + len(again) - len(more))
                 for case in more:
                     progress.update(overall, description=f"{suite.name}: {case.title}")

@@ -276,13 +276,14 @@ class NoiseFloor:
 ASSUMED = NoiseFloor(NOISE_FLOOR)
 
 
-def noise_floors(runs: list[Run], most_runs: int = 5, newest: int = 50) -> dict[str, NoiseFloor]:
+def noise_floors(runs: list[Run], headlines: list[dict[tuple[str, str, str], str]], most_runs: int = 5,
+                 newest: int = 50) -> dict[str, NoiseFloor]:
     """suite -> its noise floor: from the repeats in the compared runs, else in the newest runs of the same host in
     their runs directory that were made with repeats (at most ``most_runs`` of the ``newest``); suites with none:
-    assumed."""
+    assumed. ``headlines``: each compared run's _headline_figures, already made."""
     from refbench.runstore import list_runs
 
-    spread = _repeat_spread(runs)
+    spread = _repeat_spread(runs, headlines)
     host = runs[0].meta.get("host")
     wanted = {suite for run in runs for suite in run.suites_with_records()}
     compared = {r.path.resolve() for r in runs}
@@ -297,7 +298,7 @@ def noise_floors(runs: list[Run], most_runs: int = 5, newest: int = 50) -> dict[
         except Exception:  # an unreadable run says nothing about the noise
             continue
         used += 1
-        for suite, (squares, df) in _repeat_spread([other]).items():
+        for suite, (squares, df) in _repeat_spread([other], [_headline_figures(other)]).items():
             if suite not in spread:
                 spread[suite] = (squares, df)
     z = statistics.NormalDist().inv_cdf(1 - ALPHA / 2)
@@ -309,13 +310,12 @@ def noise_floors(runs: list[Run], most_runs: int = 5, newest: int = 50) -> dict[
     return out
 
 
-def _repeat_spread(runs: list[Run]) -> dict[str, tuple[float, int]]:
+def _repeat_spread(runs: list[Run], headlines_of: list[dict[tuple[str, str, str], str]]) -> dict[str, tuple[float, int]]:
     """suite -> (the sum of squared deviations of the logarithms of repeated measurements from their configuration's
     mean, its degrees of freedom), over the headline figures of the cases measured several times: what the repeats
     were made for (a case's other figures, such as its wall time, may spread far more)."""
     out: dict[str, tuple[float, int]] = {}
-    for run in runs:
-        headlines = _headline_figures(run)
+    for run, headlines in zip(runs, headlines_of):
         for (suite, case), records in repeat_groups(run).items():
             if len(records) < 2:
                 continue
@@ -385,14 +385,15 @@ def decide(pairs: list[tuple[Figure, Figure]], floors: list[NoiseFloor] | None =
 
 def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str, Any]]:
     """One row per figure the baseline shares with another run, and per such run, in the baseline's order."""
-    base, base_figures = runs[0], figures(runs[0])
-    headlines = _headline_figures(base)  # the baseline's; another run's only for a suite the baseline has none in
-    floors = noise_floors(runs)
+    base_figures = figures(runs[0])
+    headlines_of = [_headline_figures(run) for run in runs]  # each made once: they take a run's whole verdict
+    floors = noise_floors(runs, headlines_of)
+    headlines = dict(headlines_of[0])  # the baseline's; another run's only for a suite the baseline has none in
     rows = []
-    for letter, other in zip(letters(runs)[1:], runs[1:]):
+    for letter, other, others_headlines in zip(letters(runs)[1:], runs[1:], headlines_of[1:]):
         other_figures = figures(other)
         have = {suite for suite, _, _ in headlines}
-        headlines |= {k: name for k, name in _headline_figures(other).items() if k[0] not in have}
+        headlines |= {k: name for k, name in others_headlines.items() if k[0] not in have}
         keys = [k for k in base_figures if k in other_figures and not (metric and metric not in k[2])]
         pairs = [(base_figures[k], other_figures[k]) for k in keys]
         floor_of = [floors.get(k[0], ASSUMED) for k in keys]
