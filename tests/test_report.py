@@ -23,16 +23,17 @@ def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
     html = (run / "report.html").read_text()
     assert (run / "report.html").stat().st_mode & 0o777 == 0o644
     assert '<meta name="viewport" content="width=device-width' in html and "@media print" in html
-    # Summary, contents, then per suite: headline, charts, tables, method, per-case detail; then the host, once.
+    # Summary, contents, then per suite: headline, correctness and key chart, then its folded detail (tables, method,
+    # per-case detail); then the host, once.
     order = ['class="summary"', "all 2 checks passed", 'class="verdict"', "peak throughput: <b>4,000 ops/s</b>",
-             '<nav class="toc">', '<li><a href="#suite-sleepy">', '<section id="suite-sleepy">', "<figure><svg", "<h3>Per case</h3>",
-             "<h3>Correctness</h3>", "How it was measured", "<summary>Per-case detail (4 cases)", 'id="host-activity"',
-             "<h3>Block devices</h3>", "Tuning audit", "<h2>Plan</h2>"]
+             '<nav class="toc">', '<li><a href="#suite-sleepy">', '<section id="suite-sleepy">', "<b>Correctness</b>",
+             "<figure><svg", '<details class="detail"><summary>Detail:', "<h3>Per case</h3>", "How it was measured",
+             "<summary>Per-case detail (4 cases)", 'id="host-activity"', "Tuning audit", "<h3>Block devices</h3>", "<h2>Plan</h2>"]
     at = [html.find(marker) for marker in order]
     assert -1 not in at and at == sorted(at), dict(zip(order, at))
     assert html.count("slept and wrote 256 KiB with fsync") == 1  # the method once, for its 4 cases
     assert "4 cases measured this way" in html
-    assert html.count("Tuning audit</h3>") == 1
+    assert html.count("<b>Tuning audit</b>") == 1 and html.count("Every audited setting</h3>") == 1  # the host once
     # Every header names its unit: ops_per_s is "ops (per s)", lat_ms "lat (ms)".
     assert "<th>ops (per s)</th>" in html and "<th>lat (ms)</th>" in html
     # Charts inline as SVG, each data point with its value for hovering; the host charts mark when the suite ran.
@@ -58,10 +59,14 @@ def test_acceptance_results_are_on_the_first_screen(tmp_path, refbench):
 
 
 def test_numbers_have_one_format_and_headers_their_unit():
-    from refbench.report.html import fmt, header
+    from refbench.report.html import fitted, fmt, header
 
     assert [fmt(v) for v in (1234567.8, 1234, 12.3456, 0.00123456, 0.0, None, True)] == [
-        "1,234,568", "1,234", "12.35", "0.001235", "0", "—", "yes"]
+        "1,234,568", "1,234", "12.3", "0.00123", "0", "—", "yes"]
+    assert [fmt(v) for v in (0.46, 0.91, 279.9)] == ["0.46", "0.91", "280"]  # no false precision (0.4600 s)
+    # A figure measured several times shows the digits its repeats' spread allows, no more.
+    assert [fitted(63096.0, 400.0), fitted(63096.0, 4000.0), fitted(0.912, 0.05), fitted(7826.0, 0.0)] == [
+        "63,100", "63,000", "0.91", "7,826"]
     assert [header(c) for c in ("read_mb_s", "read_lat_p99_us", "ops_per_s", "cpu_pct", "size_gib", "query", "mb_s",
                                 "write_iops")] == [
         "read (MB/s)", "read lat p99 (µs)", "ops (per s)", "cpu (%)", "size (GiB)", "query", "MB/s", "write (IOPS)"]

@@ -67,6 +67,43 @@ def test_the_first_screen_shows_the_verdict(browser, report):
         assert page.locator(f"section#suite-{suite}").count() == 1
 
 
+SCREEN = 900  # px, at 1400 wide
+
+
+def test_the_report_reads_in_a_few_screens_with_its_detail_folded(browser, report):
+    page = _open(browser, report, 1400, SCREEN)
+    assert page.evaluate("document.scrollingElement.scrollHeight") <= 6 * SCREEN
+    suites = page.locator("table.verdict tbody tr td:first-child").all_inner_texts()
+    for suite in suites:
+        section = page.locator(f"section#suite-{suite}")
+        assert section.bounding_box()["height"] <= SCREEN, suite  # a suite's overview is one screen at most
+        detail = section.locator("details.detail")
+        assert detail.count() == 1 and not detail.evaluate("d => d.open")
+        assert not detail.locator("table").first.is_visible()
+        checks = section.locator("details.checks")  # every check passed: one line, the checks folded under it
+        assert checks.count() == 1 and not checks.evaluate("d => d.open")
+        assert checks.bounding_box()["height"] < 40 and re.search(r"\d+ check\(s\) passed", checks.inner_text())
+    detail = page.locator("details.detail").first
+    detail.locator("> summary").click()
+    assert detail.locator("table").first.is_visible()
+    # A chart is a line of three points or more: two (QD 1 and QD 16) are a table's row, not a chart.
+    points = page.locator("figure").evaluate_all("fs => fs.map(f => f.querySelectorAll('.pt').length)")
+    assert points and min(points) >= 3, points
+
+
+def test_a_failed_check_is_shown_open_and_the_passes_folded(browser, refbench, tmp_path):
+    result = refbench("sleepy", "--runs-dir", str(tmp_path / "runs"), "--set", "sleepy.sleep_s=0", "--fail-check")
+    assert result.code == 1
+    page = _open(browser, Path(result.last_line) / "report.html", 1400, SCREEN)
+    section = page.locator("section#suite-sleepy")
+    failed = section.locator("td.FAIL")
+    assert failed.count() == 1 and failed.is_visible()
+    assert "the test's own check" in failed.locator("xpath=..").inner_text()
+    assert re.search(r"1 of \d+ check\(s\) FAILED", section.inner_text())
+    passes = section.locator("details.checks")
+    assert not passes.evaluate("d => d.open") and not passes.get_by_text("journal written").is_visible()
+
+
 # Elements that stick out of the viewport and are not inside a box that scrolls sideways (a wide table's container).
 OVERFLOWING = """() => {
   const width = document.documentElement.clientWidth;
@@ -101,6 +138,64 @@ def test_prints_to_a4_without_cutting_table_rows(browser, report):
     pages = _printed(page)
     assert len(pages) > 1 and "Hostactivityduringtherun" in "".join(pages)
     assert _rows_checked_whole(page, pages) >= 10
+
+
+A4_WIDTH_PX = 703  # 210 mm less the 2 × 12 mm margins, at 96 px to the inch
+CUT_TABLES = """() => { const right = document.querySelector('main').getBoundingClientRect().right;
+  return [...document.querySelectorAll('table')].filter(t => t.getBoundingClientRect().right > right + 1)
+    .map(t => t.rows[0].innerText.slice(0, 60)); }"""
+
+
+def test_prints_in_few_pages_with_no_table_cut_and_notes_smaller_than_figures(browser, report):
+    page = _open(browser, report, 1400, SCREEN)
+    assert len(_printed(page)) <= 12  # printed as it opens, the detail folded
+    page.set_viewport_size({"width": A4_WIDTH_PX, "height": 1000})
+    page.emulate_media(media="print")
+    page.locator("details").evaluate_all("ds => ds.forEach(d => d.open = true)")  # every table, the widest included
+    assert page.evaluate(CUT_TABLES) == []
+    size = lambda selector: page.locator(selector).first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size(".note") < size("table:not(.verdict) td") < size("table.verdict b")
+
+
+def test_a_table_too_wide_for_a4_prints_stacked(browser, tmp_path):
+    from refbench.report import html as h
+
+    rows = [{f"figure_{c}_mb_s": 1000.0 + i * c for c in range(14)} for i in range(5)]
+    path = tmp_path / "wide.html"
+    path.write_text(h.page("wide", h.table(rows)))
+    page = _open(browser, path, A4_WIDTH_PX, 1000)
+    assert page.evaluate(CUT_TABLES) != []  # on a screen this narrow it is wider than the page (and scrolls in its box)
+    page.emulate_media(media="print")
+    assert page.evaluate(CUT_TABLES) == []
+    # Each value is printed after its column's name, the header row hidden: a row reads as one paragraph.
+    assert not page.locator("thead").is_visible()
+    last = page.locator("tbody tr").nth(1).locator("td").last
+    assert last.get_attribute("data-label") == "figure 13 (MB/s)" and last.inner_text() == "1,013"
+    assert last.evaluate("e => getComputedStyle(e).display") == "inline"
+
+
+def test_a_table_cut_at_400_px_shows_a_scroll_cue(browser, report):
+    """The cue is a shadow on the side where more columns are: there while the table is cut, gone when scrolled
+    to its end (and then on the other side)."""
+    from PIL import Image, ImageStat
+
+    page = _open(browser, report, 400, 800)
+    page.locator("details").evaluate_all("ds => ds.forEach(d => d.open = true)")
+    boxes = page.locator(".scroll:has(table)")
+    box = boxes.evaluate_all("es => es.findIndex(e => e.checkVisibility() && e.scrollWidth > e.clientWidth + 20)")
+    assert box >= 0
+    cut = boxes.nth(box)
+    cut.scroll_into_view_if_needed()
+
+    def edges() -> tuple[float, float]:
+        image = Image.open(BytesIO(cut.screenshot())).convert("L")
+        w, height = image.size
+        return tuple(ImageStat.Stat(image.crop((x0, 0, x0 + 5, height))).mean[0] for x0 in (2, w - 7))
+
+    left, right = edges()
+    cut.evaluate("e => e.scrollLeft = e.scrollWidth")
+    left_end, right_end = edges()
+    assert right < right_end - 5 and left_end < left - 5, (left, right, left_end, right_end)
 
 
 def test_the_print_stylesheet_keeps_long_rows_whole(browser, tmp_path):

@@ -57,11 +57,18 @@ def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> 
     tables = suite.summarize(records) if records else []
     for t in tables:
         write_table(run.tables_dir / suite_name, t)
-    charts = suite.charts(tables) if tables else []
+    charts = [c for c in (suite.charts(tables) if tables else []) if _worth_a_chart(c)]
     from refbench.report.charts import render_all
 
     charts = list(zip(charts, render_all(charts, run.charts_dir / suite_name)))
     return tables, charts, records
+
+
+def _worth_a_chart(chart: Chart) -> bool:
+    """Three points at least, on one line or in bars: two points (QD 1 and QD 16) read better as a table's row."""
+    if chart.kind == "bar":
+        return sum(len(points) for points in chart.series.values()) >= 3
+    return max((len(points) for points in chart.series.values()), default=0) >= 3
 
 
 def phases(run: Run, suites: list[str]) -> list[tuple[float, float, str]]:
@@ -163,7 +170,7 @@ def _suite_summary(name: str) -> str:
 def _headlines(v: SuiteVerdict) -> str:
     return "<br>".join(f"{h.esc(x.label)}: <span class=\"note\">not rated at this size ({h.esc(x.unrated)}; measured "
                        f"{h.esc(h.fmt(x.value))} {h.esc(x.unit)})</span>" if x.unrated else
-                       f"{h.esc(x.label)}: <b>{h.esc(h.fmt(x.value))} {h.esc(x.unit)}</b>"
+                       f"{h.esc(x.label)}: <b>{h.esc(h.fitted(x.value, x.spread))} {h.esc(x.unit)}</b>"
                        + (f' <span class="note">{h.esc(x.note)}</span>' if x.note else "") for x in v.headlines) or "—"
 
 
@@ -175,7 +182,8 @@ def _checks(v: SuiteVerdict) -> str:
 
 def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
     rows = "".join(f'<tr><td><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a></td><td>{_headlines(v)}</td>'
-                   f"<td>{_checks(v)}</td><td>{h.esc(v.bottleneck)}</td></tr>" for v in verdicts)
+                   f'<td data-label="Correctness checks">{_checks(v)}</td><td data-label="Bottleneck">{h.esc(v.bottleneck)}</td></tr>'
+                   for v in verdicts)
     return h.scroll('<table class="verdict"><thead><tr><th>Suite</th><th>Headline figures</th><th>Correctness checks</th>'
                     f"<th>Bottleneck</th></tr></thead><tbody>{rows}</tbody></table>")
 
@@ -195,7 +203,17 @@ def _acceptance(results: list[dict[str, Any]] | None) -> str:
 def _host_section(meta: dict[str, Any]) -> str:
     inv = meta.get("inventory", {})
     system, cpu, mem, numa = (inv.get(k, {}) for k in ("system", "cpu", "memory", "numa"))
-    out = ['<section id="host"><h2>Host, devices and tuning audit</h2>', h.key_values([
+    audit = meta.get("audit", [])
+    changes = [c for c in audit if c["status"] == "change"]
+    columns = ["setting", "current", "recommended", "status", "why", "fix"]
+    out = ['<section id="host"><h2>Host, devices and tuning audit</h2>',
+           f"<p id='tuning-audit'><b>Tuning audit</b>: {len(changes)} of {len(audit)} setting(s) differ from the "
+           "recommendation" + (":" if changes else ".") + "</p>"]
+    if changes:
+        out.append(h.table(changes, columns, classes={"status": "{value}"}))
+    out.append('<details class="detail"><summary>Detail: the host, its block devices, file systems and every audited '
+               "setting</summary>")
+    out.append(h.key_values([
         ("Host name", inv.get("hostname")),
         ("System", " ".join(filter(None, [system.get("vendor"), system.get("product")])) or None),
         ("Virtualization", system.get("virtualization")),
@@ -207,7 +225,7 @@ def _host_section(meta: dict[str, Any]) -> str:
         ("Swap (GiB)", mem.get("swap_total_gib")),
         ("NUMA nodes", numa.get("nodes")),
         *((f"{tool} version", v or "not found") for tool, v in (meta.get("tools") or {}).items()),
-    ])]
+    ]))
     devices = [
         {"device": d["name"], "model": d.get("model"), "size (GB)": round(d["size_bytes"] / 1e9, 1) if d.get("size_bytes") else None,
          "rotational": d.get("rotational"), "logical/physical sector (bytes)": f"{h.fmt(d.get('logical_sector_bytes'))}/{h.fmt(d.get('physical_sector_bytes'))}",
@@ -216,12 +234,9 @@ def _host_section(meta: dict[str, Any]) -> str:
     ]
     out += ["<h3>Block devices</h3>", h.table(devices)]
     out += ["<h3>File systems</h3>", h.table(inv.get("mounts", []), ["device", "mountpoint", "fstype", "size_gib", "free_gib", "options"])]
-    audit = meta.get("audit", [])
-    changes = sum(c["status"] == "change" for c in audit)
-    out += [f"<h3 id='tuning-audit'>Tuning audit</h3><p class='note'>{changes} setting(s) differ from the recommendation; "
-            "'unknown' means this host (often a VM or container) does not expose the setting. "
-            "<code>refbench host --tuned-profile FILE</code> writes a tuned profile with these values.</p>",
-            h.table(audit, ["setting", "current", "recommended", "status", "why", "fix"], classes={"status": "{value}"}), "</section>"]
+    out += ["<h3>Every audited setting</h3><p class='note'>'unknown' means this host (often a VM or container) does not "
+            "expose the setting. <code>refbench host --tuned-profile FILE</code> writes a tuned profile with these values.</p>",
+            h.table(audit, columns, classes={"status": "{value}"}), "</details></section>"]
     return "".join(out)
 
 
@@ -244,7 +259,7 @@ def _methods(records: list[Record]) -> str:
     return "".join(out)
 
 
-def _detail(records: list[Record]) -> str:
+def _cases(records: list[Record]) -> str:
     """Every case's parameters and figures, folded away: the tables above are what people read first."""
     rows = [{"case": r.case_id, "parameters": ", ".join(f"{k}={h.fmt(v)}" for k, v in r.params.items()),
              "figures": ", ".join(f"{k} {h.fmt(v)}" for k, v in r.metrics.items() if not isinstance(v, (dict, list))),
@@ -255,45 +270,72 @@ def _detail(records: list[Record]) -> str:
 
 def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table], list[tuple[Chart, Rendered]], list[Record]],
                    findings: list, verdict: SuiteVerdict | None) -> str:
+    """The suite in a few lines (headlines, bottleneck, storage, correctness) beside its key chart, and everything
+    else (the other charts and tables, how it was measured, every case) in one detail people open when they want it."""
     tables, charts, records = outputs
-    out = [f'<section id="{h.esc(anchor)}"><h2>{h.esc(title)}</h2>']
+    facts = []
     if verdict:
         if verdict.headlines:
-            out.append(f"<p>{_headlines(verdict)}</p>")
-        out.append(f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
-    if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
-        out.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
-    if charts:
-        out.append('<div class="grid">' + "".join(h.chart(r, c.title) for c, r in charts) + "</div>")
+            facts.append(f"<p>{_headlines(verdict)}</p>")
+        facts.append(f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
+    storage_verdicts = storage.verdicts(records)
+    facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]
+    facts.append(_correctness(findings))
     shown = [t for t in tables if t.report_columns != []]  # [] : in the files only, shown as charts or in another table
-    for t in shown:
-        out.append(f"<h3>{h.esc(t.title)}</h3>")
-        if t.note:
-            out.append(f'<p class="note">{h.esc(t.note)}</p>')
-        out.append(h.table(t.rows, t.report_columns, classes={"result": "{value}", "status": "{value}"}))
-        if t.report_columns:
-            out.append(f'<p class="note">All columns are in tables/{h.esc(name)}/{h.esc(t.name)}.csv and .parquet.</p>')
+    facts += [_table(name, t) for t in shown if t.overview]
+    key_chart = h.chart(charts[0][1], charts[0][0].title) if charts else ""
+    out = [f'<section id="{h.esc(anchor)}"><h2>{h.esc(title)}</h2>',
+           f'<div class="overview"><div>{"".join(facts)}</div>{key_chart}</div>']
+
+    detail = []
+    if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
+        detail.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
+    if len(charts) > 1:
+        detail.append('<div class="grid">' + "".join(h.chart(r, c.title) for c, r in charts[1:]) + "</div>")
+    detail += [_table(name, t) for t in shown if not t.overview]
     if files_only := [t for t in tables if t.report_columns == []]:
-        out.append('<p class="note">In the files only (shown above as charts or in another table): '
-                   + "; ".join(f"{h.esc(t.title)}, tables/{h.esc(name)}/{h.esc(t.name)}.csv ({len(t.rows):,} rows)" for t in files_only)
-                   + ".</p>")
-    if verdicts := storage.verdicts(records):
-        out.append("<h3>Storage</h3>" + "".join(f"<p><b>{h.esc(v)}</b></p>" for v in verdicts))
-        out.append(f'<p class="note">{h.esc(storage.RULE)} Device figures are the whole device\'s, neighbours '
-                   "included. The bound is the page cache the server may hold while measuring (cache_mb) + its "
-                   f"shared_buffers; {h.esc(storage.bound_methods(records))}.</p>")
-        out.append(h.table(storage.table(records)))
-    if findings:
-        out.append("<h3>Correctness</h3>")
-        out.append(h.table([{"check": f.check, "result": "pass" if f.passed else "FAIL", "detail": f.detail} for f in findings],
-                           classes={"result": "{value}"}))
-    else:
-        out.append('<p class="note">This suite reported no correctness checks.</p>')
-    out.append("<h3>How it was measured</h3>")
-    out.append(f"<p class='note'>{len(records)} case(s) recorded; each record keeps its start and end time, its parameters, "
-               "and the host telemetry of its own interval (CPU %, device MB/s, busy %).</p>")
-    out.append(_methods(records))
+        detail.append('<p class="note">In the files only (shown as charts or in another table): '
+                      + "; ".join(f"{h.esc(t.title)}, tables/{h.esc(name)}/{h.esc(t.name)}.csv ({len(t.rows):,} rows)" for t in files_only)
+                      + ".</p>")
+    if storage_verdicts:
+        detail.append(f'<h3>Storage</h3><p class="note">{h.esc(storage.RULE)} Device figures are the whole device\'s, '
+                      "neighbours included. The bound is the page cache the server may hold while measuring (cache_mb) + "
+                      f"its shared_buffers; {h.esc(storage.bound_methods(records))}.</p>")
+        detail.append(h.table(storage.table(records)))
+    detail.append("<h3>How it was measured</h3>")
+    detail.append(f"<p class='note'>{len(records)} case(s) recorded; each record keeps its start and end time, its parameters, "
+                  "and the host telemetry of its own interval (CPU %, device MB/s, busy %).</p>")
+    detail.append(_methods(records))
     if records:
-        out.append(_detail(records))
-    out.append("</section>")
+        detail.append(_cases(records))
+    what = ", ".join(filter(None, [f"{len(charts) - 1} more chart{'s' if len(charts) != 2 else ''}" if len(charts) > 1 else "",
+                                   f"{len(shown) - sum(t.overview for t in shown)} table(s)",
+                                   "storage" if storage_verdicts else "", "how it was measured",
+                                   f"{len(records)} case(s)"]))
+    out.append(f'<details class="detail"><summary>Detail: {h.esc(what)}</summary>{"".join(detail)}</details></section>')
     return "".join(out)
+
+
+def _table(suite: str, t: Table) -> str:
+    out = [f"<h3>{h.esc(t.title)}</h3>"]
+    if t.note:
+        out.append(f'<p class="note">{h.esc(t.note)}</p>')
+    out.append(h.table(t.rows, t.report_columns, classes={"result": "{value}", "status": "{value}"}))
+    if t.report_columns:
+        out.append(f'<p class="note">All columns are in tables/{h.esc(suite)}/{h.esc(t.name)}.csv and .parquet.</p>')
+    return "".join(out)
+
+
+def _correctness(findings: list) -> str:
+    """One line when every check passed (the checks folded under it); the failures open, in a table of their own."""
+    if not findings:
+        return '<p class="note">This suite reported no correctness checks.</p>'
+    rows = [{"check": f.check, "result": "pass" if f.passed else "FAIL", "detail": f.detail} for f in findings]
+    failed = [r for r in rows if r["result"] == "FAIL"]
+    passes = [r for r in rows if r["result"] == "pass"]
+    folded = (f'<details class="checks"><summary><b>Correctness</b>: <span class="pass">{len(passes)} check(s) passed'
+              f"</span></summary>{h.table(passes, classes={'result': '{value}'})}</details>") if passes else ""
+    if not failed:
+        return folded
+    return (f'<p><b>Correctness</b>: <span class="FAIL">{len(failed)} of {len(rows)} check(s) FAILED</span></p>'
+            + h.table(failed, classes={"result": "{value}"}) + folded)

@@ -14,17 +14,23 @@ CSS = """
 *{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2430;background:#f6f7f9;line-height:1.4}
 main{max-width:1180px;margin:0 auto;padding:16px 32px 64px;background:#fff;box-shadow:0 0 12px #0001}
-h1{margin:0 0 2px;font-size:24px} h2{margin-top:36px;border-bottom:2px solid #2c5d8f;padding-bottom:4px;color:#1b3b5c}
+h1{margin:0 0 2px;font-size:24px} h2{margin-top:32px;border-bottom:2px solid #2c5d8f;padding-bottom:4px;color:#1b3b5c}
 h3{margin-top:22px;color:#24476b} .sub{color:#5b6675;margin:0 0 8px;font-size:14px}
 p,li{overflow-wrap:anywhere} td{overflow-wrap:break-word}
-.scroll{overflow-x:auto;max-width:100%;margin:8px 0 16px}
+.scroll{overflow-x:auto;max-width:100%;margin:8px 0 16px;
+ background:linear-gradient(to right,#fff 40%,#fff0) left/28px 100% no-repeat local,
+  linear-gradient(to left,#fff 40%,#fff0) right/28px 100% no-repeat local,
+  radial-gradient(farthest-side at 0 50%,#0005,#0000) left/14px 100% no-repeat scroll,
+  radial-gradient(farthest-side at 100% 50%,#0005,#0000) right/14px 100% no-repeat scroll}
 table{border-collapse:collapse;font-size:13px} th,td{border:1px solid #d7dce3;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#eef2f7;overflow-wrap:normal} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:#2c5d8f14;overflow-wrap:normal} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ok,.pass,.passed{color:#1a7f37;font-weight:600} .change,.FAIL,.failed{color:#b42318;font-weight:600} .unknown{color:#8a6d00}
 .banner{padding:8px 12px;border-radius:6px;margin:8px 0;font-weight:600}
 .banner.pass{background:#e6f4ea;color:#1a7f37} .banner.failed{background:#fde8e7;color:#b42318} .banner.none{background:#f1f3f5;color:#5b6675}
-.note{color:#5b6675;font-size:13px} 
+.note{color:#5b6675;font-size:12px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(520px,100%),1fr));gap:12px}
+.overview{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(460px,100%),1fr));gap:4px 20px;align-items:start}
+.overview>div>p:first-child{margin-top:4px}
 figure{margin:6px 0;border:1px solid #e3e7ec} figure svg{display:block;width:100%;height:auto}
 .pt circle{fill:transparent;stroke:none;pointer-events:all} .pt text{visibility:hidden;font:10px system-ui,sans-serif;
  text-anchor:middle;fill:#111;paint-order:stroke;stroke:#fff;stroke-width:3px;pointer-events:none}
@@ -35,14 +41,23 @@ table.verdict{width:100%} table.verdict td:nth-child(2){width:46%} table.verdict
 nav.toc{font-size:14px;background:#f8f9fb;border:1px solid #e3e7ec;padding:6px 12px;margin:12px 0}
 nav.toc ol{margin:4px 0;padding-left:22px;columns:2 300px} nav.toc li{margin:2px 0}
 details{margin:8px 0} summary{cursor:pointer;color:#24476b} pre{background:#f4f6f8;padding:8px;overflow:auto;font-size:12px}
-.kv td:first-child{font-weight:600;background:#f8f9fb;width:220px}
+details.detail>summary{font-weight:600;padding:4px 0}
+.kv td:first-child{font-weight:600;background:#2c5d8f0a;width:220px}
 @media (max-width:700px){main{padding:10px 12px 40px} h1{font-size:20px} table{font-size:12px}
- .kv td:first-child{width:auto}}
+ .kv td:first-child{width:auto}
+ table.verdict thead{display:none} table.verdict,table.verdict tbody,table.verdict tr,table.verdict td{display:block;width:auto!important}
+ table.verdict tr{border-top:2px solid #2c5d8f;margin-bottom:6px} table.verdict td{border:none;padding:2px 4px}
+ table.verdict td[data-label]::before{content:attr(data-label) ": ";font-weight:600;color:#5b6675}}
 @page{size:A4;margin:14mm 12mm}
 @media print{body{background:#fff} main{max-width:none;padding:0;box-shadow:none} nav.toc{display:none}
- .scroll{overflow:visible} table{font-size:8pt;max-width:100%} td.num{white-space:normal}
+ .scroll{overflow:visible;background:none} table{font-size:8pt;max-width:100%} td.num{white-space:normal}
+ td,th{overflow-wrap:anywhere} table.verdict{font-size:9.5pt} .note{font-size:7pt}
  thead{display:table-header-group} tr,figure,.banner{break-inside:avoid} h2,h3{break-after:avoid}
- .grid{display:block} details>*{display:block} .pt text{display:none}}
+ h2{margin-top:16px;font-size:15pt} .grid{display:block} .pt text{display:none}
+ .overview{grid-template-columns:1fr 1fr} .overview figure{max-width:100%}
+ table.wide thead{display:none} table.wide,table.wide tbody,table.wide tr{display:block}
+ table.wide tr{border-top:1px solid #c8ced6;padding:2px 0;break-inside:avoid} table.wide td{display:inline;border:none;padding:0 2px} table.wide td.num{white-space:nowrap}
+ table.wide td::before{content:attr(data-label) ": ";color:#5b6675} table.wide td:not(:last-child)::after{content:" · "}}
 """
 
 
@@ -51,7 +66,8 @@ def esc(value: Any) -> str:
 
 
 def fmt(value: Any) -> str:
-    """Numbers for people: thousands separators, about four significant digits."""
+    """Numbers for people: thousands separators, three significant digits below 1,000 and no trailing zeros (0.46 s,
+    not 0.4600 s): a single measurement on a shared host is not known more closely."""
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -61,15 +77,31 @@ def fmt(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return "—"
-        if value == 0:
-            return "0"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        digits = max(0, 3 - int(math.floor(math.log10(abs(value)))))
-        return f"{value:,.{min(digits, 6)}f}"
+        return f"{value:,.0f}" if abs(value) >= 1000 else significant(value, 3)
     if isinstance(value, (list, tuple)):
         return ", ".join(fmt(v) for v in value)
     return str(value)
+
+
+def significant(value: float, digits: int) -> str:
+    """``value`` to ``digits`` significant digits, written out (63,000 and 0.0012, never 6.3e+04)."""
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = digits - 1 - magnitude
+    if decimals <= 0:
+        return f"{round(value, decimals):,.0f}"
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fitted(value: float, spread: float) -> str:
+    """A figure to the digit its noise allows: the spread of its repeats (high − low) decides the last digit shown,
+    with two to four significant digits (63,100 ± 400 → 63,100; 0.912 ± 0.05 → 0.91)."""
+    if not spread or spread <= 0 or not value or isinstance(value, bool):
+        return fmt(value)
+    digits = math.floor(math.log10(abs(value))) - math.floor(math.log10(spread)) + 1
+    return significant(float(value), min(max(digits, 2), 4))
 
 
 # Column names in files are snake_case with the unit last (read_mb_s); headers say the unit as people write it.
@@ -96,12 +128,18 @@ def scroll(inner: str) -> str:
     return f'<div class="scroll">{inner}</div>'
 
 
+PRINTED_COLUMNS = 8
+
+
 def table(rows: list[dict[str, Any]], columns: list[str] | None = None, classes: dict[str, str] | None = None,
           max_rows: int = 400) -> str:
     if not rows:
         return '<p class="note">No rows.</p>'
     columns = columns or list(dict.fromkeys(k for r in rows for k in r))
-    out = ['<div class="scroll"><table><thead><tr>',
+    # A table of many columns is printed stacked, a row to a paragraph ("engine: duckdb · load (s): 0.76 · …"):
+    # A4's width holds about eight.
+    wide = ' class="wide"' if len(columns) > PRINTED_COLUMNS else ""
+    out = [f'<div class="scroll"><table{wide}><thead><tr>',
            *(f"<th>{esc(header(c))}</th>" for c in columns), "</tr></thead><tbody>"]
     for row in rows[:max_rows]:
         out.append("<tr>")
@@ -110,7 +148,7 @@ def table(rows: list[dict[str, Any]], columns: list[str] | None = None, classes:
             cls = "num" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
             if classes and c in classes and v is not None:
                 cls = classes[c].format(value=v)
-            out.append(f'<td class="{esc(cls)}">{esc(fmt(v))}</td>')
+            out.append(f'<td class="{esc(cls)}" data-label="{esc(header(c))}">{esc(fmt(v))}</td>')
         out.append("</tr>")
     out.append("</tbody></table></div>")
     if len(rows) > max_rows:

@@ -85,7 +85,7 @@ def _with_repeats(headline: Headline, records: list[Record]) -> Headline:
         return headline
     low, high = min(repeats["values"]), max(repeats["values"])
     said = f"median of {repeats['n']} repeats, {fmt(low)}–{fmt(high)}"
-    return replace(headline, note=f"{said}; {headline.note}" if headline.note else said)
+    return replace(headline, note=f"{said}; {headline.note}" if headline.note else said, spread=high - low)
 
 
 def _with_checks(engines: list[dict[str, Any]], findings: list) -> list[dict[str, Any]]:
@@ -159,12 +159,12 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
 
 def verdict_lines(verdicts: list[SuiteVerdict]) -> list[tuple[str, str]]:
     """(suite, text) lines for the terminal: the headlines, then correctness and bottleneck."""
-    from refbench.report.html import fmt
+    from refbench.report.html import fitted, fmt
 
     lines = []
     for v in verdicts:
         figures = [f"{h.label}: not rated at this size ({h.unrated}; measured {fmt(h.value)} {h.unit})".replace(" )", ")")
-                   if h.unrated else f"{h.label}: {fmt(h.value)} {h.unit}".rstrip() + (f" ({h.note})" if h.note else "")
+                   if h.unrated else f"{h.label}: {fitted(h.value, h.spread)} {h.unit}".rstrip() + (f" ({h.note})" if h.note else "")
                    for h in v.headlines]
         for i, text in enumerate(figures or ["no headline figures"]):
             lines.append((v.suite if i == 0 else "", text))

@@ -105,6 +105,7 @@ class Table:
     rows: list[dict[str, Any]]
     note: str = ""
     report_columns: list[str] | None = None  # what the HTML report shows; the files keep every column
+    overview: bool = False  # shown open in the report's suite overview; other tables are in its collapsed detail
 
 
 @dataclass
@@ -139,6 +140,7 @@ class Headline:
     figure: str = ""  # its name when runs are compared, where "peak" or "best" would describe only one of them
     of: str = ""  # what tells it from the suite's other headlines of the same metric: an engine, a target
     unrated: str = ""  # why the run was too small to rate this figure (then it is shown as "not rated at this size")
+    spread: float = 0.0  # high − low of its repeats, when it was measured more than once: how many digits it has
 
     @property
     def compared_as(self) -> str:
