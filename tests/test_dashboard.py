@@ -140,6 +140,84 @@ def test_a_trend_chart_shows_a_value_on_hover(browser, server, work):
     assert response.status == 404 and "did you mean sleepy.ops_per_s" in page.locator("main").inner_text()
 
 
+def test_the_history_page_lists_every_figure_with_its_latest_value_and_a_sparkline(browser, server, work):
+    page = browser.new_page()
+    page.goto(server.base + "history")
+    row = page.locator("tbody tr", has_text="sleepy.ops_per_s")
+    assert row.count() == 1
+    cells = row.locator("td")
+    assert re.fullmatch(r"[\d,]+ ops/s", cells.nth(1).inner_text()), cells.nth(1).inner_text()
+    runs = int(cells.nth(3).inner_text())
+    assert runs >= 2 and row.locator("svg.spark polyline").get_attribute("points").count(",") == runs  # a point a run
+    latest = cells.nth(4).inner_text()
+    assert latest in [p.name for p in (work[0] / "runs").iterdir()]
+    row.get_by_role("link", name="sleepy.ops_per_s").click()
+    assert "sleepy.ops_per_s" in page.locator("h1").inner_text() and page.locator("figure").count() == 1
+
+
+def test_a_run_page_leads_back_and_to_a_comparison_with_another_run(browser, server, work):
+    base, faster = sorted(work[1])[0], sorted(work[1])[1]
+    page = browser.new_page()
+    page.goto(server.base + f"runs/{faster}/")
+    assert page.locator("table.verdict").is_visible()
+    page.get_by_label("compare with").select_option(base)
+    page.get_by_role("button", name="Compare").click()
+    text = page.locator("main").inner_text()
+    assert f"A = {base}" in text and f"B = {faster}" in text  # the older run is the baseline
+    configurations = page.locator("table", has_text="cores / threads").inner_text()
+    assert "firmware=2.1" in configurations  # the tags tell the configurations apart
+    page.get_by_role("link", name=f"A: {base}").click()  # and back to a run's report
+    assert base in page.locator("p.sub").first.inner_text()
+    page.locator("nav.top").get_by_role("link", name="Runs").click()
+    assert page.title() == "refbench runs"
+
+
+def test_the_compare_page_alone_offers_the_runs_to_choose(browser, server, work):
+    base, faster = sorted(work[1])
+    page = browser.new_page()
+    page.goto(server.base + "compare")
+    page.get_by_label("baseline (A)").select_option(base)
+    page.get_by_label("compared with it (B)").select_option(faster)
+    page.get_by_role("button", name="Compare").click()
+    text = page.locator("main").inner_text()
+    assert f"A = {base}" in text and f"B = {faster}" in text and "Answers" in text
+
+
+def test_every_page_fits_a_phone(browser, server, work):
+    base, faster = sorted(work[1])
+    page = browser.new_page(viewport={"width": 400, "height": 800})
+    for path in ("", "history", "history?figure=sleepy.ops_per_s", "compare", f"compare?run={base}&run={faster}",
+                 f"runs/{faster}/", f"progress/{faster}"):
+        page.goto(server.base + path)
+        assert page.evaluate("document.scrollingElement.scrollWidth <= document.scrollingElement.clientWidth"), path
+        # The runs and figures lists are cards on a phone: every column readable without scrolling sideways.
+        for table in page.locator("table.runs").all():
+            assert table.evaluate("t => t.parentElement.scrollWidth <= t.parentElement.clientWidth"), path
+    page.goto(server.base)
+    figures = page.locator("table.runs tbody tr").first.locator("td.figures").bounding_box()
+    assert figures["x"] >= 0 and figures["x"] + figures["width"] <= 400  # the run's figures, on the screen
+
+
+def test_a_figure_not_rated_at_its_size_is_not_shown_as_a_figure(work, tmp_path):
+    """DSS power at the specification's 0.1 s floor, a DW rating of far too little data: the lists say so, in
+    words, instead of a bold number."""
+    from refbench.catalog import Catalog
+    from refbench.web.pages import runs_page
+
+    run = tmp_path / "runs" / sorted(work[1])[0]
+    shutil.copytree(work[0] / "runs" / run.name, run)
+    verdict = json.loads((run / "verdict.json").read_text())
+    verdict[0]["headlines"][0]["unrated"] = "too small to rate"
+    (run / "verdict.json").write_text(json.dumps(verdict))
+    with Catalog(tmp_path / "runs") as catalog:
+        catalog.update()
+        html = runs_page(catalog.runs(), {"tag": []}, False, [])
+    assert "not rated at this size" in html and "4,000 ops/s" not in html
+    listed = subprocess.run(refbench_command("runs", "--runs-dir", str(tmp_path / "runs")), capture_output=True, text=True,
+                            env=cli_env(), timeout=120)
+    assert listed.returncode == 0 and "not rated at this size" in listed.stdout and "4,000" not in listed.stdout
+
+
 def _raw_status(port: int, target: str, host: str = "127.0.0.1") -> int:
     """The status of a request sent as written, without the browser's or urllib's normalising of the path."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:

@@ -409,6 +409,8 @@ def _headline_text(h: dict[str, Any]) -> str:
     from refbench.catalog.history import series_name
     from refbench.report.html import fmt
 
+    if h.get("unrated"):
+        return f"{h['suite']} {series_name(h['label'])}: not rated at this size"
     return f"{h['suite']} {series_name(h['label'])}: {fmt(h['value'])} {h['unit']}".rstrip()
 
 

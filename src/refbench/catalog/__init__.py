@@ -43,7 +43,7 @@ BUSY_TIMEOUT_S = 5.0
 MAX_TAG_FILTERS = 20
 # What SQLite says of a file whose pages or header are not a database's: made again from the run directories.
 DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # A figure's spread is the lowest and highest of the measurements behind it (repeats, or per-second samples) and
 # how many there were; NULL when it was measured once.
 SCHEMA = """
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS runs (
     profile TEXT, host TEXT, started_utc TEXT, ended_utc TEXT, suites TEXT, tags TEXT, records INTEGER, plan TEXT);
 CREATE TABLE IF NOT EXISTS headlines (
     run TEXT NOT NULL, suite TEXT NOT NULL, label TEXT, value REAL, unit TEXT, case_id TEXT, metric TEXT, note TEXT,
-    low REAL, high REAL, n INTEGER);
+    low REAL, high REAL, n INTEGER, unrated TEXT);
 CREATE TABLE IF NOT EXISTS figures (
     run TEXT NOT NULL, suite TEXT NOT NULL, case_id TEXT NOT NULL, metric TEXT NOT NULL, value REAL,
     low REAL, high REAL, n INTEGER);
@@ -63,7 +63,7 @@ CREATE INDEX IF NOT EXISTS figures_metric ON figures (suite, case_id, metric);
 """
 RUN_COLUMNS = ("run", "name", "status", "problem", "profile", "host", "started_utc", "ended_utc", "suites",
                "tags", "records")
-HEADLINE_COLUMNS = ("suite", "label", "value", "unit", "case", "metric", "note", "low", "high", "n")
+HEADLINE_COLUMNS = ("suite", "label", "value", "unit", "case", "metric", "note", "low", "high", "n", "unrated")
 
 
 class Catalog:
@@ -134,7 +134,7 @@ class Catalog:
                                 run.path.name, fingerprint, row.get("name"), row["status"],
                                 row.get("problem"), row.get("profile"), row.get("host"), row.get("started_utc"),
                                 row.get("ended_utc"), row["suites"], row["tags"], row.get("records"), row.get("plan")))
-            self.db.executemany("INSERT INTO headlines VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            self.db.executemany("INSERT INTO headlines VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                                 [(run.path.name, *h) for h in headlines])
             self.db.executemany("INSERT INTO figures VALUES (?,?,?,?,?,?,?,?)", [(run.path.name, *f) for f in figures])
 
@@ -312,7 +312,7 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
         for h in v["headlines"]:
             figure = found.get((v["suite"], case_of.get((v["suite"], h["case"]), h["case"]), h["metric"]))
             headlines.append((v["suite"], h["label"], h["value"], h["unit"], h["case"], h["metric"], h.get("note", ""),
-                              *_spread(figure.samples if figure else [])))
+                              *_spread(figure.samples if figure else []), h.get("unrated") or ""))
     return row, headlines, rows
 
 

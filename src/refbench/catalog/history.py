@@ -58,6 +58,28 @@ def history(catalog: Catalog, figure: str, host: str | None = None, tags: dict[s
     return points
 
 
+SPARKLINE_RUNS = 30  # the newest values a figure's sparkline draws
+
+
+def latest_figures(catalog: Catalog, host: str | None = None, tags: dict[str, str] | None = None,
+                   since: str | None = None) -> list[dict[str, Any]]:
+    """Every headline figure of the matching runs, one per series (figure, series, unit), with its newest values
+    (oldest first, at most SPARKLINE_RUNS), the run of the last, and why that one was not rated if it was not: the History
+    page's list."""
+    conditions, args = run_filters(None, host, tags, since, table="r")
+    rows = catalog.values(f"SELECT x.suite, x.metric, x.label, x.value, x.unit, x.unrated, r.run FROM headlines x JOIN runs r USING (run) "
+                          f"{'WHERE ' + conditions if conditions else ''} ORDER BY r.started_utc, r.run, x.rowid", tuple(args))
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for suite, metric, label, value, unit, unrated, run in rows:
+        if value is None:
+            continue
+        figure, series = f"{suite}.{metric}", series_name(label)
+        entry = found.setdefault((figure, series), {"figure": figure, "series": series, "unit": unit or "", "values": []})
+        entry["values"] = (entry["values"] + [value])[-SPARKLINE_RUNS:]
+        entry["run"], entry["unrated"] = run, unrated  # the newest run's: why it could not be rated, if it could not
+    return sorted(found.values(), key=lambda f: (f["figure"], f["series"]))
+
+
 def series_name(label: str) -> str:
     """What stays the same from run to run in a headline's label: "NOPM at the best load level (8 users)" is one
     series with the best load level of another run; "t0: peak IOPS, random read, 4 KiB, QD 32" one with another

@@ -570,7 +570,9 @@ def configuration_rows(runs: list[Run]) -> list[dict[str, Any]]:
             "cores / threads": f"{cpu.get('cores')} / {cpu.get('threads')}", "memory GiB": mem.get("total_gib"),
             "kernel": system.get("kernel"), "profile": meta["plan"].get("profile"),
             "targets": ", ".join(meta["plan"].get("targets", [])) or "—",
+            "tags": ", ".join(f"{k}={v}" for k, v in sorted(run.tags().items())) or "—",
             **{f"{k} version": v for k, v in (meta.get("tools") or {}).items()},
+            **{f"{engine} version (measured)": v for engine, v in engine_versions(run).items()},
         }
 
     all_facts = [facts(r) for r in runs]
@@ -578,6 +580,19 @@ def configuration_rows(runs: list[Run]) -> list[dict[str, Any]]:
     return [{"fact": k, **{n: f.get(k) for n, f in zip(names, all_facts)},
              "differs": "yes" if len({json.dumps(f.get(k), default=str) for f in all_facts}) > 1 else ""}
             for k in dict.fromkeys(k for f in all_facts for k in f)]
+
+
+def engine_versions(run: Run) -> dict[str, str]:
+    """Each database engine's version as the run's records found it on the server they measured (a DSN's server
+    may not be this host's installed one)."""
+    versions: dict[str, str] = {}
+    for record in run.records():
+        settings = (record.extra.get("load") or {}).get("settings") or record.extra.get("settings") or {}
+        version = settings.get("server_version") or settings.get("version")
+        if version:
+            engine = record.params.get("engine") or ("postgres" if "server_version" in settings else record.suite)
+            versions.setdefault(str(engine), str(version))
+    return dict(sorted(versions.items()))
 
 
 def default_html_path(runs: list[Run], metric: str | None, everything: bool) -> Path:

@@ -136,29 +136,28 @@ class Dashboard:
         return HTMLResponse(pages.runs_page(runs, filters, show_all, notes))
 
     def history(self, request: Request) -> Response:
-        from refbench.catalog.history import history
+        from refbench.catalog.history import history, latest_figures
 
         filters = _filters(request)
         figure = (request.query_params.get("figure") or "").strip()
         tags, since = parse_tags(filters["tag"]), since_utc(filters["since"])
         run_filters(None, filters["host"], tags, since)  # filters it refuses: a bad request (400), not a figure not found
 
-        def query(catalog: Catalog) -> tuple[list[str], list[dict], str | None]:
-            suggestions = [f"{suite}.{metric}" for suite, metric in
-                           catalog.values("SELECT DISTINCT suite, metric FROM headlines ORDER BY suite, metric", ())]
+        def query(catalog: Catalog) -> tuple[list[dict], list[dict], str | None]:
+            figures = latest_figures(catalog, filters["host"], tags, since)
             try:
-                return suggestions, history(catalog, figure, filters["host"], tags, since) if figure else [], None
-            except UserError as exc:  # no such figure: said on the page, with the form to try another
-                return suggestions, [], str(exc)
+                return figures, history(catalog, figure, filters["host"], tags, since) if figure else [], None
+            except UserError as exc:  # no such figure: said on the page, with the list of those there are
+                return figures, [], str(exc)
 
-        suggestions, points, problem = self.read(query)
-        return HTMLResponse(pages.history_page(figure, filters, points, suggestions, problem), 404 if problem else 200)
+        figures, points, problem = self.read(query)
+        return HTMLResponse(pages.history_page(figure, filters, points, figures, problem), 404 if problem else 200)
 
     def compare(self, request: Request) -> Response:
         # A run named twice is compared once: each run costs the reading of all its figures.
         names = list(dict.fromkeys(request.query_params.getlist("run")))
         if not names:
-            return HTMLResponse(pages.message("Compare", "Tick two or more runs on the runs page, then Compare."))
+            return HTMLResponse(pages.compare_chooser(self.read(lambda catalog: catalog.runs(limit=pages.PAGE_RUNS))))
         if len(names) < 2:
             raise UserError("compare needs at least two different runs: the baseline, then the runs compared with it.")
         if len(names) > MAX_COMPARED_RUNS:
@@ -177,8 +176,15 @@ class Dashboard:
 
     def run_file(self, request: Request) -> Response:
         name, relative = request.path_params["run"], request.path_params["path"] or "report.html"
-        if relative == "report.html" and not (run_dir(self.root, name) / relative).is_file():
-            return HTMLResponse(pages.no_report(name), 404)
+        if relative == "report.html":
+            report = run_dir(self.root, name) / relative
+            if not report.is_file():
+                return HTMLResponse(pages.no_report(name), 404)
+            # The report as the run wrote it, with the dashboard's way back and a comparison at its top.
+            others = self.read(lambda catalog: catalog.runs(limit=pages.PAGE_RUNS))
+            text = run_file(self.root, name, relative).read_text(errors="replace")
+            bar = pages.report_bar(run_dir(self.root, name).name, others)
+            return HTMLResponse(text.replace("<main>", '<link rel="stylesheet" href="/static/dashboard.css"><main>' + bar, 1))
         return FileResponse(run_file(self.root, name, relative), content_disposition_type="inline")
 
 

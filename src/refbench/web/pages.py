@@ -83,14 +83,16 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
         # As `refbench runs` shows them; the report has all.
         figures = "<br>".join(
             f'{h.esc(x["suite"])} {h.esc(series_name(x["label"]))}: <a href="{link("/history", figure=figure_name(x))}">'
-            f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>' for x in lead_headlines(r["headlines"])) or "—"
+            + (f'<span class="note">not rated at this size</span></a>' if x.get("unrated") else
+               f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>') for x in lead_headlines(r["headlines"])) or "—"
         tags = "".join(f"<span>{h.esc(k)}={h.esc(v)}</span>" for k, v in sorted(r["tags"].items()))
         rows.append(
-            f'<tr><td><input type="checkbox" name="run" value="{h.esc(name)}" aria-label="compare {h.esc(name)}"></td>'
-            f'<td class="nowrap"><a href="{link("/runs/" + name + "/")}">{h.esc(name)}</a></td><td>{status_cell}</td>'
-            f'<td class="nowrap">{h.esc(r["started_utc"] or "—")}</td><td>{h.esc(r["host"] or "—")}</td><td>{h.esc(r["profile"] or "—")}</td>'
-            f'<td>{h.esc(", ".join(r["suites"]) or "(host only)")}</td><td class="tags">{tags}</td>'
-            f'<td class="figures">{figures}</td></tr>')
+            f'<tr><td data-label="compare"><input type="checkbox" name="run" value="{h.esc(name)}" aria-label="compare {h.esc(name)}"></td>'
+            f'<td class="nowrap" data-label="run"><a href="{link("/runs/" + name + "/")}">{h.esc(name)}</a></td>'
+            f'<td data-label="status">{status_cell}</td><td class="nowrap" data-label="started (UTC)">{h.esc(r["started_utc"] or "—")}</td>'
+            f'<td data-label="host">{h.esc(r["host"] or "—")}</td><td data-label="profile">{h.esc(r["profile"] or "—")}</td>'
+            f'<td data-label="suites">{h.esc(", ".join(r["suites"]) or "(host only)")}</td><td class="tags" data-label="tags">{tags}</td>'
+            f'<td class="figures" data-label="lead figures">{figures}</td></tr>')
     count = (f"the newest {PAGE_RUNS:,} runs — <a href=\"{link('/', **filters, all='1')}\">show all</a>" if more
              else f"{len(runs):,} run{'s' if len(runs) != 1 else ''}")
     body = [
@@ -98,7 +100,7 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
         "is the baseline (A).</p>", _filters_form("/", filters),
         *(f'<p class="note">{h.esc(w)}</p>' for w in warnings),
         '<form method="get" action="/compare"><input type="hidden" name="order" value="oldest">' + h.scroll(
-            '<table><thead><tr><th>compare</th><th>run</th><th>status</th><th>started (UTC)</th><th>host</th>'
+            '<table class="runs"><thead><tr><th>compare</th><th>run</th><th>status</th><th>started (UTC)</th><th>host</th>'
             "<th>profile</th><th>suites</th><th>tags</th><th>lead figure per suite</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>") + "<button>Compare ticked runs</button></form>"
         if rows else '<p class="note">No run matches.</p>',
@@ -106,10 +108,13 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
     return page("refbench runs", "".join(body))
 
 
-def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], suggestions: list[str],
+def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, Any]], figures: list[dict[str, Any]],
                  problem: str | None) -> str:
+    """A figure's trend; without one (or with one no run has), every headline figure with its latest value and a
+    sparkline of its runs, each a link to its trend."""
     from refbench.catalog.history import spread_text
 
+    suggestions = list(dict.fromkeys(f["figure"] for f in figures))
     options = "".join(f'<option value="{h.esc(s)}">' for s in suggestions)
     form = _filters_form("/history", filters, extra=f'<label>figure<input name="figure" list="figures" value="{h.esc(figure)}" '
                          f'placeholder="oltp.nopm" required></label><datalist id="figures">{options}</datalist>', suite=False)
@@ -117,6 +122,8 @@ def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, An
             '<p class="sub">A figure over the runs that measured it, oldest first; hover a point for its value.</p>', form]
     if problem:
         body.append(f'<p class="banner none">{h.esc(problem)}</p>')
+    if not figure or problem:
+        body.append(_figures_index(figures, filters))
     elif points:
         body.append(_trend_svg(figure, json.dumps(points)))
         rows = [{"run": p["run"], "started (UTC)": p["started_utc"], "host": p["host"], "series": p["series"],
@@ -124,6 +131,42 @@ def history_page(figure: str, filters: dict[str, Any], points: list[dict[str, An
                  "tags": ", ".join(f"{k}={v}" for k, v in sorted(p["tags"].items()))} for p in points]
         body.append(h.table(rows, max_rows=5000))
     return page(f"refbench history {figure}", "".join(body))
+
+
+def _figures_index(figures: list[dict[str, Any]], filters: dict[str, Any]) -> str:
+    if not figures:
+        return '<p class="note">No run with headline figures matches.</p>'
+    rows = []
+    for f in figures:
+        trend = link("/history", figure=f["figure"], host=filters.get("host"), tag=filters.get("tag"), since=filters.get("since"))
+        latest = (f'<td data-label="latest"><span class="note">not rated at this size: {h.esc(f["unrated"])}</span></td>'
+                  if f["unrated"] else f'<td class="num" data-label="latest"><b>{h.esc(h.fmt(f["values"][-1]))} {h.esc(f["unit"])}</b></td>')
+        rows.append(f'<tr><td data-label="figure"><a href="{trend}"><b>{h.esc(f["figure"])}</b></a><br>'
+                    f'<span class="note">{h.esc(f["series"])}</span></td>{latest}'
+                    f'<td data-label="trend">{sparkline(f["values"], f["figure"])}</td>'
+                    f'<td class="num" data-label="runs">{len(f["values"]):,}</td>'
+                    f'<td class="nowrap" data-label="latest run"><a href="{link("/runs/" + f["run"] + "/")}">{h.esc(f["run"])}</a></td></tr>')
+    return ("<h2>Figures</h2>" + h.scroll('<table class="runs"><thead><tr><th>figure</th><th>latest</th><th>trend</th>'
+            "<th>runs</th><th>latest run</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"))
+
+
+SPARK_W, SPARK_H = 120, 26
+
+
+def sparkline(values: list[float], name: str) -> str:
+    """The values as a small line, oldest to newest, drawn to the band between their lowest and highest; the last
+    marked."""
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    step = SPARK_W / max(len(values) - 1, 1)
+    xy = [(round(i * step, 1), round(SPARK_H - 3 - (v - low) / span * (SPARK_H - 6), 1)) for i, v in enumerate(values)]
+    if len(xy) == 1:
+        xy = [(0.0, xy[0][1]), (float(SPARK_W), xy[0][1])]
+    points = " ".join(f"{x},{y}" for x, y in xy)
+    said = f"{name}: {len(values)} run(s), {h.fmt(low)} to {h.fmt(high)}"
+    return (f'<svg class="spark" viewBox="-3 0 {SPARK_W + 6} {SPARK_H}" width="{SPARK_W + 6}" height="{SPARK_H}" role="img" '
+            f'aria-label="{h.esc(said)}"><title>{h.esc(said)}</title><polyline points="{points}" fill="none" '
+            f'stroke="#2c5d8f" stroke-width="1.5"/><circle cx="{xy[-1][0]}" cy="{xy[-1][1]}" r="2.5" fill="#b42318"/></svg>')
 
 
 @functools.lru_cache(maxsize=32)
@@ -139,17 +182,46 @@ def _trend_svg(figure: str, points_json: str) -> str:
 
 
 def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
-    from refbench.report.compare import html_body, shared_figures, title
+    from refbench.report.compare import html_body, letters, shared_figures, title
 
     shared = shared_figures(runs, metric)
     names = [r.path.name for r in runs]
     switch = link("/compare", run=names, metric=metric, **({} if everything else {"all": "1"}))
     baselines = " · ".join(f'<a href="{link("/compare", run=[n] + names[:i] + names[i + 1:], metric=metric, all="1" if everything else None)}">'
                            f"{h.esc(n)}</a>" for i, n in enumerate(names) if i)
-    body = (f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
+    reports = " · ".join(f'<a href="{link("/runs/" + n + "/")}">{letter}: {h.esc(n)}</a>' for letter, n in zip(letters(runs), names))
+    body = (f'<p class="note">The reports: {reports}</p>'
+            f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
             f" · the same comparison as <code>refbench compare</code> · another baseline: {baselines}</p>"
             + html_body(runs, shared, everything, metric))
     return page(title(runs), body)
+
+
+def compare_chooser(runs: list[dict[str, Any]]) -> str:
+    """/compare with no runs named: pick a baseline and a run to compare with it."""
+    if len(runs) < 2:
+        return message("Compare", "Comparing needs two runs in the runs directory; there "
+                       + ("is one." if runs else "are none."))
+    def options(chosen: int) -> str:  # runs come newest first: B the newest, A the one before it
+        return "".join(f'<option value="{h.esc(r["run"])}"{" selected" if i == chosen else ""}>{h.esc(r["run"])} · '
+                       f'{h.esc(r["host"] or "")} · {h.esc(", ".join(r["suites"]))}</option>' for i, r in enumerate(runs))
+
+    body = ("<h1>Compare</h1><p class='sub'>Pick the baseline (A) and the run to compare with it, or tick several on "
+            f'<a href="/">the runs page</a>.</p><form class="filters" method="get" action="/compare">'
+            f'<label>baseline (A)<select name="run">{options(1)}</select></label>'
+            f'<label>compared with it (B)<select name="run">{options(0)}</select></label>'
+            "<button>Compare</button></form>")
+    return page("Compare", body)
+
+
+def report_bar(run: str, others: list[dict[str, Any]]) -> str:
+    """What the dashboard puts at the top of a run's own report: the way back, and a comparison with another run."""
+    options = "".join(f'<option value="{h.esc(r["run"])}">{h.esc(r["run"])}</option>' for r in others if r["run"] != run)
+    compare = (f'<form class="inline" method="get" action="/compare"><input type="hidden" name="order" value="oldest">'
+               f'<input type="hidden" name="run" value="{h.esc(run)}"><label>compare with <select name="run">{options}'
+               "</select></label><button>Compare</button></form>") if options else ""
+    return ('<nav class="top"><b>refbench</b><a href="/">Runs</a><a href="/history">History</a><a href="/compare">Compare</a>'
+            f'<a href="{link("/progress/" + run)}">Progress</a>{compare}</nav>')
 
 
 def progress_page(run: Run) -> str:
