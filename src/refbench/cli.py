@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperOption
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from refbench import __version__, accept, runner
+from refbench import __version__, accept, runner, timings
 from refbench.errors import UserError
 from refbench.exhaustion import explain
 from refbench.fileio import atomic_write_text
@@ -118,12 +118,6 @@ KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (
 TAG_HELP = "Tag the run, e.g. --tag firmware=2.1 (repeatable); 'refbench runs --tag' and 'history' filter by tags."
 DRY_RUN_HELP = ("Check the plan as a run would, then print every option with its value and where it came from, the "
                 "cases, the estimated time and the space each directory needs; write nothing.")
-# Measured on the 2-core VM with the demo's plan (README); each suite's --profile help has its own times.
-PROFILE_HELP = ("quick: every suite in about 4 min (the demo: 3 min 58 s; one suite 30 s–1 min) | standard: about "
-                "3–3.5 h for device, oltp, dss and dw (analytics not measured) | full: what the papers ran, a day or "
-                "more (default: quick).")
-
-
 def _version(value: bool) -> None:
     if value:
         print(f"refbench {__version__}")
@@ -262,7 +256,7 @@ def run(
     plan: Optional[Path] = typer.Option(None, "--plan", help="TOML plan file."),
     suite: Optional[list[str]] = typer.Option(None, "--suite", metavar="SUITE",
                                               help="Suite to run (repeatable); overrides the plan's list."),
-    profile: Optional[str] = typer.Option(None, "--profile", metavar="PROFILE", help=PROFILE_HELP),
+    profile: Optional[str] = typer.Option(None, "--profile", metavar="PROFILE", help=timings.profile_help()),
     runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help=PLAN_RUNS_DIR_HELP),
     name: Optional[str] = typer.Option(None, "--name", help="Run name, part of the run directory (default: run)."),
     set_: Optional[list[str]] = typer.Option(None, "--set", metavar="SUITE.KEY=VALUE",
@@ -802,11 +796,7 @@ def _add_suite_command(name: str) -> None:
 
 
 def _profile_help(suite) -> str:
-    times = getattr(suite, "profile_times", None)
-    if not times:
-        return "quick | standard | full (default: quick)."
-    return (" | ".join(f"{profile}: {times[profile]}" for profile in ("quick", "standard", "full"))
-            + " (on a 2-core VM; default: quick).")
+    return timings.suite_profile_help(suite.name)
 
 
 def _defaults(key: str, option) -> str:

@@ -15,6 +15,7 @@ from refbench.plan import TOP_LEVEL, Plan
 from refbench.redaction import redact
 from refbench.suites import Case, Estimate, get_suite
 from refbench.suites.device.targets import FREE_SPACE_MARGIN, free_bytes
+from refbench.timings import DEMO, HOST, TIMES, duration
 
 
 def dry_run(plan: Plan) -> list[str]:
@@ -39,6 +40,9 @@ def dry_run(plan: Plan) -> list[str]:
                                               else "no time estimate (the suite offers none)")]
         if estimate:
             lines += textwrap.wrap(f"reckoned as: {estimate.method}", 78, initial_indent="  ", subsequent_indent="    ")
+        if timing := TIMES.get((name, plan.profile)):
+            lines += textwrap.wrap(f"the {plan.profile} profile's defaults took {timing.said()} on {HOST}", 78,
+                                   initial_indent="  ", subsequent_indent="    ")
         width = max((len(c.id) for c in cases[name]), default=0)
         lines += [f"  {c.id:<{width}}  {c.title}" for c in cases[name]]
         total += estimate.seconds if estimate else 0
@@ -47,6 +51,10 @@ def dry_run(plan: Plan) -> list[str]:
         amount = f"more than {duration(total)} ({', '.join(missing)} not estimated)" if missing else f"about {duration(total)}"
         lines += [""] + textwrap.wrap(f"time: {amount} in all (an estimate, for measuring alone on this host; the host "
                                       "inventory and the report add seconds)", 78, subsequent_indent="  ")
+        demo = TIMES[(DEMO, "quick")]
+        if plan.profile == "quick" and len(plan.suites) > 1:
+            lines += textwrap.wrap(f"the demo (every suite at the quick profile) took {demo.said()} on {HOST} "
+                                   f"({demo.source})", 78, subsequent_indent="  ")
     lines += ["", "space (what the plan writes, against the free space now):"]
     problems = []
     for directory, parts in _by_file_system(estimates).items():
@@ -116,16 +124,6 @@ def shown_value(value: Any, key: str = "") -> str:
             if value and value % unit == 0:
                 return f"{value // unit}{suffix}"
     return str(value)
-
-
-def duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 600:
-        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
-    hours, minutes = divmod(round(seconds / 60), 60)
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
 
 
 def gb(size: float) -> str:

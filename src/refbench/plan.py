@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from refbench import timings
 from refbench.thresholds import parse as parse_accept
 from refbench.engines import names as engine_names
 from refbench.errors import UserError
@@ -190,8 +191,7 @@ def _not_blank(value: str) -> str | None:
 
 TOP_LEVEL: dict[str, Option] = {
     "name": Option(str, "run", "Run name; part of the run directory.", check=_safe_name),
-    "profile": Option(str, "quick", "quick (one suite 30 s–1 min, all five about 4 min on a 2-core VM) | standard | "
-                                         "full (what the papers ran).", choices=PROFILES),
+    "profile": Option(str, "quick", timings.profile_help(), choices=PROFILES),
     "runs_dir": Option(str, "runs", "Directory that holds the run directories.", check=_not_blank),
     "work_dir": Option(str, "", "Where suites put bulky data (default: the run directory's work/)."),
     "keep_work": Option(bool, False, "Keep the generated data and databases of a complete run (default: removed)."),

@@ -7,12 +7,11 @@ import functools
 import json
 import threading
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from refbench.catalog.history import lead_headlines, series_name
-from refbench.dryrun import duration
+from refbench.timings import duration
 from refbench.children import owned_temp_directory
 from refbench.errors import UserError
 from refbench.report import html as h
@@ -83,7 +82,7 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
         # As `refbench runs` shows them; the report has all.
         figures = "<br>".join(
             f'{h.esc(x["suite"])} {h.esc(series_name(x["label"]))}: <a href="{link("/history", figure=figure_name(x))}">'
-            + (f'<span class="note">not rated at this size</span></a>' if x.get("unrated") else
+            + ('<span class="note">not rated at this size</span></a>' if x.get("unrated") else
                f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>') for x in lead_headlines(r["headlines"])) or "—"
         tags = "".join(f"<span>{h.esc(k)}={h.esc(v)}</span>" for k, v in sorted(r["tags"].items()))
         rows.append(

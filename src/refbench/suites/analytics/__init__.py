@@ -45,8 +45,6 @@ class AnalyticsSuite:
                     "system_cpu_min_sum": "sum", "peak_mb_s": "mean", "write_mb_s_per_core": "mean",
                     "read_mb_s_per_core": "mean"}
     # Wall time on the 2-core VM: quick measured with `refbench analytics --profile quick` (README); the others as README says.
-    profile_times = {"quick": "1 min 10 s", "standard": "not measured",
-                     "full": "not measured"}
     summary = ("Mixed analytics like the mixed analytics paper: 19 tests (10 computation, 2 memory, 7 I/O) on DuckDB, Polars and NumPy, "
                "run as separate processes at a target concurrency over DATA, WORK and UTIL; per-job real time, user and "
                "system CPU and bytes read/written from the kernel, the node's CPU/real-time ratio, throughput and IOPS "

@@ -46,8 +46,6 @@ class DeviceSuite:
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"iops": "sum", "mb_s": "sum", "read_lat_p99_us": "mean", "write_lat_p99_us": "mean"}
     # Wall time on the 2-core VM: quick measured with `refbench device --profile quick` (README); the others as README says.
-    profile_times = {"quick": "1 min 5 s", "standard": "30–70 min (estimated)",
-                     "full": "about 11 h (estimated)"}
     summary = ("Characterize storage with fio like the SSD characterization paper: compatibility checks, preconditioning, and the "
                "random/sequential × 0/30/100% write × queue depth × block size sweep, with steady state per point. "
                "TARGETs are files, directories or block devices (block devices need --destroy-data); "

@@ -445,7 +445,7 @@ def _signature(dev: str, name: str) -> str | None:
 
 
 def _check_free_space(file: Path, needed: int) -> None:
-    require_free_space(file.parent if not file.is_dir() else file, needed, f"a {needed / 2**30:.2f} GiB test file")
+    require_free_space(file.parent if not file.is_dir() else file, needed, f"a {needed / 1e9:.2f} GB test file")
 
 
 def free_bytes(directory: Path) -> int:
@@ -464,5 +464,6 @@ def require_free_space(directory: Path, needed: int, what: str) -> None:
         return
     free = free_bytes(directory)
     if free < needed + FREE_SPACE_MARGIN:
-        raise UserError(f"not enough free space in {directory} for {what}: {free / 2**30:.2f} GiB free "
-                        f"(refbench keeps {FREE_SPACE_MARGIN // 2**20} MiB spare).")
+        # GB throughout, as the sizes in ``what`` are: one unit system to a sentence.
+        raise UserError(f"not enough free space in {directory} for {what}: {free / 1e9:.2f} GB free "
+                        f"(refbench keeps {FREE_SPACE_MARGIN / 1e9:.2f} GB spare).")

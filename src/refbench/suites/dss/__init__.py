@@ -46,8 +46,6 @@ class DssSuite:
     # What a cluster run averages across nodes; each node answers for its own database.
     node_figures = {"power": "mean", "throughput": "mean", "warm_s": "mean"}
     # Wall time on the 2-core VM: quick measured with `refbench dss --profile quick` (README); the others as README says.
-    profile_times = {"quick": "28 s", "standard": "about 1 h 15 min (measured in part)",
-                     "full": "not measured"}
     summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store), "
                "PostgreSQL and MariaDB (row stores) — each query cold and warm, one stream with the refresh functions (power), "
                "parallel streams in the specification's orders (throughput) — with the answers checked: against the TPC-H "

@@ -43,8 +43,6 @@ class DwSuite:
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"queries_per_hour": "sum", "physical_scan_mb_s": "sum", "cpu_avg_pct": "mean"}
     # Wall time on the 2-core VM: quick measured with `refbench dw --profile quick` (README); the others as README says.
-    profile_times = {"quick": "41 s", "standard": "about 35 min (estimated)",
-                     "full": "not measured"}
     summary = ("Data-warehouse rating like the DWFT rating paper (a Fast Track rating, as an open method): concurrent sessions "
                "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
                "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "

@@ -149,8 +149,6 @@ class OltpSuite:
     # as the OLTP orders-per-minute paper charts orders per minute by node count.
     node_figures = {"nopm": "sum", "tpm": "sum", "new_order_lat_avg_ms": "mean", "new_order_lat_p999_ms": "mean"}
     # Wall time on the 2-core VM: quick measured with `refbench oltp --profile quick` (README); the others as README says.
-    profile_times = {"quick": "33 s", "standard": "31 min",
-                     "full": "about 2 h 30 min at 1,000 warehouses (estimated)"}
     summary = ("Order processing like the OLTP orders-per-minute paper (derived from TPC-C) on PostgreSQL or MariaDB: virtual users against W "
                "warehouses, ramp-up then a timed measurement, NOPM and TPM, latency percentiles per transaction, "
                "a user-count scaling series, and the consistency conditions checked before and after.")
