@@ -120,6 +120,14 @@ def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refben
     report = (run / "report.html").read_text()
     assert "Totals and uniformity across nodes" in report and "nodes/2-nodes/node2/report.html" in report
     assert (run / "nodes" / "2-nodes" / "node2" / "report.html").is_file()
+    # It ends with the verdict, as a single-host run does: the total on each node count, then each node's own.
+    for scope in ("total, 2 node(s)", "total, 1 node(s)", "node1, 2 node(s)", "node2, 2 node(s)", "node1, 1 node(s)"):
+        assert f"sleepy ({scope})" in result.stdout, result.stdout
+    verdict = json.loads((run / "verdict.json").read_text())
+    total = verdict[0]["headlines"][0]
+    assert verdict[0]["scope"] == "total, 2 node(s)" and total["case"] == "case-003@2n"
+    assert total["value"] == pytest.approx(sum(v["headlines"][0]["value"] for v in verdict if v["scope"].endswith(", 2 node(s)")
+                                               and not v["scope"].startswith("total")))
 
     # Two cluster runs compare by their totals, per node count.
     faster = refbench("run", *SLEEPY, "--hosts", "1,2", "--set", "sleepy.speed=2", "--runs-dir", "runs", timeout=240)
@@ -128,6 +136,10 @@ def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refben
     assert compared.code == 0, compared.stderr
     factors = {(f["case"], f["metric"]): f["factor"] for f in compared.json()["figures"]}
     assert factors[("case-001@2n", "ops_per_s")] == pytest.approx(2) and factors[("case-001@1n", "lat_ms")] == pytest.approx(2)
+    # The answers lead with the headline totals, as any comparison's do.
+    answered = {a["figure"]: a for a in compared.json()["answers"] if a["kind"] == "headline"}
+    assert answered["ops/s, case-003 @ 2 nodes"]["ratio"] == pytest.approx(2), answered
+    assert answered["ops/s, case-003 @ 1 node"]["answer"].startswith("faster")
 
 
 @pytest.mark.slow
@@ -289,3 +301,6 @@ def test_a_cluster_run_killed_mid_step_leaves_no_worker_and_resumes_keeping_fini
     for node in ("node1", "node2"):
         assert len(list((run / "nodes" / "2-nodes" / node / "records" / "sleepy").glob("[!.]*.json"))) == 6
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    # And it ends as an uninterrupted run does: the verdict in total and per node, both steps in it.
+    assert "sleepy (total, 2 node(s))" in resumed.stdout and "sleepy (total, 1 node(s))" in resumed.stdout
+    assert "sleepy (node2, 2 node(s))" in resumed.stdout

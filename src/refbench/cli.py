@@ -201,7 +201,7 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
                     f"{escape(h['unit'])})" if h.get("unrated") else
                     f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}".rstrip() + "[/bold]"
                     + (f" ({escape(h['note'])})" if h["note"] else ""))
-                table.add_row(v["suite"] if i == 0 else "", text)
+                table.add_row((f"{v['suite']} ({v['scope']})" if v.get("scope") else v["suite"]) if i == 0 else "", text)
             if len(v.get("engines") or []) > 1:  # the engines run, side by side
                 compared = RichTable(box=None, pad_edge=False, header_style="bold")
                 for column in v["engines"][0]:

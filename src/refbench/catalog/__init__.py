@@ -308,7 +308,12 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
     rows = [(suite, case, metric, f.value, *_spread(f.samples)) for (suite, case, metric), f in found.items()]
     case_of = figure_cases(run, groups) if not plan.get("hosts") else {}
     headlines = []
+    indexed: set[str] = set()
     for v in run.read_json(run.verdict_path) or []:
+        # A cluster run's figures are its totals on the most nodes (its verdict's first entry per suite), not each node's.
+        if v["suite"] in indexed or not v.get("scope", "total").startswith("total"):
+            continue
+        indexed.add(v["suite"])
         for h in v["headlines"]:
             figure = found.get((v["suite"], case_of.get((v["suite"], h["case"]), h["case"]), h["metric"]))
             headlines.append((v["suite"], h["label"], h["value"], h["unit"], h["case"], h["metric"], h.get("note", ""),

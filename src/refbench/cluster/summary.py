@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.cluster.totals import findings, node_figures_of, node_runs, tables
+from refbench.cluster.totals import findings, node_figures_of, node_runs, tables, verdicts
 from refbench.fileio import atomic_write_text
 from refbench.report import UNITS_NOTE, write_table
 from refbench.report import html as h
@@ -56,6 +56,20 @@ def _transport(plan: dict[str, Any]) -> str:
             "workers held: no other user of this host could connect to its scheduler.")
 
 
+def _verdict_table(verdict: list[dict[str, Any]]) -> str:
+    """The answer first, as on a single host's report: per step and suite the total, then each node."""
+    def figures(v: dict[str, Any]) -> str:
+        return "<br>".join(f"{h.esc(x['label'])}: " + (f'<span class="note">not rated at this size ({h.esc(x["unrated"])})</span>'
+                                                       if x.get("unrated") else f"<b>{h.esc(h.fmt(x['value']))} {h.esc(x['unit'])}</b>")
+                           for x in v["headlines"]) or "—"
+
+    rows = "".join(f"<tr><td>{h.esc(v['suite'])}</td><td>{h.esc(v['scope'])}</td><td>{figures(v)}</td>"
+                   f'<td data-label="Correctness checks">{h.esc(v["correctness"])}</td>'
+                   f'<td data-label="Bottleneck">{h.esc(v["bottleneck"])}</td></tr>' for v in verdict)
+    return h.scroll('<table class="verdict"><thead><tr><th>Suite</th><th>Scope</th><th>Headline figures</th>'
+                    f"<th>Correctness checks</th><th>Bottleneck</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
 def build_cluster_report(run: Run) -> bool:
     """Writes the cluster run's tables, charts and report.html; returns True when every node and check passed."""
     meta = run.meta
@@ -66,11 +80,13 @@ def build_cluster_report(run: Run) -> bool:
     rendered = [(c, render_figure(c, run.charts_dir / "cluster")) for c in charts(made)]
     checks = findings(run)
     passed, failed = sum(f.passed for _, f in checks), sum(not f.passed for _, f in checks)
+    verdict = verdicts(run)
+    run.write_json(run.verdict_path, verdict)
     body = [f"<h1>refbench cluster report — {h.esc(meta['name'])}</h1>",
             f'<p class="sub">{h.esc(run.path.name)} · status <b>{h.esc(run.status())}</b> · scheduler '
             f"{h.esc(meta.get('cluster', {}).get('scheduler'))} · steps {h.esc(meta['plan'].get('hosts'))} · "
             f"{h.esc(meta.get('started_utc'))} → {h.esc(meta.get('ended_utc') or 'not finished')}</p>",
-            h.banner(passed, failed), f'<p class="note">{h.esc(_transport(meta["plan"]))}</p>',
+            h.banner(passed, failed), _verdict_table(verdict), f'<p class="note">{h.esc(_transport(meta["plan"]))}</p>',
             f'<p class="note">{UNITS_NOTE}</p>', "<h2>Correctness</h2>",
             h.table([{"where": w, "check": f.check, "result": "pass" if f.passed else "FAIL", "detail": f.detail}
                      for w, f in checks], classes={"result": "{value}"})]

@@ -91,3 +91,51 @@ def findings(run: Run) -> list[tuple[str, Finding]]:
                 for suite, fs in runs[(step, node)].findings().items():
                     out += [(f"{where} / {suite}", f) for f in fs]
     return out
+
+
+def verdicts(run: Run) -> list[dict[str, Any]]:
+    """The cluster run's verdict, as a single-host run's verdict.json holds one: per step (the most nodes first) and
+    suite, the headline figures of the step's nodes in total (their sum, or mean, as the suite's node_figures say,
+    for the case the first node's headline names: the same figure the comparison and the catalog read), then each
+    node's own verdict. Entries carry a ``scope``: "total, 2 node(s)" or "node1, 2 node(s)"."""
+    runs, steps = node_runs(run), steps_of(run)
+    totals = {(t["nodes"], t["suite"], t["case"], t["figure"]): t for t in tables(run)[1].rows}
+    total, each = [], []
+    for step in sorted(steps, reverse=True):
+        by_suite: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for node, outcome in sorted(steps[step].items()):
+            node_run = runs.get((step, node))
+            for v in (node_run.read_json(node_run.verdict_path) or []) if node_run else []:
+                by_suite.setdefault(v["suite"], []).append((node, v))
+                each.append({**v, "scope": f"{node}, {step} node(s)"})
+        incomplete = sum(o["status"] != "ok" for o in steps[step].values())
+        for suite, entries in by_suite.items():
+            headlines = []
+            for h in entries[0][1]["headlines"]:
+                t = totals.get((step, suite, h["case"], h["metric"]))
+                if t is None:
+                    continue  # a figure that does not add up over nodes (the suite's node_figures do not name it)
+                how = "total over" if t["how"] == "sum" else "mean over"
+                headlines.append({**h, "label": f"{h['label']}, {how} {step} node(s)", "value": t["total (sum or mean)"],
+                                  "case": f"{h['case']}@{step}n", "figure": f"{h.get('figure') or h['label']} @ {step} node{'s' if step > 1 else ''}",
+                                  "spread": 0.0, "note": f"{t['nodes reporting']} node(s) reporting, spread across them "
+                                                         f"{t['spread %']}%"})
+            passed = sum(v["checks_passed"] for _, v in entries)
+            failed = sum(v["checks_failed"] for _, v in entries) + incomplete
+            checks = passed + failed
+            total.append({"suite": suite, "scope": f"total, {step} node(s)", "headlines": headlines,
+                          "checks_passed": passed, "checks_failed": failed,
+                          "correctness": (f"{failed} of {checks} checks FAILED" if failed else f"all {checks} checks passed")
+                          + (f" ({incomplete} node(s) did not complete)" if incomplete else ""),
+                          "bottleneck": _per_node(entries), "engines": []})
+    return total + each
+
+
+def _per_node(entries: list[tuple[str, dict[str, Any]]]) -> str:
+    """The nodes' bottlenecks, each phrase once with the nodes it limited: "every node: CPU (99%), storage idle"."""
+    nodes_of: dict[str, list[str]] = {}
+    for node, v in entries:
+        nodes_of.setdefault(v["bottleneck"], []).append(node)
+    if len(nodes_of) == 1:
+        return f"every node: {next(iter(nodes_of))}"
+    return "; ".join(f"{', '.join(nodes)}: {phrase}" for phrase, nodes in nodes_of.items())
