@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "refbench"
 # The run's pieces: a plan is read, a run made and stored, reported, checked, catalogued, run on several hosts.
 PARTS = ("plan", "thresholds", "accept", "report", "runstore", "runner", "catalog", "cluster")
@@ -64,8 +66,9 @@ def test_no_import_circle_among_plan_accept_report_runstore_runner_catalog_and_c
     assert not {m for m in reached if m.startswith(("refbench.accept", "refbench.report"))}, reached
 
 
-def test_report_verdict_compare_and_acceptance_of_one_run_read_each_record_once(tmp_path, refbench, monkeypatch):
+def test_report_verdict_compare_acceptance_and_catalog_of_one_run_read_each_record_once(tmp_path, refbench, monkeypatch):
     from refbench import accept
+    from refbench.catalog import Catalog
     from refbench.report import build_report
     from refbench.report.compare import shared_figures
     from refbench.report.verdict import run_verdict
@@ -81,4 +84,7 @@ def test_report_verdict_compare_and_acceptance_of_one_run_read_each_record_once(
     run_verdict(run)
     accept.evaluate(run, accept.parse({"sleepy": {"ops_per_s": ">= 1"}}, str))
     shared_figures([run, run])
+    with Catalog(made.parent, tmp_path / "catalog.sqlite") as catalog:  # the catalog indexes the same loaded run
+        catalog.index(run, warn=pytest.fail)
+        assert catalog.runs()[0]["records"] == 7
     assert sorted(parsed) == sorted(set(parsed)) and len(parsed) == 7  # six cases and the headline's repeat
