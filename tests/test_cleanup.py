@@ -41,7 +41,7 @@ def _start_long_run(tmp_path: Path, cases: int = 20) -> tuple[subprocess.Popen, 
 
 
 def test_results_are_readable_by_everyone_whatever_the_umask(tmp_path):
-    made = subprocess.run(refbench_command(*SLEEPY, "--set", "sleepy.cases=1"), cwd=tmp_path, env=cli_env(),
+    made = subprocess.run(refbench_command(*SLEEPY, "--set", "sleepy.cases=3"), cwd=tmp_path, env=cli_env(),
                           capture_output=True, text=True, timeout=120, preexec_fn=lambda: os.umask(0o077))
     assert made.returncode == 0, made.stderr
     run = tmp_path / made.stdout.strip().splitlines()[-1]

@@ -27,7 +27,7 @@ def _records(run: Path) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_quick_profile_on_a_small_file_gives_six_tables_and_twelve_charts(tmp_path, refbench):
+def test_quick_profile_on_a_small_file_gives_six_tables_and_no_two_point_charts(tmp_path, refbench):
     (tmp_path / "target").mkdir()
     result = refbench("device", str(tmp_path / "target"), "--runs-dir", "runs", *SMALL)
     assert result.code == 0, result.stderr
@@ -37,10 +37,8 @@ def test_quick_profile_on_a_small_file_gives_six_tables_and_twelve_charts(tmp_pa
     assert modes <= tables and {"points", "checks", "preconditioning"} <= tables
     for mode in modes:
         assert (run / "tables" / "device" / f"{mode}.csv").is_file()
-    charts = {p.stem for p in (run / "charts" / "device").glob("*.png")}
-    twelve = {f"t0_{p}-w{w}_{m}" for p in ("rand", "seq") for w in (0, 30, 100) for m in ("iops", "mb_s")}
-    assert twelve <= charts
-    assert {"t0_latency_vs_iops_bs4096", "t0_latency_vs_iops_bs131072"} <= charts
+    # Two queue depths and two block sizes: every line would have two points, which the tables show instead.
+    assert not list((run / "charts" / "device").glob("*.png"))
 
     records = _records(run)
     points = [r for r in records.values() if r["params"]["kind"] == "point"]
@@ -304,7 +302,7 @@ def test_two_targets_in_one_run_are_shown_side_by_side(tmp_path, refbench):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     result = refbench("device", str(tmp_path / "a"), str(tmp_path / "b"), "--size", "32m", "--no-checks", "--no-precondition",
-                      "--block-sizes", "4k,64k", "--iodepths", "2", "--patterns", "random", "--write-shares", "0", "--runs-dir", "runs")
+                      "--block-sizes", "4k,16k,64k", "--iodepths", "2", "--patterns", "random", "--write-shares", "0", "--runs-dir", "runs")
     assert result.code == 0, result.stderr
     run = tmp_path / result.last_line
     assert {"t0_rand_w0", "t1_rand_w0"} <= {p.stem for p in (run / "tables" / "device").glob("*.parquet")}

@@ -116,4 +116,4 @@ def test_a_figure_too_small_to_rate_says_so_instead_of_standing_as_a_figure():
                      unrated=_power_unrated(quick))
     (suite, line), *_ = verdict_lines([SuiteVerdict("dss", [power], 1, 0, "CPU (100%)", [])])
     assert line == ("duckdb: power: not rated at this size (24 of 24 times under TPC-H's 0.1 s floor; a larger --sf "
-                    "rates it; measured 360.0 queries/h × SF)")
+                    "rates it; measured 360 queries/h × SF)")
