@@ -24,6 +24,7 @@ def test_the_readme_says_the_tables_times():
         row = rows[suite]  # | suite | standard runs | time | space | full runs | time | space |
         assert row[3].startswith(said(suite, "standard")), (suite, row[3])
         assert row[6].startswith(said(suite, "full")), (suite, row[6])
+    assert f"# quick (all five suites: {said(DEMO, 'quick')} for the demo)" in README  # the plan file example
     quick = _flat(README[README.index("against the measured"):][:200])
     assert quick.startswith("against the measured " + ", ".join(said(s, "quick") for s in SUITES[:-1])
                             + f" and {said(SUITES[-1], 'quick')};"), quick

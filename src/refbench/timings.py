@@ -44,12 +44,13 @@ class Timing:
 
 
 TIMES: dict[tuple[str, str], Timing] = {
-    (DEMO, "quick"): Timing(196, "measured", source="make demo, run 20261125T033451Z-demo"),
+    # `time make demo` and `time refbench SUITE` (its defaults) in a fresh clone at 43662de, 2026-11-26, one at a time.
+    (DEMO, "quick"): Timing(211, "measured", source="make demo, run 20261126T083848Z-demo"),
     ("device", "quick"): Timing(65, "measured", source="refbench device"),
     ("oltp", "quick"): Timing(33, "measured", source="refbench oltp"),
-    ("dss", "quick"): Timing(28, "measured", source="refbench dss"),
-    ("dw", "quick"): Timing(41, "measured", source="refbench dw"),
-    ("analytics", "quick"): Timing(70, "measured", source="refbench analytics"),
+    ("dss", "quick"): Timing(16, "measured", source="refbench dss (DuckDB and PostgreSQL)"),
+    ("dw", "quick"): Timing(36, "measured", source="refbench dw"),
+    ("analytics", "quick"): Timing(49, "measured", source="refbench analytics"),
     ("device", "standard"): Timing(1800, "estimated", upto_s=4200, source="120 points × 10–30 s + preconditioning"),
     ("oltp", "standard"): Timing(1860, "measured", source="a 22-s load, then 5 × 6 min"),
     ("dss", "standard"): Timing(4500, "measured in part", source="README, dss: the queries timed, the loads measured"),
