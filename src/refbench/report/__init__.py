@@ -282,10 +282,10 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
     facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]
     facts.append(_correctness(findings))
     shown = [t for t in tables if t.report_columns != []]  # [] : in the files only, shown as charts or in another table
-    facts += [_table(name, t) for t in shown if t.overview]
     key_chart = h.chart(charts[0][1], charts[0][0].title) if charts else ""
     out = [f'<section id="{h.esc(anchor)}"><h2>{h.esc(title)}</h2>',
-           f'<div class="overview"><div>{"".join(facts)}</div>{key_chart}</div>']
+           f'<div class="overview"><div>{"".join(facts)}</div>{key_chart}</div>',
+           *(_table(name, t) for t in shown if t.overview)]
 
     detail = []
     if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):

@@ -87,7 +87,7 @@ def _workload_tables(workloads: list[Record]) -> list[Table]:
     return [
         Table("nodes", "Per node: CPU/real-time ratio and workload aggregates (the mixed analytics paper, Tables 1 and 2)", nodes,
               note=RATIO_NOTE + " Elapsed, user and system minutes are summed over the node's jobs. Peaks are per second "
-                                "over the devices under DATA, WORK and UTIL."),
+                                "over the devices under DATA, WORK and UTIL.", overview=True),
         Table("kinds", "By kind of test", kinds),
         Table("jobs", "Per job", jobs, note="Real time from launch to exit; CPU from the kernel's rusage; read/written: "
                                             "bytes the job moved to and from storage (/proc/PID/io read_bytes and write_bytes "

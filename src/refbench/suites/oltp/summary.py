@@ -32,7 +32,8 @@ def summarize(records: list[Record]) -> list[Table]:
                  f"{load.get('load_s')} s, keys, indexes, vacuum and checkpoint in {load.get('index_s')} s")
     return [
         Table("scaling", "Throughput and New-Order latency by load level", scaling,
-              note="NOPM: New-Orders per minute from the schema (Σ D_NEXT_O_ID). TPM: database transactions per minute."),
+              note="NOPM: New-Orders per minute from the schema (Σ D_NEXT_O_ID). TPM: database transactions per minute.",
+              overview=True),
         Table("latency", "Latency per transaction type", latency, note="Measured interval only; HDR histograms."),
         Table("series", "Throughput and latency over time", series,
               note="10-second buckets (1-second when a case is shorter than a minute); t_s: where a bucket starts, in "
