@@ -201,6 +201,7 @@ def compare_chooser(runs: list[dict[str, Any]]) -> str:
     if len(runs) < 2:
         return message("Compare", "Comparing needs two runs in the runs directory; there "
                        + ("is one." if runs else "are none."))
+
     def options(chosen: int) -> str:  # runs come newest first: B the newest, A the one before it
         return "".join(f'<option value="{h.esc(r["run"])}"{" selected" if i == chosen else ""}>{h.esc(r["run"])} · '
                        f'{h.esc(r["host"] or "")} · {h.esc(", ".join(r["suites"]))}</option>' for i, r in enumerate(runs))
