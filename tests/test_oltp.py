@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -50,12 +51,26 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
         assert m["new_order_lat_p50_ms"] <= m["new_order_lat_p99_ms"] <= m["new_order_lat_p999_ms"] <= m["new_order_lat_max_ms"]
         assert sum(m[f"{tx}_count"] for tx in TX) > 0 and m["errors"] == 0
         assert 0 < m["driver_cpu_share_pct"] < 100
+        # What the sessions did, sampled from pg_stat_activity over the measured interval: every sampled session
+        # running (CPU) or waiting on a named event, the shares adding up to 100%, and the WAL flushes the server
+        # timed (each New-Order commits, so there are flushes).
+        waits, io = record["extra"]["storage"]["waits"], record["extra"]["storage"]["io_latency"]
+        assert waits["samples"] >= 0.5 * 4 * waits["hz"] and waits["session_samples"] > 0, waits
+        assert sum(e["share_pct"] for e in waits["events"]) == pytest.approx(100, abs=0.1)
+        assert all(e["event"] for e in waits["events"]) and "error" not in waits
+        assert io["flushes"] > 0 and 0 < io["ms_per_flush"] < 1000, io
+        assert m["wal_flush_ms"] == io["ms_per_flush"] and sum(v for k, v in m.items() if k.startswith("wait_")) \
+            == pytest.approx(100, abs=0.5)
+    verdict = json.loads((run / "verdict.json").read_text())[0]
+    assert re.search(r"\d+% of session time", verdict["bottleneck"]) and "; host: " in verdict["bottleneck"]
+    assert "What the sessions waited on" in (run / "report.html").read_text()
     findings = json.loads((run / "findings" / "oltp.json").read_text())
     names = {f["check"] for f in findings}
     assert {f"consistency condition {n}" for n in range(1, 13)} <= {n.split(":")[0] for n in names}
     assert all(f["passed"] for f in findings), [f for f in findings if not f["passed"]]
     # Two load levels are two points: a table's rows, not a chart (by users is drawn from three levels on).
-    assert {p.stem for p in (run / "charts" / "oltp").glob("*.png")} == {"throughput_over_time"}
+    # The wait profile over each case's seconds is drawn (stacked, as ASH views draw it).
+    assert {p.stem for p in (run / "charts" / "oltp").glob("*.png")} == {"throughput_over_time", "waits_u1-r1", "waits_u2-r1"}
     assert {"scaling", "latency", "series", "load", "settings"} <= {p.stem for p in (run / "tables" / "oltp").glob("*.parquet")}
     html = (run / "report.html").read_text()
     assert "Throughput and New-Order latency by load level" in html and "shared_buffers" in html

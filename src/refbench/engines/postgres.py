@@ -31,6 +31,7 @@ from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFai
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
 from refbench.errors import UserError
+from refbench.engines.waits import POSTGRES_ACTIVE_SESSIONS, SessionSampler
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
 from refbench.host.inventory import postgres_binary
@@ -150,7 +151,9 @@ class ManagedPostgres(ManagedProcess):
     def _launch(self) -> None:
         self._write_hba()
         # refbench's own settings last: a plan's pg_settings cannot move the server off loopback or the closed socket.
-        options = {**self.settings, "port": str(self.port), "listen_addresses": "127.0.0.1",
+        # The server times its own I/O (the reads and WAL flushes the wait profile explains); a plan may turn it off.
+        options = {"track_io_timing": "on", "track_wal_io_timing": "on", **self.settings, "port": str(self.port),
+                   "listen_addresses": "127.0.0.1",
                    "unix_socket_directories": str(self.socket_dir)}
         argv = [_binary("postgres"), "-D", str(self.data_dir)]
         for name, value in options.items():
@@ -278,14 +281,23 @@ def run_in_parallel(dsn: str, groups: list[list[str]], workers: int, settings: d
         list(pool.map(run, groups))
 
 
-def block_counts(dsn: str) -> dict[str, int]:
+def block_counts(dsn: str) -> dict[str, float]:
     """The database's cumulative buffer cache counters: blocks found in shared_buffers (hit) and blocks asked of the
-    OS (read, from its page cache or from storage), with the block size and the database's size."""
+    OS (read, from its page cache or from storage), with the block size and the database's size; and the I/O as the
+    server times it: the time its block reads took (track_io_timing) and its WAL flushes and the time they took
+    (pg_stat_wal, PostgreSQL 14 on, timed with track_wal_io_timing)."""
     with connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT blks_read, blks_hit, current_setting('block_size')::int, "
-                           "pg_database_size(current_database()) FROM pg_stat_database "
+                           "pg_database_size(current_database()), blk_read_time FROM pg_stat_database "
                            "WHERE datname = current_database()").fetchone()
-    return dict(zip(("blocks_read", "blocks_hit", "block_bytes", "database_bytes"), map(int, row)))
+        out: dict[str, float] = dict(zip(("blocks_read", "blocks_hit", "block_bytes", "database_bytes"), map(int, row[:4])))
+        out["read_time_ms"] = float(row[4])
+        if conn.info.server_version >= 140000:
+            syncs, sync_ms, writes, write_ms = conn.execute(
+                "SELECT wal_sync, wal_sync_time, wal_write, wal_write_time FROM pg_stat_wal").fetchone()
+            out |= {"wal_syncs": int(syncs), "wal_sync_ms": float(sync_ms), "wal_writes": int(writes),
+                    "wal_write_ms": float(write_ms)}
+    return out
 
 
 def server_settings(conn, names: list[str]) -> dict[str, str]:
@@ -436,8 +448,11 @@ class PostgresEngine(ServerEngine):
         """None for a user's server: its files are not refbench's to touch, and may be on another host."""
         return None if self.server is None else files_under([self.server.data_dir / "base"])
 
-    def counters(self) -> dict[str, int]:
+    def counters(self) -> dict[str, float]:
         return block_counts(self.dsn)
+
+    def wait_sampler(self) -> SessionSampler:
+        return SessionSampler(lambda: connect(self.dsn, autocommit=True), POSTGRES_ACTIVE_SESSIONS)
 
     def usage(self) -> dict[str, int]:
         """Temporary files (sorts and hashes that spilled) and WAL written so far (the paper's temp and log sizing),

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
-from refbench.report import html as h
+from refbench.report import html as h, waits
 from refbench.report.verdict import SuiteVerdict, run_verdict
 from refbench.repeats import one_per_configuration
 from refbench.runstore import Run, iso, utc_now
@@ -55,9 +55,12 @@ def suite_outputs(run: Run, suite_name: str, console: Console | None = None) -> 
         return [], [], records
     records = one_per_configuration(records, suite)  # a case's repeats as its median one; compare reads them all
     tables = suite.summarize(records) if records else []
+    charts = suite.charts(tables) if tables else []
+    tables += waits.tables(records)
+    charts += [c for r in records if (c := waits.profile_chart(r))]
     for t in tables:
         write_table(run.tables_dir / suite_name, t)
-    charts = [c for c in (suite.charts(tables) if tables else []) if _worth_a_chart(c)]
+    charts = [c for c in charts if _worth_a_chart(c)]
     from refbench.report.charts import render_all
 
     charts = list(zip(charts, render_all(charts, run.charts_dir / suite_name)))

@@ -85,6 +85,8 @@ def render_figure(chart: Chart, directory: Path) -> Rendered:
     hover: list[tuple[float, float, str]] = []  # (x, y) in data coordinates, and what hovering shows
     if chart.kind == "bar":
         hover = _bars(ax, chart, categories if categorical else sorted({x for p in chart.series.values() for x, _ in p}))
+    elif chart.kind == "area":
+        hover = _stacked(ax, chart)
     else:
         for label, points in chart.series.items():
             xs = [categories.index(x) if categorical else x for x, _ in points]
@@ -178,6 +180,20 @@ def _hover_layer(fig, ax, points: list[tuple[float, float, str]]) -> str:
         out.append(f'<g class="pt"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="6"/>'
                    f'<text x="{tx:.1f}" y="{ty:.1f}">{escape(text)}</text></g>')
     return "".join(out)
+
+
+def _stacked(ax, chart: Chart) -> list[tuple[float, float, str]]:
+    """The series stacked over a shared x (ASH's sessions by wait class); hovering shows each band's own value at
+    the top of its band."""
+    xs = sorted({x for points in chart.series.values() for x, _ in points})
+    layers = {label: [dict(points).get(x, 0.0) for x in xs] for label, points in chart.series.items()}
+    ax.stackplot(xs, *layers.values(), labels=[str(label) for label in layers], alpha=0.85)
+    hover, base = [], [0.0] * len(xs)
+    for label, values in layers.items():
+        base = [b + v for b, v in zip(base, values)]
+        step = -(-len(xs) // HOVER_POINTS)
+        hover += [(x, top, _tip(chart, label, x, v)) for x, top, v in list(zip(xs, base, values))[::step] if v]
+    return hover
 
 
 def _bars(ax, chart: Chart, categories: list) -> list[tuple[float, float, str]]:

@@ -127,8 +127,22 @@ def _window(record: Record, records: list[Record], telemetry: Telemetry) -> dict
 
 
 def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
-    """(the limiting resource, a phrase): "vda (98% busy, queue 31)", "CPU (97%), storage idle", or neither
-    saturated."""
+    """(the limiting resource, a phrase). In the database's words when its sessions were sampled ("storage flush
+    latency: 40% of session time waiting (IO:WALSync 30%, …), 0.26 ms per WAL flush on vda"), with the host's
+    figures after it; from the host's figures alone otherwise: "vda (98% busy, queue 31)", "CPU (97%), storage idle",
+    or neither saturated."""
+    from refbench.engines.waits import by_meaning
+    from refbench.report.waits import explain
+
+    resource, phrase = _host_bottleneck(record, window)
+    storage = record.extra.get("storage") or {}
+    said = explain(storage.get("waits"), storage.get("io_latency"), storage.get("device"))
+    if said is None:
+        return resource, phrase
+    return by_meaning(storage["waits"])[0][0], f"{said}; host: {phrase}"
+
+
+def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     cpu = window.get("cpu") or {}
     disks = window.get("disks") or {}
     if not cpu and not disks:

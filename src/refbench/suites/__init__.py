@@ -117,7 +117,7 @@ class Chart:
     xlabel: str
     ylabel: str
     series: dict[str, list[tuple[Any, float]]]
-    kind: str = "line"  # line | bar
+    kind: str = "line"  # line | bar | area (stacked)
     logx: bool = False
     logy: bool = False
     note: str = ""

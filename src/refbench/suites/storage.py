@@ -117,13 +117,14 @@ class Probe:
     def __init__(self, engine: str, pid: Callable[[], int | None], device: str | None,
                  blocks: Callable[[], dict[str, int]] | None = None, memory: ServerMemory | None = None,
                  server=None, data_bytes: Callable[[], int | None] | None = None, with_children: bool = True,
-                 counters_restart_with_server: bool = False):
+                 counters_restart_with_server: bool = False, sampler=None):
         """``pid``: the server's process now (its descendants count too when ``with_children``), None when it is
         not ours to read; ``blocks``: the engine's buffer counters (refbench.engines.Engine.counters), which start
         again from 0 in a restarted server when ``counters_restart_with_server``."""
         self.engine, self.pid, self.device, self.blocks, self.memory = engine, pid, device, blocks, memory
         self.server, self.data_bytes, self.with_children = server, data_bytes, with_children
         self.counters_restart_with_server = counters_restart_with_server
+        self.sampler = sampler  # the engine's session sampler (refbench.engines.waits), for the wait profile
         self._start: dict[str, Any] | None = None
         self._oom_kills = 0
 
@@ -137,6 +138,8 @@ class Probe:
         cgroup = self._cgroup()
         self._oom_kills = cgroup.read_oom_kills() if cgroup else 0
         self._start = self._snapshot()
+        if self.sampler is not None:
+            self.sampler.start()
 
     def started(self) -> bool:
         return self._start is not None
@@ -149,6 +152,7 @@ class Probe:
         """The interval's figures; a MemoryError when the kernel killed a server process at the bound meanwhile (the
         runner turns it into its one sentence, and the case is measured again on resume)."""
         assert self._start is not None, "stop() before start()"
+        waits = self.sampler.stop() if self.sampler is not None else None
         a, b = self._start, self._snapshot()
         cgroup = self._cgroup()
         if cgroup is not None and cgroup.read_oom_kills() > self._oom_kills:
@@ -173,6 +177,9 @@ class Probe:
             out |= {"blocks_hit": hit, "blocks_read": missed,
                     "hit_ratio_pct": round(100 * hit / (hit + missed), 2) if hit + missed else None,
                     "requested_mb": round((hit + missed) * b["blocks"]["block_bytes"] / 1e6, 3)}
+            out["io_latency"] = io_latency(blocks0, b["blocks"], missed, seconds)
+        if waits is not None:
+            out["waits"] = waits
         dev = self.device
         if dev and dev in a["disks"] and dev in b["disks"]:
             rates = disk_rates(a["disks"][dev], b["disks"][dev], seconds)
@@ -190,17 +197,48 @@ class Probe:
         return out
 
 
-def engine_probe(engine, memory: ServerMemory | None) -> Probe:
+def engine_probe(engine, memory: ServerMemory | None, sessions: bool = False) -> Probe:
     """A probe of one engine (refbench.engines.Engine): the managed server's own processes, or refbench's for an
     in-process engine (not its children, a managed server among them), the device under its data and its buffer
-    counters; for a user's server only its counters. ``memory`` counts for a managed server only."""
+    counters; for a user's server only its counters. ``memory`` counts for a managed server only. ``sessions``:
+    sample the engine's sessions for a wait profile as well (for intervals of seconds: a workload, not one query)."""
     from refbench.suites.device.targets import device_of
 
     location = engine.data_location()
+    sampler = getattr(engine, "wait_sampler", None) if sessions else None
     return Probe(engine.name, engine.server_pid, device_of(location) if location is not None else None, engine.counters,
                  memory if engine.server is not None else None, engine.server, data_bytes=engine.database_bytes,
                  with_children=not engine.in_process,
-                 counters_restart_with_server=getattr(engine, "counters_restart_with_server", False))
+                 counters_restart_with_server=getattr(engine, "counters_restart_with_server", False),
+                 sampler=sampler() if sampler else None)
+
+
+def wait_figures(seen: dict[str, Any] | None) -> dict[str, float]:
+    """The figures a probe's interval adds to its record: where session time went and the timed I/O."""
+    from refbench.engines.waits import figures
+
+    return figures((seen or {}).get("waits"), (seen or {}).get("io_latency"))
+
+
+def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, seconds: float) -> dict[str, Any] | None:
+    """The engine's I/O as it timed it over the interval: block reads asked of the OS (its page cache or the
+    device) and the time each took, WAL flushes (fsync or fdatasync of the log) and the time each took. None for an
+    engine that does not time its I/O."""
+    if "read_time_ms" not in after:
+        return None
+    read_ms = after["read_time_ms"] - before.get("read_time_ms", 0.0)
+    out: dict[str, Any] = {"reads": reads, "read_ms": round(read_ms, 3),
+                           "ms_per_read": round(read_ms / reads, 4) if reads and read_ms else None}
+    if "wal_syncs" in after:
+        flushes = after["wal_syncs"] - before.get("wal_syncs", 0)
+        flush_ms = after["wal_sync_ms"] - before.get("wal_sync_ms", 0.0)
+        writes = after["wal_writes"] - before.get("wal_writes", 0)
+        write_ms = after["wal_write_ms"] - before.get("wal_write_ms", 0.0)
+        out |= {"flushes": flushes, "flush_ms": round(flush_ms, 3),
+                "ms_per_flush": round(flush_ms / flushes, 4) if flushes and flush_ms else None,
+                "flushes_per_s": round(flushes / seconds, 1), "log_writes": writes,
+                "ms_per_log_write": round(write_ms / writes, 4) if writes and write_ms else None}
+    return out
 
 
 def verdicts(records: list) -> list[str]:

@@ -154,7 +154,7 @@ class DssSuite:
         sf = ctx.options["sf"]
         extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
                  "target_description": ctx.state.get("target_description"), "answer_check": answer_check(ctx)}
-        probe = engine_probe(ctx, engine)
+        probe = engine_probe(ctx, engine, sessions=case.params["mode"] != "individual")  # a stream lasts seconds
         with storage.bounded(engine.server):
             probe.start()
             if case.params["mode"] == "individual":
@@ -164,6 +164,7 @@ class DssSuite:
             else:
                 record = self._throughput(ctx, engine, sf, case.params["streams"], extra)
             extra["storage"] = probe.stop()
+        record.metrics |= storage.wait_figures(extra["storage"])
         return record
 
     def _individual(self, ctx, engine, query: int, extra: dict[str, Any]) -> Record:
@@ -508,9 +509,9 @@ def pg_server_memory(o: dict[str, Any]) -> "storage.ServerMemory | None":
     return storage.server_memory(o["cache_mb"], int(o["sf"] * BYTES_PER_SF["postgres"]), managed_settings(o))
 
 
-def engine_probe(ctx, engine: Engine) -> "storage.Probe":
-    """The storage probe of one engine's measured interval."""
-    return storage.engine_probe(engine, ctx.state.get("memory"))
+def engine_probe(ctx, engine: Engine, sessions: bool = False) -> "storage.Probe":
+    """The storage probe of one engine's measured interval, with its sessions sampled when ``sessions``."""
+    return storage.engine_probe(engine, ctx.state.get("memory"), sessions)
 
 
 def mariadb_settings(o: dict[str, Any]) -> dict[str, str]:

@@ -135,7 +135,7 @@ class DwSuite:
         with ctx.task(f"{engine.kind}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
                 storage.bounded(engine.server):
             seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device,
-                                engine_probe(ctx, engine))
+                                engine_probe(ctx, engine, sessions=True))
         if seen["errors"]:
             raise UserError(f"the {engine.kind} workload failed: {seen['errors'][0]}.")
         raw_tb = o["sf"] / 1000  # SF 1 is 1 GB of raw data
@@ -149,6 +149,7 @@ class DwSuite:
             "io_throughput_mb_s": round((physical + logical) / 2, 2) if physical is not None and logical is not None else None,
             "cpu_avg_pct": None if seen["cpu_pct"] is None else round(seen["cpu_pct"], 1),
             "interval_s": round(seen["interval_s"], 3),
+            **storage.wait_figures(seen["storage"]),
         }
         counts: dict[str, int] = {}
         for q, _ in seen["completed"]:

@@ -322,7 +322,7 @@ class OltpSuite:
             self._build(ctx, rebuild=True)
         users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
         engine = ctx.state["engine"]
-        probe = storage.engine_probe(engine, ctx.state["memory"])
+        probe = storage.engine_probe(engine, ctx.state["memory"], sessions=True)
         seen: dict[str, Any] = {}
 
         def tick(s: float) -> None:
@@ -341,7 +341,7 @@ class OltpSuite:
                                     o["think_times"], o["seed"] + case.params["repeat"], on_tick=tick)
         if probe.started() and not seen:
             seen.update(probe.stop())
-        metrics = figures(result)
+        metrics = figures(result) | storage.wait_figures(seen)
         load = json.loads((ctx.work_dir / "load.json").read_text())
         return Record(metrics, method=(
             f"{users} virtual users on {result.processes - 1} worker process(es), each user with its own connection "

@@ -1,0 +1,137 @@
+"""Active session sampling, as ASH and pg_wait_sampling do it: about ten times a second, one query of the server's
+own view of its sessions says what each active one is doing — waiting on an event (IO:WALSync, Lock:tuple,
+LWLock:BufferMapping…) or running ("CPU"). Over a measured interval the samples make a wait profile: each class and
+event's share of the sampled session time (the shares add up to 100%), and per second the average number of active
+sessions in each class, the stacked area of an ASH view.
+
+The sampler is a thread of refbench's own with its own connection: its queries wait on the server, not on Python,
+and its CPU (the thread's own) is kept beside the profile."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any, Callable
+
+SAMPLE_HZ = 10
+CPU = "CPU"  # an active session that is not waiting: running on a CPU, or waiting for one
+
+# The foreground sessions of this database that are active, the sampler's own connection left out. A running
+# session has no wait event: it is on a CPU or in the run queue.
+POSTGRES_ACTIVE_SESSIONS = (
+    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, 'CPU') FROM pg_stat_activity "
+    "WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid() "
+    "AND datname = current_database()")
+
+
+# What a wait means for the stack, by (class, event) or by class; PostgreSQL's names (pg_stat_activity).
+MEANINGS = {
+    ("IO", "WALSync"): "flush", ("IO", "WALWrite"): "flush", ("IO", "WALInitSync"): "flush",
+    ("IO", "WALInitWrite"): "flush", ("LWLock", "WALWrite"): "flush",  # waiting for another session's flush
+    ("IO", "DataFileRead"): "read", ("IO", "DataFilePrefetch"): "read", ("IO", "BufFileRead"): "read",
+    ("IO", "DataFileWrite"): "write", ("IO", "DataFileExtend"): "write", ("IO", "BufFileWrite"): "write",
+    ("IO", "DataFileFlush"): "write", ("IO", "DataFileSync"): "write",
+    ("Client", "ClientRead"): "client", ("Client", "ClientWrite"): "client",
+}
+CLASS_MEANINGS = {"CPU": "cpu", "Lock": "locks", "LWLock": "contention", "BufferPin": "contention", "IO": "io",
+                  "IPC": "ipc", "Timeout": "other", "Activity": "other", "Extension": "other", "Client": "client"}
+
+
+def meaning(kind: str, event: str) -> str:
+    return MEANINGS.get((kind, event)) or CLASS_MEANINGS.get(kind, "other")
+
+
+def by_meaning(waits: dict[str, Any]) -> list[tuple[str, float, list[dict[str, Any]]]]:
+    """(meaning, share %, its events) largest first."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for e in waits.get("events") or []:
+        groups.setdefault(meaning(e["class"], e["event"]), []).append(e)
+    return sorted(((m, round(sum(e["share_pct"] for e in es), 1), es) for m, es in groups.items()), key=lambda g: -g[1])
+
+
+def figures(waits: dict[str, Any] | None, io: dict[str, Any] | None) -> dict[str, float]:
+    """A record's figures from its interval's profile and timed I/O, for compare and history: the share of session
+    time per meaning (wait_flush_pct, wait_cpu_pct…) and the time per WAL flush and per block read."""
+    out: dict[str, float] = {}
+    if waits and waits.get("session_samples"):
+        out |= {f"wait_{m}_pct": share for m, share, _ in by_meaning(waits)}
+        out["active_sessions"] = waits["avg_active_sessions"]
+    for key, name in (("ms_per_flush", "wal_flush_ms"), ("ms_per_read", "block_read_ms")):
+        if (io or {}).get(key) is not None:
+            out[name] = io[key]
+    return out
+
+
+class SessionSampler:
+    """``connect()`` opens the sampler's connection (autocommit); ``query`` returns one (class, event) row per active
+    session. ``start()`` and ``stop()`` bracket the measured interval; ``stop()`` returns the profile."""
+
+    def __init__(self, connect: Callable[[], Any], query: str, hz: float = SAMPLE_HZ):
+        self.connect, self.query, self.period = connect, query, 1.0 / hz
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._events: Counter[tuple[str, str]] = Counter()
+        self._per_second: dict[int, Counter[str]] = {}
+        self._ticks = 0
+        self._query_s = 0.0
+        self._cpu_s = 0.0
+        self._error: str | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._sample, name="refbench-session-sampler", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        cpu0 = time.thread_time()
+        try:
+            with self.connect() as conn:
+                begin = time.monotonic()
+                due = begin
+                while not self._stop.wait(max(0.0, due - time.monotonic())):
+                    t0 = time.monotonic()
+                    rows = conn.execute(self.query).fetchall()
+                    self._query_s += time.monotonic() - t0
+                    second = int(t0 - begin)
+                    bucket = self._per_second.setdefault(second, Counter())
+                    for kind, event in rows:
+                        self._events[(kind, event)] += 1
+                        bucket[kind] += 1
+                    bucket["_ticks"] += 1
+                    self._ticks += 1
+                    due += self.period
+                    if due < time.monotonic():  # fell behind (a stalled server): the next tick now, not a burst
+                        due = time.monotonic()
+        except Exception as exc:  # the profile is an explanation, never a reason to lose a measurement
+            self._error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        finally:
+            self._cpu_s = time.thread_time() - cpu0
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        return profile(self._events, self._per_second, self._ticks, self.period, self._query_s, self._cpu_s, self._error)
+
+
+def profile(events: Counter, per_second: dict[int, Counter], ticks: int, period: float, query_s: float, cpu_s: float,
+            error: str | None) -> dict[str, Any]:
+    """The samples as a record keeps them: shares of the sampled session time per event and per class (each list
+    adding up to 100%), the average active sessions, and per second the average active sessions in each class."""
+    total = sum(events.values())
+    by_class: Counter[str] = Counter()
+    for (kind, _), n in events.items():
+        by_class[kind] += n
+    out: dict[str, Any] = {
+        "hz": round(1 / period), "samples": ticks, "session_samples": total,
+        "avg_active_sessions": round(total / ticks, 3) if ticks else None,
+        "events": [{"class": kind, "event": event, "share_pct": round(100 * n / total, 2)}
+                   for (kind, event), n in events.most_common()] if total else [],
+        "classes": {kind: round(100 * n / total, 2) for kind, n in by_class.most_common()} if total else {},
+        "per_second": [{"second": s, **{k: round(n / c["_ticks"], 3) for k, n in c.items() if k != "_ticks"}}
+                       for s, c in sorted(per_second.items())],
+        "sampler_cpu_s": round(cpu_s, 4), "sampler_query_ms": round(1000 * query_s / ticks, 3) if ticks else None,
+    }
+    if error:
+        out["error"] = error
+    return out
