@@ -14,8 +14,9 @@ demo: setup
 test: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder --durations=25 -m 'not reference'
 
-# The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB: about 280 CPU-s, the
-# loads of 8.6 million rows mostly. CI runs it after `make test`.
+# The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the
+# loads of 8.6 million rows mostly), and the bottlenecks made on purpose on PostgreSQL that the wait profile must name
+# (flush, read, locks, CPU: about 80 s). CI runs it after `make test`.
 test-reference: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=5 -m reference
 

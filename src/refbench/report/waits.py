@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from refbench.engines.waits import by_meaning, meaning
+from refbench.report.html import fmt
 from refbench.suites import Chart, Table
 
 PHRASES = {
@@ -32,9 +33,9 @@ def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str
         text = f"{PHRASES[top]}: {share:.0f}% of session time waiting ({named})"
         io = io or {}
         if top == "flush" and io.get("ms_per_flush") is not None:
-            text += f", {io['ms_per_flush']:.2g} ms per WAL flush{on} ({io['flushes_per_s']:,.0f} a second)"
+            text += f", {fmt(io['ms_per_flush'])} ms per WAL flush{on} ({fmt(io['flushes_per_s'])} a second)"
         elif top == "read" and io.get("ms_per_read") is not None:
-            text += f", {io['ms_per_read']:.2g} ms per block read{on}"
+            text += f", {fmt(io['ms_per_read'])} ms per block read{on}"
     if len(groups) > 1:
         text += f"; then {PHRASES[groups[1][0]]} {groups[1][1]:.0f}%"
     return text + f" ({waits['avg_active_sessions']:.3g} active sessions on average, {waits['samples']:,} samples)"

@@ -1,0 +1,117 @@
+"""What limits the server, in its own words: the wait profile sampled from its sessions, and the bottleneck line it
+gives, on purpose-made bottlenecks of a real managed PostgreSQL."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_env, refbench_command, wait_for
+from refbench.children import die_with_parent
+from refbench.engines.waits import by_meaning, figures, profile
+from refbench.report.waits import explain
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+def _profile(events: dict[tuple[str, str], int], ticks: int = 10) -> dict:
+    return profile(Counter(events), {0: Counter({"_ticks": ticks, **{k: n for (k, _), n in events.items()}})}, ticks,
+                   0.1, 0.01, 0.001, None)
+
+
+def test_a_profile_shares_session_time_and_adds_up_to_100_percent():
+    p = _profile({("CPU", "CPU"): 6, ("IO", "WALSync"): 3, ("LWLock", "WALWrite"): 1})
+    assert p["session_samples"] == 10 and p["avg_active_sessions"] == 1.0
+    assert [(e["class"], e["event"], e["share_pct"]) for e in p["events"]] == [
+        ("CPU", "CPU", 60.0), ("IO", "WALSync", 30.0), ("LWLock", "WALWrite", 10.0)]
+    assert p["classes"] == {"CPU": 60.0, "IO": 30.0, "LWLock": 10.0}
+    # A session waiting for another's WAL flush (LWLock:WALWrite) is flush time too.
+    assert [(m, share) for m, share, _ in by_meaning(p)] == [("cpu", 60.0), ("flush", 40.0)]
+    assert figures(p, {"ms_per_flush": 1.9, "ms_per_read": None}) == {
+        "wait_cpu_pct": 60.0, "wait_flush_pct": 40.0, "active_sessions": 1.0, "wal_flush_ms": 1.9}
+
+
+def test_the_bottleneck_is_said_as_a_dba_would():
+    flush = _profile({("IO", "WALSync"): 58, ("CPU", "CPU"): 42})
+    assert explain(flush, {"ms_per_flush": 1.9, "flushes_per_s": 410.0}, "vda").startswith(
+        "storage flush latency: 58% of session time waiting (IO:WALSync 58%), 1.9 ms per WAL flush on vda (410 a second)")
+    read = _profile({("IO", "DataFileRead"): 41, ("CPU", "CPU"): 30, ("Lock", "tuple"): 29})
+    assert explain(read, {"ms_per_read": 0.8}, "vda").startswith(
+        "storage read latency: 41% of session time waiting (IO:DataFileRead 41%), 0.8 ms per block read on vda; then CPU 30%")
+    assert explain(_profile({("Lock", "tuple"): 35, ("CPU", "CPU"): 30, ("Lock", "transactionid"): 35}), None, None) \
+        .startswith("row locks: 70% of session time waiting")
+    assert explain(_profile({("CPU", "CPU"): 83, ("IO", "WALSync"): 17}), None, None).startswith(
+        "CPU: 83% of session time running (not waiting)")
+    assert explain(_profile({}), None, None) is None  # no session was active: nothing to say
+
+
+def _join_throttled(group: Path) -> None:
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+    die_with_parent(signal.SIGTERM)
+
+
+def _device_number(path: Path) -> str:
+    st = os.stat(path)
+    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+
+
+BOTTLENECKS = {
+    # Every commit waits for its WAL flush, and the device takes 30 writes a second from this server.
+    "flush": ("storage flush latency", ["--users", "2"]),
+    # 4 warehouses (about 400 MB) behind a 48 MB cache bound and 16 MB of shared_buffers: most rows come from storage.
+    "read": ("storage read latency", ["--warehouses", "4", "--users", "4", "--set", "oltp.cache_mb=48",
+                                      "--set", "oltp.shared_buffers=16MB"]),
+    # 16 users on one warehouse: they queue for the same district and stock rows.
+    "locks": ("row locks", ["--users", "16"]),
+    # The data in memory and commits that do not wait for their flush: the sessions only run.
+    "cpu": ("CPU", ["--users", "2", "--set", 'oltp.pg_settings=["max_wal_size=1GB","synchronous_commit=off"]']),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.reference  # `make test-reference`: about 80 s of real runs that `make test`'s 15 minutes cannot hold
+@pytest.mark.parametrize("bottleneck", list(BOTTLENECKS))
+def test_a_purpose_made_bottleneck_is_named_from_the_wait_profile(bottleneck, tmp_path, reachable_dir):
+    phrase, args = BOTTLENECKS[bottleneck]
+    preexec = functools.partial(die_with_parent, signal.SIGTERM)
+    group = None
+    if bottleneck == "flush":
+        if not (BLKIO / "blkio.throttle.write_iops_device").exists():
+            pytest.skip("no cgroup v1 blkio controller here to throttle the device's writes with")
+        group = BLKIO / f"refbench-test-{uuid.uuid4().hex[:8]}"
+        group.mkdir()
+        preexec = functools.partial(_join_throttled, group)  # the run and all it starts, its server too
+    command = refbench_command("oltp", "--warehouses", "1", "--rampup-s", "2", "--duration-s", "5", *args,
+                               "--data-dir", str(reachable_dir / "pgdata"), "--runs-dir", "runs")
+    process = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, preexec_fn=preexec)
+    try:
+        if group is not None:
+            # Throttled from the end of the load to the end of the measurement: the load and the server's last
+            # checkpoint at full speed, the measured commits at 30 device writes a second.
+            limit = group / "blkio.throttle.write_iops_device"
+            device = _device_number(reachable_dir)
+            wait_for(lambda: list(tmp_path.glob("runs/*/work/oltp/load.json")), 300, "the load", every_s=0.2)
+            limit.write_text(f"{device} 30")
+            wait_for(lambda: list(tmp_path.glob("runs/*/records/oltp/*.json")) or process.poll() is not None, 300,
+                     "the measurement", every_s=0.2)
+            limit.write_text(f"{device} 0")
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        process.kill()
+        process.wait()
+        if group is not None:
+            group.rmdir()  # the run and its server have ended: the group is empty
+    assert process.returncode == 0, stderr
+    run = tmp_path / stdout.strip().splitlines()[-1]
+    bottleneck_line = json.loads((run / "verdict.json").read_text())[0]["bottleneck"]
+    assert bottleneck_line.startswith(f"{phrase}: "), bottleneck_line
+    assert "; host: " in bottleneck_line  # the host's own figures after the database's words
