@@ -41,6 +41,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import owned_temp_dir, watchdog
 from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines.waits import MARIADB_ACTIVE_SESSIONS, SessionSampler
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
 from refbench.engines.postgres import (
@@ -74,6 +75,10 @@ DEFAULTS = {
     "innodb_doublewrite": "ON",
     "innodb_buffer_pool_dump_at_shutdown": "OFF",
     "innodb_buffer_pool_load_at_startup": "OFF",
+    # What the wait profile and the timed I/O read: file I/O timed by performance_schema, the current waits kept.
+    "performance_schema": "ON",
+    "performance_schema_instrument": "wait/io/file/%=ON",
+    "performance_schema_consumer_events_waits_current": "ON",
 }
 # Set by refbench itself (after the plan's settings, so they win): its data directory, its closed socket, loopback,
 # and its temporary files in the data directory.
@@ -507,6 +512,13 @@ def _rows(conn, sql: str, params: tuple = ()) -> list[tuple]:
     return list(cursor.fetchall())
 
 
+def _plain_rows(conn, sql: str) -> list[tuple]:
+    """Rows of a statement without parameters: its '%' (a LIKE pattern) is not a placeholder then."""
+    cursor = conn.cursor()
+    cursor.execute(sql)
+    return list(cursor.fetchall())
+
+
 def server_version(conn) -> str:
     return _rows(conn, "SELECT VERSION()")[0][0]
 
@@ -584,6 +596,26 @@ def block_counts(conn) -> dict[str, int]:
     return {"blocks_read": reads, "blocks_hit": requests - reads, "block_bytes": int(status["Innodb_page_size"]),
             "database_bytes": int(size), "data_read_bytes": int(status["Innodb_data_read"]),
             "data_written_bytes": int(status["Innodb_data_written"]), "log_written_bytes": int(status["Innodb_os_log_written"])}
+
+
+PICOSECONDS_PER_MS = 1e9
+
+
+def timed_io(conn) -> dict[str, float]:
+    """InnoDB's I/O in PostgreSQL's shape (postgres.block_counts): its data file reads and their time as
+    performance_schema timed them (when the server runs with it, as the managed one does), and its redo log writes,
+    each made durable at commit (innodb_flush_log_at_trx_commit = 1), counted but not timed: MariaDB 10.8 on writes the
+    redo log past performance_schema's file instruments."""
+    out: dict[str, float] = {"wal_syncs": int(dict(_plain_rows(conn, "SHOW GLOBAL STATUS LIKE 'Innodb_log_writes'"))
+                                              .get("Innodb_log_writes", 0))}
+    try:
+        rows = _plain_rows(conn, "SELECT COUNT_READ, SUM_TIMER_READ FROM performance_schema.file_summary_by_event_name "
+                                 "WHERE EVENT_NAME = 'wait/io/file/innodb/innodb_data_file'")
+    except Exception:  # no performance_schema on a user's server: the times are left out, not the measurement
+        return out
+    if rows and rows[0][0]:
+        out |= {"timed_reads": int(rows[0][0]), "read_time_ms": float(rows[0][1]) / PICOSECONDS_PER_MS}
+    return out
 
 
 def hit_ratio(before: dict[str, int], after: dict[str, int]) -> float | None:
@@ -740,10 +772,14 @@ class MariaDbEngine(ServerEngine):
         cache holds little of them; the caller's eviction is harmless."""
         return None if self.server is None else files_under([self.server.data_dir / self.dataset.name])
 
-    def counters(self) -> dict[str, int]:
+    def counters(self) -> dict[str, float]:
         with connect(self.dsn, autocommit=True) as conn:
             counts = block_counts(conn)
-        return {k: counts[k] for k in ("blocks_hit", "blocks_read", "block_bytes", "database_bytes")}
+            timed = timed_io(conn)
+        return {k: counts[k] for k in ("blocks_hit", "blocks_read", "block_bytes", "database_bytes")} | timed
+
+    def wait_sampler(self) -> SessionSampler:
+        return SessionSampler(lambda: connect(self.dsn, autocommit=True), MARIADB_ACTIVE_SESSIONS, fetch=_plain_rows)
 
     def usage(self) -> dict[str, int]:
         """The redo log written (wal_bytes) and the pages the executor asked of the buffer pool (logical_read_bytes);

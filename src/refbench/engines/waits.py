@@ -25,7 +25,21 @@ POSTGRES_ACTIVE_SESSIONS = (
     "AND datname = current_database()")
 
 
-# What a wait means for the stack, by (class, event) or by class; PostgreSQL's names (pg_stat_activity).
+# MariaDB's foreground sessions of this database that are running a statement: waiting on a row lock (InnoDB's
+# transaction in LOCK WAIT), on file I/O (performance_schema's current waits, the finished ones left out: a thread's
+# last wait stays in events_waits_current after it ends), or running.
+MARIADB_ACTIVE_SESSIONS = (
+    "SELECT CASE WHEN t.trx_state = 'LOCK WAIT' THEN 'Lock' WHEN w.EVENT_NAME IS NOT NULL THEN 'IO' ELSE 'CPU' END, "
+    "CASE WHEN t.trx_state = 'LOCK WAIT' THEN 'row lock' WHEN w.EVENT_NAME IS NOT NULL "
+    "THEN concat(substring_index(w.EVENT_NAME, '/', -1), ' ', lower(w.OPERATION)) ELSE 'CPU' END "
+    "FROM information_schema.PROCESSLIST p JOIN performance_schema.threads th ON th.PROCESSLIST_ID = p.ID "
+    "LEFT JOIN performance_schema.events_waits_current w ON w.THREAD_ID = th.THREAD_ID AND w.END_EVENT_ID IS NULL "
+    "AND w.EVENT_NAME LIKE 'wait/io/file/%' "
+    "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+    "WHERE p.COMMAND = 'Query' AND p.DB = DATABASE() AND p.ID <> CONNECTION_ID()")
+
+# What a wait means for the stack, by (class, event) or by class: PostgreSQL's names (pg_stat_activity), then
+# MariaDB's (performance_schema's file, and the operation).
 MEANINGS = {
     ("IO", "WALSync"): "flush", ("IO", "WALWrite"): "flush", ("IO", "WALInitSync"): "flush",
     ("IO", "WALInitWrite"): "flush", ("LWLock", "WALWrite"): "flush",  # waiting for another session's flush
@@ -33,6 +47,9 @@ MEANINGS = {
     ("IO", "DataFileWrite"): "write", ("IO", "DataFileExtend"): "write", ("IO", "BufFileWrite"): "write",
     ("IO", "DataFileFlush"): "write", ("IO", "DataFileSync"): "write",
     ("Client", "ClientRead"): "client", ("Client", "ClientWrite"): "client",
+    ("IO", "innodb_log_file sync"): "flush", ("IO", "innodb_log_file write"): "flush",
+    ("IO", "innodb_data_file read"): "read", ("IO", "innodb_data_file write"): "write",
+    ("IO", "innodb_data_file sync"): "write", ("IO", "innodb_temp_file read"): "read",
 }
 CLASS_MEANINGS = {"CPU": "cpu", "Lock": "locks", "LWLock": "contention", "BufferPin": "contention", "IO": "io",
                   "IPC": "ipc", "Timeout": "other", "Activity": "other", "Extension": "other", "Client": "client"}
@@ -67,8 +84,9 @@ class SessionSampler:
     """``connect()`` opens the sampler's connection (autocommit); ``query`` returns one (class, event) row per active
     session. ``start()`` and ``stop()`` bracket the measured interval; ``stop()`` returns the profile."""
 
-    def __init__(self, connect: Callable[[], Any], query: str, hz: float = SAMPLE_HZ):
-        self.connect, self.query, self.period = connect, query, 1.0 / hz
+    def __init__(self, connect: Callable[[], Any], query: str, hz: float = SAMPLE_HZ,
+                 fetch: Callable[[Any, str], list] = lambda conn, query: conn.execute(query).fetchall()):
+        self.connect, self.query, self.period, self.fetch = connect, query, 1.0 / hz, fetch
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._events: Counter[tuple[str, str]] = Counter()
@@ -90,7 +108,7 @@ class SessionSampler:
                 due = begin
                 while not self._stop.wait(max(0.0, due - time.monotonic())):
                     t0 = time.monotonic()
-                    rows = conn.execute(self.query).fetchall()
+                    rows = self.fetch(conn, self.query)
                     self._query_s += time.monotonic() - t0
                     second = int(t0 - begin)
                     bucket = self._per_second.setdefault(second, Counter())

@@ -221,24 +221,25 @@ def wait_figures(seen: dict[str, Any] | None) -> dict[str, float]:
 
 
 def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, seconds: float) -> dict[str, Any] | None:
-    """The engine's I/O as it timed it over the interval: block reads asked of the OS (its page cache or the
-    device) and the time each took, WAL flushes (fsync or fdatasync of the log) and the time each took. None for an
-    engine that does not time its I/O."""
-    if "read_time_ms" not in after:
+    """The engine's I/O as it counted and timed it over the interval: block reads asked of the OS (its page cache or
+    the device) and the time each took, log flushes (WAL or redo made durable) and the time each took. None for an
+    engine that counts neither; a time is None where the engine does not keep it."""
+    if "read_time_ms" not in after and "wal_syncs" not in after:
         return None
-    read_ms = after["read_time_ms"] - before.get("read_time_ms", 0.0)
-    out: dict[str, Any] = {"reads": reads, "read_ms": round(read_ms, 3),
-                           "ms_per_read": round(read_ms / reads, 4) if reads and read_ms else None}
-    if "wal_syncs" in after:
-        flushes = after["wal_syncs"] - before.get("wal_syncs", 0)
-        flush_ms = after["wal_sync_ms"] - before.get("wal_sync_ms", 0.0)
-        writes = after["wal_writes"] - before.get("wal_writes", 0)
-        write_ms = after["wal_write_ms"] - before.get("wal_write_ms", 0.0)
-        out |= {"flushes": flushes, "flush_ms": round(flush_ms, 3),
-                "ms_per_flush": round(flush_ms / flushes, 4) if flushes and flush_ms else None,
-                "flushes_per_s": round(flushes / seconds, 1), "log_writes": writes,
-                "ms_per_log_write": round(write_ms / writes, 4) if writes and write_ms else None}
-    return out
+
+    def delta(key: str) -> float | None:
+        return after[key] - before.get(key, 0) if key in after else None
+
+    if "timed_reads" in after:  # the engine counts its timed reads itself (MariaDB: file reads, not pages)
+        reads = int(delta("timed_reads"))
+    read_ms, flushes, flush_ms = delta("read_time_ms"), delta("wal_syncs"), delta("wal_sync_ms")
+    writes, write_ms = delta("wal_writes"), delta("wal_write_ms")
+    return {"reads": reads, "read_ms": None if read_ms is None else round(read_ms, 3),
+            "ms_per_read": round(read_ms / reads, 4) if reads and read_ms else None,
+            "flushes": flushes, "flush_ms": None if flush_ms is None else round(flush_ms, 3),
+            "ms_per_flush": round(flush_ms / flushes, 4) if flushes and flush_ms else None,
+            "flushes_per_s": round(flushes / seconds, 1) if flushes is not None else None,
+            "log_writes": writes, "ms_per_log_write": round(write_ms / writes, 4) if writes and write_ms else None}
 
 
 def verdicts(records: list) -> list[str]:
