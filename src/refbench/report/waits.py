@@ -52,8 +52,10 @@ def tables(records: list) -> list[Table]:
     if rows := latency_rows(records):
         out.append(Table("io_latency", "I/O as the database timed it", rows, note=(
             "Block reads: those the server asked of the OS (its page cache or the device), timed with "
-            "track_io_timing. WAL flushes: fsync/fdatasync of the log (pg_stat_wal, track_wal_io_timing). The "
-            "device's own IOPS beside them, from /proc/diskstats over the same interval.")))
+            "track_io_timing; InnoDB's data-file reads as performance_schema times them. Log flushes: PostgreSQL's WAL "
+            "fsync/fdatasync (pg_stat_wal, track_wal_io_timing); InnoDB's redo log writes, counted only. The device's "
+            "own IOPS, await (ms per request, queueing included) and average queue beside them, from /proc/diskstats "
+            "over the same interval, whoever issued the requests.")))
     return out
 
 
@@ -82,7 +84,9 @@ def latency_rows(records: list) -> list[dict[str, Any]]:
         rows.append({"case": r.case_id, "block reads": io.get("reads"), "ms per read": io.get("ms_per_read"),
                      "WAL flushes": io.get("flushes"), "flushes per s": io.get("flushes_per_s"),
                      "ms per flush": io.get("ms_per_flush"), "device": storage.get("device"),
-                     "device read IOPS": storage.get("device_r_iops"), "device write IOPS": storage.get("device_w_iops")})
+                     "device read IOPS": storage.get("device_r_iops"), "device read await ms": storage.get("device_r_await_ms"),
+                     "device write IOPS": storage.get("device_w_iops"), "device write await ms": storage.get("device_w_await_ms"),
+                     "device queue": storage.get("device_avg_queue")})
     return rows
 
 

@@ -183,7 +183,8 @@ class Probe:
         dev = self.device
         if dev and dev in a["disks"] and dev in b["disks"]:
             rates = disk_rates(a["disks"][dev], b["disks"][dev], seconds)
-            out |= {f"device_{k}": round(rates[k], 3) for k in ("r_iops", "w_iops", "read_mb_s", "write_mb_s")}
+            out |= {f"device_{k}": round(rates[k], 3) for k in ("r_iops", "w_iops", "read_mb_s", "write_mb_s",
+                                                                   "r_await_ms", "w_await_ms", "avg_queue")}
         data = (b["blocks"] or {}).get("database_bytes") or (self.data_bytes() if self.data_bytes else None)
         out["data_mb"] = round(data / 1e6, 1) if data else None
         if self.memory is not None:
