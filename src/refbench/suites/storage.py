@@ -41,6 +41,8 @@ RULE = (f"Storage exercised: over the suite's measured intervals the database se
         "asked for (buffer hits and misses × block size, where the engine counts them). Otherwise the figures were "
         "measured from memory and do not rate the storage.")
 PROC = Path("/proc")
+SAMPLE_SESSIONS = Option(bool, True, "Sample the database's active sessions 10 times a second while measuring, for the "
+                                     "wait profile that names the bottleneck in its words (off: the host's figures only).")
 
 CACHE_MB = Option(int, {"quick": 0, "standard": AUTO, "full": AUTO},
                   "Page cache the managed server may hold while measuring, MB, on top of its own memory "

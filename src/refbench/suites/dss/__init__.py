@@ -96,6 +96,7 @@ class DssSuite:
         "drop_caches": Option(bool, True, "Evict the engine's data files from the OS page cache before each cold "
                               "query (posix_fadvise, those files only)."),
         "cache_mb": storage.CACHE_MB,
+        "sample_sessions": storage.SAMPLE_SESSIONS,
         "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up."),
         # Far above the slowest query of a sound configuration at the profile's scale on a small host (at SF 10 on
         # 2 cores PostgreSQL's longest, Q18, took 106 s; see the README), short enough to end a runaway.
@@ -154,7 +155,8 @@ class DssSuite:
         sf = ctx.options["sf"]
         extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
                  "target_description": ctx.state.get("target_description"), "answer_check": answer_check(ctx)}
-        probe = engine_probe(ctx, engine, sessions=case.params["mode"] != "individual")  # a stream lasts seconds
+        # A stream lasts seconds; one query, milliseconds: too short for samples ten times a second.
+        probe = engine_probe(ctx, engine, sessions=ctx.options["sample_sessions"] and case.params["mode"] != "individual")
         with storage.bounded(engine.server):
             probe.start()
             if case.params["mode"] == "individual":

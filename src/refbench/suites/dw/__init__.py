@@ -88,6 +88,7 @@ class DwSuite:
         "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never); "
                           "the row store's only when it has no cache bound (cache_mb).", minimum=0),
         "cache_mb": storage.CACHE_MB,
+        "sample_sessions": storage.SAMPLE_SESSIONS,
         "data_volume_gb": Option(float, 0.0, "Capacity of the data volume in GB (0 = the file system holding the data).",
                                  minimum=0),
         "memory_gb": Option(float, 0.0, "Server memory for the memory limit, GB (0 = this host's).", minimum=0),
@@ -135,7 +136,7 @@ class DwSuite:
         with ctx.task(f"{engine.kind}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
                 storage.bounded(engine.server):
             seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device,
-                                engine_probe(ctx, engine, sessions=True))
+                                engine_probe(ctx, engine, sessions=o["sample_sessions"]))
         if seen["errors"]:
             raise UserError(f"the {engine.kind} workload failed: {seen['errors'][0]}.")
         raw_tb = o["sf"] / 1000  # SF 1 is 1 GB of raw data

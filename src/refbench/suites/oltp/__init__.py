@@ -191,6 +191,7 @@ class OltpSuite:
                                    "More managed MariaDB settings, name=value.",
                                    item=str, check=mariadb_setting_problem("shared_buffers")),
         "cache_mb": storage.CACHE_MB,
+        "sample_sessions": storage.SAMPLE_SESSIONS,
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
         "reload_each_case": Option(bool, False, "The OLTP orders-per-minute paper's cycle: drop, load and run for every case."),
         "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0, maximum=1024),
@@ -322,7 +323,7 @@ class OltpSuite:
             self._build(ctx, rebuild=True)
         users, total = case.params["users"], o["rampup_s"] + o["duration_s"]
         engine = ctx.state["engine"]
-        probe = storage.engine_probe(engine, ctx.state["memory"], sessions=True)
+        probe = storage.engine_probe(engine, ctx.state["memory"], sessions=o["sample_sessions"])
         seen: dict[str, Any] = {}
 
         def tick(s: float) -> None:
