@@ -16,7 +16,8 @@ from refbench.errors import UserError
 SUITES = Path(engines.__file__).parent.parent / "suites"
 # What a suite may import from refbench.engines besides the interface: the plan's checks of engine settings, and fio,
 # which drives I/O, not a database.
-ALLOWED = {"refbench.engines", "refbench.engines.settings", "refbench.engines.fio"}
+ALLOWED = {"refbench.engines", "refbench.engines.settings", "refbench.engines.fio",
+           "refbench.engines.waits"}  # the sampler and what a wait means: no engine of its own
 CLIENTS = {"psycopg", "psycopg2", "duckdb", "mariadb", "MySQLdb", "pymysql"}
 # Not under the rule: the mixed analytics suite uses DuckDB as a computation library beside pandas and Dask (its
 # workload), not as a database engine behind the interface.
