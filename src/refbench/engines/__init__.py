@@ -184,7 +184,10 @@ class Engine(Protocol):
 
     def counters(self) -> dict[str, int]:
         """Cumulative buffer cache counters: blocks_hit, blocks_read (asked of the OS), block_bytes and
-        database_bytes; {} when the engine counts none."""
+        database_bytes; {} when the engine counts none. Where the engine times its I/O, also read_time_ms (and
+        timed_reads when it counts its timed reads itself), wal_syncs, wal_sync_ms, wal_writes and wal_write_ms
+        (storage.io_latency reads them). An engine whose sessions can be sampled also offers
+        ``wait_sampler() -> refbench.engines.waits.SessionSampler`` (PostgreSQL, MariaDB)."""
 
     def usage(self) -> dict[str, int]:
         """Cumulative bytes written to temporary files (temp_bytes) and the log (wal_bytes), and bytes of tables and
