@@ -1,5 +1,5 @@
 """What limits the server, in its own words: the wait profile sampled from its sessions, and the bottleneck line it
-gives, on purpose-made bottlenecks of a real managed PostgreSQL."""
+gives, on purpose-made bottlenecks of a real managed PostgreSQL (and MariaDB's CPU-bound one)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,9 @@ BOTTLENECKS = {
     "locks": ("row locks", ["--users", "16"]),
     # The data in memory and commits that do not wait for their flush: the sessions only run.
     "cpu": ("CPU", ["--users", "2", "--set", 'oltp.pg_settings=["max_wal_size=1GB","synchronous_commit=off"]']),
+    # The same on MariaDB: the redo log written at each commit but flushed once a second.
+    "mariadb-cpu": ("CPU", ["--engine", "mariadb", "--users", "2", "--set", 'oltp.mariadb_settings=['
+                            '"innodb_log_file_size=1G","thread_handling=pool-of-threads","innodb_flush_log_at_trx_commit=2"]']),
 }
 
 
@@ -90,7 +93,7 @@ def test_a_purpose_made_bottleneck_is_named_from_the_wait_profile(bottleneck, tm
         group.mkdir()
         preexec = functools.partial(_join_throttled, group)  # the run and all it starts, its server too
     command = refbench_command("oltp", "--warehouses", "1", "--rampup-s", "2", "--duration-s", "5", *args,
-                               "--data-dir", str(reachable_dir / "pgdata"), "--runs-dir", "runs")
+                               "--data-dir", str(reachable_dir / "data"), "--runs-dir", "runs")
     process = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, preexec_fn=preexec)
     try:
