@@ -16,7 +16,7 @@ test: setup
 
 # The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the
 # loads of 8.6 million rows mostly), and the bottlenecks made on purpose on PostgreSQL that the wait profile must name
-# (flush, read, locks, CPU: about 80 s). CI runs it after `make test`.
+# (flush, read, locks, CPU; CPU on MariaDB too: about 100 s). CI runs it after `make test`.
 test-reference: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=5 -m reference
 
