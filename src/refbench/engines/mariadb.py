@@ -507,15 +507,13 @@ def _indexes_by_table(dataset: Dataset, dialect: str) -> dict[str, list[str]]:
 
 
 def _rows(conn, sql: str, params: tuple = ()) -> list[tuple]:
+    """A statement's rows; without ``params`` it is sent as written, so that a '%' in it (a LIKE pattern) is not
+    taken for a placeholder."""
     cursor = conn.cursor()
-    cursor.execute(sql, params)
-    return list(cursor.fetchall())
-
-
-def _plain_rows(conn, sql: str) -> list[tuple]:
-    """Rows of a statement without parameters: its '%' (a LIKE pattern) is not a placeholder then."""
-    cursor = conn.cursor()
-    cursor.execute(sql)
+    if params:
+        cursor.execute(sql, params)
+    else:
+        cursor.execute(sql)
     return list(cursor.fetchall())
 
 
@@ -606,10 +604,10 @@ def timed_io(conn) -> dict[str, float]:
     performance_schema timed them (when the server runs with it, as the managed one does), and its redo log writes,
     each made durable at commit (innodb_flush_log_at_trx_commit = 1), counted but not timed: MariaDB 10.8 on writes the
     redo log past performance_schema's file instruments."""
-    out: dict[str, float] = {"wal_syncs": int(dict(_plain_rows(conn, "SHOW GLOBAL STATUS LIKE 'Innodb_log_writes'"))
+    out: dict[str, float] = {"wal_syncs": int(dict(_rows(conn, "SHOW GLOBAL STATUS LIKE 'Innodb_log_writes'"))
                                               .get("Innodb_log_writes", 0))}
     try:
-        rows = _plain_rows(conn, "SELECT COUNT_READ, SUM_TIMER_READ FROM performance_schema.file_summary_by_event_name "
+        rows = _rows(conn, "SELECT COUNT_READ, SUM_TIMER_READ FROM performance_schema.file_summary_by_event_name "
                                  "WHERE EVENT_NAME = 'wait/io/file/innodb/innodb_data_file'")
     except Exception:  # no performance_schema on a user's server: the times are left out, not the measurement
         return out
@@ -779,7 +777,7 @@ class MariaDbEngine(ServerEngine):
         return {k: counts[k] for k in ("blocks_hit", "blocks_read", "block_bytes", "database_bytes")} | timed
 
     def wait_sampler(self) -> SessionSampler:
-        return SessionSampler(lambda: connect(self.dsn, autocommit=True), MARIADB_ACTIVE_SESSIONS, fetch=_plain_rows)
+        return SessionSampler(lambda: connect(self.dsn, autocommit=True), MARIADB_ACTIVE_SESSIONS, fetch=_rows)
 
     def usage(self) -> dict[str, int]:
         """The redo log written (wal_bytes) and the pages the executor asked of the buffer pool (logical_read_bytes);

@@ -15,7 +15,6 @@ from collections import Counter
 from typing import Any, Callable
 
 SAMPLE_HZ = 10
-CPU = "CPU"  # an active session that is not waiting: running on a CPU, or waiting for one
 
 # The foreground sessions of this database that are active, the sampler's own connection left out. A running
 # session has no wait event: it is on a CPU or in the run queue.

@@ -19,8 +19,8 @@ SHOWN_EVENTS = 3  # per meaning, in the bottleneck line
 
 
 def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str | None) -> str | None:
-    """The bottleneck in the database's words: "storage flush latency: 40% of session time in WAL flushes (IO:WALSync
-    30%, LWLock:WALWrite 9%), 0.26 ms per flush on vda; then CPU 52%". None without samples."""
+    """The bottleneck in the database's words: "storage flush latency: 40% of session time waiting (IO:WALSync 30%,
+    LWLock:WALWrite 9%), 0.26 ms per WAL flush on vda (1,730 a second); then CPU 52% (…)". None without samples."""
     if not waits or not waits.get("session_samples"):
         return None
     groups = by_meaning(waits)
@@ -46,7 +46,8 @@ def tables(records: list) -> list[Table]:
     out = []
     if rows := top_rows(records):
         out.append(Table("waits", "What the sessions waited on", rows, note=(
-            "Active sessions sampled about ten times a second from the server's own view of them (pg_stat_activity): "
+            "Active sessions sampled about ten times a second from the server's own view of them (PostgreSQL's "
+            "pg_stat_activity; MariaDB's performance_schema and InnoDB's transactions): "
             "each sampled session waiting on an event, or running (CPU). Share: of all sampled session time in the "
             "measured interval; a case's shares add up to 100%. The top five per case; every event is in the record.")))
     if rows := latency_rows(records):
