@@ -74,6 +74,14 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
     assert {"scaling", "latency", "series", "load", "settings"} <= {p.stem for p in (run / "tables" / "oltp").glob("*.parquet")}
     html = (run / "report.html").read_text()
     assert "Throughput and New-Order latency by load level" in html and "shared_buffers" in html
+    # compare reads the same profiles: a run against itself is still limited by the same, each share moved 0 points.
+    compared = refbench("compare", str(run), str(run), "--json")
+    assert compared.code == 0, compared.stderr
+    changes = compared.json()["waits"]
+    assert {c["case"] for c in changes} == {"u1-r1", "u2-r1"}
+    assert all(c["limit_A"] == c["limit_B"] and all(s["points"] == 0 for s in c["shares"]) for c in changes)
+    assert any(" still limited by " in line for line in compared.json()["wait_lines"])
+    assert "What limits it: how the wait profile changed" in Path(compared.json()["html"]).read_text()
 
 
 @pytest.mark.slow

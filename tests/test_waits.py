@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -16,8 +17,9 @@ import pytest
 
 from conftest import cli_env, refbench_command, wait_for
 from refbench.children import die_with_parent
-from refbench.engines.waits import by_meaning, figures, profile
-from refbench.report.waits import explain
+from refbench.engines.waits import REDO_WAIT, RedoLogWatch, by_meaning, figures, profile
+from refbench.report.waits import change_line, explain, profile_changes
+from refbench.suites import Record
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 
@@ -53,6 +55,56 @@ def test_the_bottleneck_is_said_as_a_dba_would():
     assert explain(_profile({}), None, None) is None  # no session was active: nothing to say
 
 
+def _record(case: str, events: dict[tuple[str, str], int], **io) -> Record:
+    return Record({}, suite="oltp", case_id=case, extra={"storage": {"waits": _profile(events), "io_latency": io}})
+
+
+def test_a_comparison_says_how_what_limits_it_changed():
+    throttled = [_record("u2", {("IO", "WALSync"): 80, ("CPU", "CPU"): 20}, ms_per_flush=99.8)]
+    repeats = [_record("u2-r1", {("CPU", "CPU"): 90, ("IO", "WALSync"): 10}, ms_per_flush=0.2),
+               _record("u2-r2", {("CPU", "CPU"): 96, ("IO", "WALSync"): 4}, ms_per_flush=0.4)]
+    change, = profile_changes(["A", "B"], [{("oltp", "u2"): throttled}, {("oltp", "u2"): repeats}])
+    assert (change["limit_A"], change["limit_B"]) == ("storage flush latency", "CPU")
+    # the repeats' mean on B's side; the largest share on either side first
+    assert [(s["means"], s["A_pct"], s["B_pct"], s["points"]) for s in change["shares"]] == [
+        ("CPU", 20.0, 93.0, 73.0), ("storage flush latency", 80.0, 7.0, -73.0)]
+    assert change_line(change) == ("oltp u2: limited by storage flush latency → CPU; CPU 20% → 93%, storage flush "
+                                   "latency 80% → 7%; 99.8 → 0.3 ms per WAL flush")
+    # a case without a profile on one side (a DuckDB run, sampling off) has nothing to compare
+    assert profile_changes(["A", "B"], [{("oltp", "u2"): throttled}, {("oltp", "u2"): [_record("u2", {})]}]) == []
+
+
+WRITER = """
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+print("open", flush=True)
+while sys.argv[2] == "write":
+    os.pwrite(fd, os.urandom(4096), 0)
+    os.fdatasync(fd)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("writing", [True, False])
+def test_the_redo_log_is_seen_in_flight_from_the_kernel_only_while_it_is_written(tmp_path, writing):
+    process = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "ib_logfile0"), "write" if writing else "idle"],
+                               stdout=subprocess.PIPE, text=True, preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+    try:
+        assert process.stdout.readline() == "open\n"
+        watch = RedoLogWatch.for_server(process.pid)
+        assert watch is not None and watch.log_fds
+        # A session in a commit stage waits for the log while a thread writes or flushes it, and runs otherwise.
+        seen = Counter(tuple(row) for _ in range(300) for row in watch.classify([("CPU", "commit"), ("Lock", "row lock")]))
+        assert seen[("Lock", "row lock")] == 300  # other waits are left as they are
+        assert (seen[("IO", REDO_WAIT)] > 0) == writing and seen[("IO", REDO_WAIT)] + seen[("CPU", "CPU")] == 300, seen
+        assert (watch.summary()["redo_log_in_flight_pct"] > 0) == writing
+        watch.close()
+    finally:
+        process.kill()
+        process.wait()
+    assert RedoLogWatch.for_server(os.getpid()) is None  # no log file open: nothing to watch
+
+
 def _join_throttled(group: Path) -> None:
     (group / "cgroup.procs").write_text(str(os.getpid()))
     die_with_parent(signal.SIGTERM)
@@ -73,6 +125,9 @@ BOTTLENECKS = {
     "locks": ("row locks", ["--users", "16"]),
     # The data in memory and commits that do not wait for their flush: the sessions only run.
     "cpu": ("CPU", ["--users", "2", "--set", 'oltp.pg_settings=["max_wal_size=1GB","synchronous_commit=off"]']),
+    # The same throttle on MariaDB: its sessions wait in their commit while a server thread writes the redo log.
+    "mariadb-flush": ("storage flush latency", ["--engine", "mariadb", "--users", "2", "--set", 'oltp.mariadb_settings=['
+                      '"innodb_log_file_size=1G","thread_handling=pool-of-threads"]']),
     # The same on MariaDB: the redo log written at each commit but flushed once a second.
     "mariadb-cpu": ("CPU", ["--engine", "mariadb", "--users", "2", "--set", 'oltp.mariadb_settings=['
                             '"innodb_log_file_size=1G","thread_handling=pool-of-threads","innodb_flush_log_at_trx_commit=2"]']),
@@ -86,7 +141,7 @@ def test_a_purpose_made_bottleneck_is_named_from_the_wait_profile(bottleneck, tm
     phrase, args = BOTTLENECKS[bottleneck]
     preexec = functools.partial(die_with_parent, signal.SIGTERM)
     group = None
-    if bottleneck == "flush":
+    if bottleneck.endswith("flush"):
         if not (BLKIO / "blkio.throttle.write_iops_device").exists():
             pytest.skip("no cgroup v1 blkio controller here to throttle the device's writes with")
         group = BLKIO / f"refbench-test-{uuid.uuid4().hex[:8]}"

@@ -595,7 +595,7 @@ def compare(
     from rich.table import Column
 
     from refbench.report.compare import (answer_lines, answers, by_figure, change_words, default_html_path, letters,
-                                         overall, selected, shared_figures, write_html)
+                                         overall, selected, shared_figures, wait_changes, wait_lines, write_html)
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
@@ -608,16 +608,18 @@ def compare(
     write_html(found, shared, path, everything, metric)
     significant = any(r["significant"] for r in shared)
     found_answers = answers(shared)
+    changes = wait_changes(found)
     if as_json:
         print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
+                          "waits": changes, "wait_lines": wait_lines(changes, found_answers),
                           "figures": rows, "overall": overall(rows) if everything else []}, indent=2))
         return
     names = letters(found)
     out.print("   ".join(f"{n} = {r.path.name}" for n, r in zip(names, found)))
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
-    for line in answer_lines(found_answers):
+    for line in answer_lines(found_answers) + wait_lines(changes, found_answers):
         out.print(escape(line), overflow="fold")
     # Below the answers: the other figures that changed (every figure with --all), one line per figure.
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import owned_temp_dir, watchdog
 from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
-from refbench.engines.waits import MARIADB_ACTIVE_SESSIONS, SessionSampler
+from refbench.engines.waits import MARIADB_ACTIVE_SESSIONS, RedoLogWatch, SessionSampler, commits_as_running
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
 from refbench.engines.postgres import (
@@ -777,7 +777,8 @@ class MariaDbEngine(ServerEngine):
         return {k: counts[k] for k in ("blocks_hit", "blocks_read", "block_bytes", "database_bytes")} | timed
 
     def wait_sampler(self) -> SessionSampler:
-        return SessionSampler(lambda: connect(self.dsn, autocommit=True), MARIADB_ACTIVE_SESSIONS, fetch=_rows)
+        return SessionSampler(lambda: connect(self.dsn, autocommit=True), MARIADB_ACTIVE_SESSIONS, fetch=_rows,
+                              watch=RedoLogWatch.for_server(self.server_pid()), classify=commits_as_running)
 
     def usage(self) -> dict[str, int]:
         """The redo log written (wal_bytes) and the pages the executor asked of the buffer pool (logical_read_bytes);

@@ -9,9 +9,13 @@ and its CPU (the thread's own) is kept beside the profile."""
 
 from __future__ import annotations
 
+import os
+import platform
+import re
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable
 
 SAMPLE_HZ = 10
@@ -26,16 +30,22 @@ POSTGRES_ACTIVE_SESSIONS = (
 
 # MariaDB's foreground sessions of this database that are running a statement: waiting on a row lock (InnoDB's
 # transaction in LOCK WAIT), on file I/O (performance_schema's current waits, the finished ones left out: a thread's
-# last wait stays in events_waits_current after it ends), or running.
+# last wait stays in events_waits_current after it ends), committing (RedoLogWatch tells whether that is waiting for
+# the redo log), or running.
 MARIADB_ACTIVE_SESSIONS = (
     "SELECT CASE WHEN t.trx_state = 'LOCK WAIT' THEN 'Lock' WHEN w.EVENT_NAME IS NOT NULL THEN 'IO' ELSE 'CPU' END, "
     "CASE WHEN t.trx_state = 'LOCK WAIT' THEN 'row lock' WHEN w.EVENT_NAME IS NOT NULL "
-    "THEN concat(substring_index(w.EVENT_NAME, '/', -1), ' ', lower(w.OPERATION)) ELSE 'CPU' END "
+    "THEN concat(substring_index(w.EVENT_NAME, '/', -1), ' ', lower(w.OPERATION)) "
+    # A commit's stages; with the thread pool a session whose commit waits for its redo log write shows the
+    # stage after it (MariaDB 10.6 on answers the client once the write is durable).
+    "WHEN th.PROCESSLIST_STATE IN ('Commit', 'Starting cleanup') THEN 'commit' ELSE 'CPU' END "
     "FROM performance_schema.threads th "  # not information_schema.PROCESSLIST: twice the server's time per sample
     "LEFT JOIN performance_schema.events_waits_current w ON w.THREAD_ID = th.THREAD_ID AND w.END_EVENT_ID IS NULL "
     "AND w.EVENT_NAME LIKE 'wait/io/file/%' "
     "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = th.PROCESSLIST_ID "
     "WHERE th.PROCESSLIST_COMMAND = 'Query' AND th.PROCESSLIST_DB = DATABASE() AND th.PROCESSLIST_ID <> CONNECTION_ID()")
+
+REDO_WAIT = "redo log write at commit"
 
 # What a wait means for the stack, by (class, event) or by class: PostgreSQL's names (pg_stat_activity), then
 # MariaDB's (performance_schema's file, and the operation).
@@ -49,6 +59,7 @@ MEANINGS = {
     ("IO", "innodb_log_file sync"): "flush", ("IO", "innodb_log_file write"): "flush",
     ("IO", "innodb_data_file read"): "read", ("IO", "innodb_data_file write"): "write",
     ("IO", "innodb_data_file sync"): "write", ("IO", "innodb_temp_file read"): "read",
+    ("IO", REDO_WAIT): "flush",
 }
 CLASS_MEANINGS = {"CPU": "cpu", "Lock": "locks", "LWLock": "contention", "BufferPin": "contention", "IO": "io",
                   "IPC": "ipc", "Timeout": "other", "Activity": "other", "Extension": "other", "Client": "client"}
@@ -79,13 +90,104 @@ def figures(waits: dict[str, Any] | None, io: dict[str, Any] | None) -> dict[str
     return out
 
 
+# The system calls that write or flush a file, by machine (the numbers differ).
+WRITE_SYSCALLS = {
+    "x86_64": {1, 18, 20, 74, 75, 296, 328},  # write, pwrite64, writev, fsync, fdatasync, pwritev, pwritev2
+    "aarch64": {64, 66, 68, 82, 83, 70, 287},  # write, writev, pwrite64, fsync, fdatasync, pwritev, pwritev2
+}
+
+
+class RedoLogWatch:
+    """Whether the server is writing or flushing its redo log at this moment, in the kernel's words: one of its
+    threads inside a write or flush system call on the log file (/proc/PID/task/*/syscall). MariaDB 10.8 on writes
+    its redo log past performance_schema, so a session whose commit waits for the log looks like it is running;
+    a session in a commit stage while the log is being written is waiting for it. The share of samples with the log
+    in flight, times the interval, over the log writes the server counted, is the time per log write.
+
+    ``for_server`` gives None where the watch cannot see: another machine's server, no permission to read the
+    server's /proc (root or the server's own user can), an unknown machine, no log file found."""
+
+    RELIST_S = 1.0  # threads come and go rarely: their list is read again once a second
+
+    def __init__(self, tasks: Path, log_fds: set[int], syscalls: set[int]):
+        self.tasks, self.log_fds, self.syscalls = tasks, log_fds, syscalls
+        self.ticks = self.in_flight_ticks = 0
+        self._files: dict[str, int] = {}  # thread id -> its open syscall file: read again, not reopened (18× less)
+        self._listed = float("-inf")
+
+    @classmethod
+    def for_server(cls, pid: int | None, log_name: re.Pattern = re.compile(r"/ib_logfile\d+$")) -> "RedoLogWatch | None":
+        syscalls = WRITE_SYSCALLS.get(platform.machine())
+        if not pid or not syscalls:
+            return None
+        proc = Path(f"/proc/{pid}")
+        try:
+            fds = {int(fd.name) for fd in (proc / "fd").iterdir() if log_name.search(os.readlink(fd))}
+            (proc / "task" / str(pid) / "syscall").read_text()  # readable by this user?
+        except (OSError, ValueError):
+            return None
+        return cls(proc / "task", fds, syscalls) if fds else None
+
+    def _syscall_files(self) -> list[int]:
+        if time.monotonic() - self._listed >= self.RELIST_S:
+            self._listed = time.monotonic()
+            try:
+                now = {t.name for t in self.tasks.iterdir()}
+            except OSError:  # the server has ended
+                now = set()
+            for gone in set(self._files) - now:
+                os.close(self._files.pop(gone))
+            for new in now - set(self._files):
+                try:
+                    self._files[new] = os.open(self.tasks / new / "syscall", os.O_RDONLY)
+                except OSError:
+                    pass
+        return list(self._files.values())
+
+    def in_flight(self) -> bool:
+        for fd in self._syscall_files():
+            try:
+                fields = os.pread(fd, 128, 0).split()
+            except OSError:  # the thread ended since the last listing
+                continue
+            if len(fields) > 1 and fields[0].isdigit() and int(fields[0]) in self.syscalls \
+                    and int(fields[1], 16) in self.log_fds:
+                return True
+        return False
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
+
+    def classify(self, rows: list) -> list:
+        """A sample's sessions with each committing one waiting for the redo log while it is in flight, running
+        otherwise."""
+        self.ticks += 1
+        busy = self.in_flight()
+        self.in_flight_ticks += busy
+        return [(("IO", REDO_WAIT) if busy else ("CPU", "CPU")) if tuple(r) == ("CPU", "commit") else r for r in rows]
+
+    def summary(self) -> dict[str, Any]:
+        return {"redo_log_in_flight_pct": round(100 * self.in_flight_ticks / self.ticks, 2) if self.ticks else None}
+
+
+def commits_as_running(rows: list) -> list:
+    """Without a RedoLogWatch: a session in a commit stage is counted running (nothing tells its wait)."""
+    return [("CPU", "CPU") if tuple(r) == ("CPU", "commit") else r for r in rows]
+
+
 class SessionSampler:
     """``connect()`` opens the sampler's connection (autocommit); ``query`` returns one (class, event) row per active
     session. ``start()`` and ``stop()`` bracket the measured interval; ``stop()`` returns the profile."""
 
     def __init__(self, connect: Callable[[], Any], query: str, hz: float = SAMPLE_HZ,
-                 fetch: Callable[[Any, str], list] = lambda conn, query: conn.execute(query).fetchall()):
+                 fetch: Callable[[Any, str], list] = lambda conn, query: conn.execute(query).fetchall(),
+                 watch: RedoLogWatch | None = None, classify: Callable[[list], list] | None = None):
+        """``classify``: what a sample's rows say once the server's state beside them is known (a RedoLogWatch's
+        classify, which also adds its summary to the profile)."""
         self.connect, self.query, self.period, self.fetch = connect, query, 1.0 / hz, fetch
+        self.watch, self.classify = watch, (watch.classify if watch is not None else classify)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._events: Counter[tuple[str, str]] = Counter()
@@ -108,6 +210,8 @@ class SessionSampler:
                 while not self._stop.wait(max(0.0, due - time.monotonic())):
                     t0 = time.monotonic()
                     rows = self.fetch(conn, self.query)
+                    if self.classify is not None:
+                        rows = self.classify(rows)
                     self._query_s += time.monotonic() - t0
                     second = int(t0 - begin)
                     bucket = self._per_second.setdefault(second, Counter())
@@ -128,7 +232,11 @@ class SessionSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        return profile(self._events, self._per_second, self._ticks, self.period, self._query_s, self._cpu_s, self._error)
+        out = profile(self._events, self._per_second, self._ticks, self.period, self._query_s, self._cpu_s, self._error)
+        if self.watch is not None:
+            self.watch.close()
+            out |= self.watch.summary()
+        return out
 
 
 def profile(events: Counter, per_second: dict[int, Counter], ticks: int, period: float, query_s: float, cpu_s: float,

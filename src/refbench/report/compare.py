@@ -14,6 +14,7 @@ from typing import Any
 
 from refbench.fileio import atomic_write_text
 from refbench.report import html as h
+from refbench.report import waits
 from refbench.report.verdict import headline_keys
 from refbench.runstore import Run
 from refbench.suites import Record
@@ -417,6 +418,23 @@ def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str,
     return rows
 
 
+def wait_changes(runs: list[Run]) -> list[dict[str, Any]]:
+    """How each shared case's wait profile changed from A to each other run (report.waits.profile_changes)."""
+    return waits.profile_changes(letters(runs), [repeat_groups(run) for run in runs])
+
+
+def wait_lines(changes: list[dict[str, Any]], found: list[dict[str, Any]]) -> list[str]:
+    """For the terminal, below the answers: the change in what limits the cases the headline figures name (every
+    case when no headline names one), each run against A."""
+    named = {(a["vs"], a["suite"], a["case"]) for a in found if a["kind"] == "headline"}
+    shown = [c for c in changes if (c["vs"], c["suite"], c["case"]) in named] or changes
+    several = len({c["vs"] for c in changes}) > 1
+    if not shown:
+        return []
+    return ["what limits it (share of session time, A → " + ("each run" if several else "B") + "):"] + [
+        f"  {c['vs'] + ': ' if several else ''}{waits.change_line(c)}" for c in shown]
+
+
 def answers(shared: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What a comparison says first, for each run against A: per suite each headline figure (B / A, its confidence
     interval, how many measurements a side, the answer), then the suite's line, then one overall line; the
@@ -640,6 +658,7 @@ def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, m
     body = [
         f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>",
         _answers_html(answers(shared), several=len(runs) > 2),
+        _waits_html(wait_changes(runs), several=len(runs) > 2),
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
         "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
         "direction (percentages) show the ratio to A.</p>",
@@ -667,6 +686,19 @@ def _answers_html(found: list[dict[str, Any]], several: bool) -> str:
     columns = (["run"] if several else []) + ["figure", "B / A", "95% CI", "measurements", "answer"]
     notes = "".join(f"<p class='note'>{h.esc(line)}</p>" for line in legend(found))
     return "<h2>Answers</h2>" + h.table(rows, columns) + notes
+
+
+def _waits_html(changes: list[dict[str, Any]], several: bool) -> str:
+    """What limits each case on each side, and how each wait's share of session time moved."""
+    if not changes:
+        return ""
+    lines = "".join(f"<li>{h.esc((c['vs'] + ': ' if several else '') + waits.change_line(c, most=5))}</li>" for c in changes)
+    return ("<h2>What limits it: how the wait profile changed</h2><ul>" + lines + "</ul>"
+            + "<details><summary>Every wait's share, A against " + ("each run" if several else "B") + "</summary>"
+            + h.table(waits.change_rows(changes, several), max_rows=5000) + "</details>"
+            + "<p class='note'>Shares of the sampled session time by what the wait means for the stack, the repeats' "
+              "mean where a case was repeated; change in percentage points. The figures wait_*_pct carry the same "
+              "shares into the tested figures (--all).</p>")
 
 
 def _is_number(value: Any) -> bool:

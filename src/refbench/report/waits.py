@@ -4,6 +4,7 @@ database timed beside it."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from refbench.engines.waits import by_meaning, meaning
@@ -33,7 +34,9 @@ def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str
         text = f"{PHRASES[top]}: {share:.0f}% of session time waiting ({named})"
         io = io or {}
         if top == "flush" and io.get("ms_per_flush") is not None:
-            text += f", {fmt(io['ms_per_flush'])} ms per WAL flush{on} ({fmt(io['flushes_per_s'])} a second)"
+            sampled = "flush_ms_basis" in io  # MariaDB's redo log, timed by sampling (RedoLogWatch)
+            text += (f", {'about ' if sampled else ''}{fmt(io['ms_per_flush'])} ms per "
+                     f"{'redo log write' if sampled else 'WAL flush'}{on} ({fmt(io['flushes_per_s'])} a second)")
         elif top == "read" and io.get("ms_per_read") is not None:
             text += f", {fmt(io['ms_per_read'])} ms per block read{on}"
     if len(groups) > 1:
@@ -54,7 +57,9 @@ def tables(records: list) -> list[Table]:
         out.append(Table("io_latency", "I/O as the database timed it", rows, note=(
             "Block reads: those the server asked of the OS (its page cache or the device), timed with "
             "track_io_timing; InnoDB's data-file reads as performance_schema times them. Log flushes: PostgreSQL's WAL "
-            "fsync/fdatasync (pg_stat_wal, track_wal_io_timing); InnoDB's redo log writes, counted only. The device's "
+            "fsync/fdatasync (pg_stat_wal, track_wal_io_timing); InnoDB's redo log writes (Innodb_log_writes), their time "
+            "the share of samples in which a server thread was writing or flushing the log file (its system call, "
+            "read from /proc), times the interval, over their count. The device's "
             "own IOPS, await (ms per request, queueing included) and average queue beside them, from /proc/diskstats "
             "over the same interval, whoever issued the requests.")))
     return out
@@ -101,3 +106,69 @@ def profile_chart(record) -> Chart | None:
     series = {kind: [(s["second"], s.get(kind, 0.0)) for s in seconds] for kind in classes}
     return Chart(f"waits_{record.case_id}", f"{record.case_id}: active sessions by wait class", "seconds into the measurement",
                  "average active sessions", series, kind="area")
+
+
+def case_profile(records: list) -> dict[str, Any] | None:
+    """A case's profile over its repeats, as a comparison reads it: each meaning's share of session time (the
+    repeats' mean, largest first) and the time per WAL flush and per block read the database timed."""
+    profiles = [w for r in records if (w := (r.extra.get("storage") or {}).get("waits")) and w.get("session_samples")]
+    if not profiles:
+        return None
+    shares: dict[str, float] = {}
+    for waits in profiles:
+        for kind, share, _ in by_meaning(waits):
+            shares[kind] = shares.get(kind, 0.0) + share / len(profiles)
+    io = [(r.extra.get("storage") or {}).get("io_latency") or {} for r in records]
+
+    def mean(key: str) -> float | None:
+        values = [i[key] for i in io if i.get(key) is not None]
+        return round(statistics.fmean(values), 3) if values else None
+
+    return {"shares": {k: round(v, 1) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])},
+            "ms_per_flush": mean("ms_per_flush"), "ms_per_read": mean("ms_per_read")}
+
+
+def profile_changes(letters: list[str], groups_of: list[dict[tuple[str, str], list]]) -> list[dict[str, Any]]:
+    """How what limits each case changed from the baseline (the first) to each other run: per shared (suite, case)
+    with a profile on both sides, the leading wait of each, every meaning's share on both sides with the change in
+    percentage points (largest on either side first), and the timed flush and read latencies."""
+    base = {key: p for key, records in groups_of[0].items() if (p := case_profile(records))}
+    out = []
+    for letter, groups in zip(letters[1:], groups_of[1:]):
+        for key, a in base.items():
+            if key not in groups or not (b := case_profile(groups[key])):
+                continue
+            kinds = sorted(set(a["shares"]) | set(b["shares"]),
+                           key=lambda k: -max(a["shares"].get(k, 0.0), b["shares"].get(k, 0.0)))
+            out.append({
+                "vs": letter, "suite": key[0], "case": key[1],
+                "limit_A": PHRASES[next(iter(a["shares"]))], "limit_B": PHRASES[next(iter(b["shares"]))],
+                "shares": [{"means": PHRASES[k], "A_pct": a["shares"].get(k, 0.0), "B_pct": b["shares"].get(k, 0.0),
+                            "points": round(b["shares"].get(k, 0.0) - a["shares"].get(k, 0.0), 1)} for k in kinds],
+                **{f"{key_}_{side}": p[key_] for key_ in ("ms_per_flush", "ms_per_read") for side, p in (("A", a), ("B", b))},
+            })
+    return out
+
+
+def change_line(change: dict[str, Any], most: int = 3) -> str:
+    """One case's change for the terminal: "oltp u4: limited by storage flush latency → CPU; storage flush latency
+    87% → 5%, CPU 10% → 93%; 99.8 → 0.21 ms per WAL flush"."""
+    limit = (f"limited by {change['limit_A']} → {change['limit_B']}" if change["limit_A"] != change["limit_B"]
+             else f"still limited by {change['limit_A']}")
+    parts = [limit, ", ".join(f"{s['means']} {s['A_pct']:.0f}% → {s['B_pct']:.0f}%" for s in change["shares"][:most])]
+    for key, what in (("ms_per_flush", "per WAL flush"), ("ms_per_read", "per block read")):
+        if change[f"{key}_A"] is not None and change[f"{key}_B"] is not None:
+            parts.append(f"{fmt(change[f'{key}_A'])} → {fmt(change[f'{key}_B'])} ms {what}")
+    return f"{change['suite']} {change['case']}: " + "; ".join(parts)
+
+
+def change_rows(changes: list[dict[str, Any]], several: bool) -> list[dict[str, Any]]:
+    """The comparison page's table: per case and meaning the share on each side and the change in points."""
+    rows = []
+    for c in changes:
+        for s in c["shares"]:
+            rows.append({**({"run": c["vs"]} if several else {}), "suite": c["suite"], "case": c["case"],
+                         "wait means": s["means"], "A % of session time": s["A_pct"],
+                         "the run's %" if several else "B %": s["B_pct"],
+                         "change (points)": s["points"]})
+    return rows

@@ -179,7 +179,8 @@ class Probe:
             out |= {"blocks_hit": hit, "blocks_read": missed,
                     "hit_ratio_pct": round(100 * hit / (hit + missed), 2) if hit + missed else None,
                     "requested_mb": round((hit + missed) * b["blocks"]["block_bytes"] / 1e6, 3)}
-            out["io_latency"] = io_latency(blocks0, b["blocks"], missed, seconds)
+            out["io_latency"] = io_latency(blocks0, b["blocks"], missed, seconds,
+                                           (waits or {}).get("redo_log_in_flight_pct"))
         if waits is not None:
             out["waits"] = waits
         dev = self.device
@@ -223,10 +224,13 @@ def wait_figures(seen: dict[str, Any] | None) -> dict[str, float]:
     return figures((seen or {}).get("waits"), (seen or {}).get("io_latency"))
 
 
-def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, seconds: float) -> dict[str, Any] | None:
+def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, seconds: float,
+               log_busy_pct: float | None = None) -> dict[str, Any] | None:
     """The engine's I/O as it counted and timed it over the interval: block reads asked of the OS (its page cache or
     the device) and the time each took, log flushes (WAL or redo made durable) and the time each took. None for an
-    engine that counts neither; a time is None where the engine does not keep it."""
+    engine that counts neither; a time is None where the engine does not keep it. An engine that counts its log
+    writes without timing them (MariaDB) has their time from the share of the interval the log was seen in flight
+    (``log_busy_pct``, RedoLogWatch): one write at a time, so busy time over the count is the time per write."""
     if "read_time_ms" not in after and "wal_syncs" not in after:
         return None
 
@@ -237,9 +241,13 @@ def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, second
         reads = int(delta("timed_reads"))
     read_ms, flushes, flush_ms = delta("read_time_ms"), delta("wal_syncs"), delta("wal_sync_ms")
     writes, write_ms = delta("wal_writes"), delta("wal_write_ms")
+    sampled = flush_ms is None and log_busy_pct is not None and bool(flushes)
+    if sampled:
+        flush_ms = log_busy_pct / 100 * seconds * 1000
     return {"reads": reads, "read_ms": None if read_ms is None else round(read_ms, 3),
             "ms_per_read": round(read_ms / reads, 4) if reads and read_ms else None,
             "flushes": flushes, "flush_ms": None if flush_ms is None else round(flush_ms, 3),
+            **({"flush_ms_basis": "sampled: the share of samples with the log in flight"} if sampled else {}),
             "ms_per_flush": round(flush_ms / flushes, 4) if flushes and flush_ms else None,
             "flushes_per_s": round(flushes / seconds, 1) if flushes is not None else None,
             "log_writes": writes, "ms_per_log_write": round(write_ms / writes, 4) if writes and write_ms else None}
