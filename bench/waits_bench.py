@@ -1,8 +1,17 @@
-"""What the wait-profile sampling costs: the same OLTP case with and without it, interleaved (A B A B …) on one
-loaded database, in one command. Reports the sampler's own CPU and the time its queries took on the server, each
-as a share of the server's CPU over the interval (db_cpu_s), and NOPM sampled / unsampled with Welch's test.
+"""What the wait profile costs, in one command, each arm interleaved with its peer (A B A B …) on one loaded database:
+
+- postgres, mariadb: the same OLTP case with and without session sampling. Reports the sampler's own CPU and the time
+  its queries took on the server, each as a share of the server's CPU over the interval (db_cpu_s), the server's CPU
+  per New-Order on each side (the sampling's cost as the server paid it, measured directly), and NOPM sampled /
+  unsampled with Welch's test.
+- mariadb --arm performance-schema: the same case unsampled, with the managed server's performance_schema wait
+  instruments on (refbench's default) and off: what keeping them on costs.
+- duckdb: the TPC-H power and throughput streams with and without DuckDB's profiler (--sf 1): queries/h × SF each
+  side and the profiler's own calls' time as a share of the streams' time.
 
     .venv/bin/python bench/waits_bench.py --engine postgres --repeats 3 --duration-s 30
+    .venv/bin/python bench/waits_bench.py --engine mariadb --arm performance-schema --repeats 3
+    .venv/bin/python bench/waits_bench.py --engine duckdb --repeats 3 --sf 1
 """
 
 from __future__ import annotations
@@ -21,27 +30,76 @@ ROOT = Path(__file__).resolve().parent.parent
 REFBENCH = [str(ROOT / ".venv" / "bin" / "refbench")]
 
 
-def one(work: Path, engine: str, users: int, warehouses: int, duration_s: int, sampled: bool) -> dict:
-    command = [*REFBENCH, "oltp", "--engine", engine, "--warehouses", str(warehouses), "--users", str(users),
-               "--rampup-s", "5", "--duration-s", str(duration_s), "--data-dir", str(work / f"{engine}-data"),
-               "--runs-dir", str(work / "runs"), "--sample-sessions" if sampled else "--no-sample-sessions"]
+def _run(command: list[str]) -> Path:
     p = subprocess.run(command, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(p.stderr)
-    run = Path(p.stdout.strip().splitlines()[-1])
-    record = json.loads(next((run / "records" / "oltp").glob("u*.json")).read_text())
-    return {"nopm": record["metrics"]["nopm"], "db_cpu_s": record["metrics"]["db_cpu_s"],
-            "measured_s": record["metrics"]["measured_s"], "waits": record["extra"]["storage"].get("waits")}
+    return Path(p.stdout.strip().splitlines()[-1])
+
+
+def one(work: Path, engine: str, users: int, warehouses: int, duration_s: int, sampled: bool,
+        performance_schema: bool = True) -> dict:
+    command = [*REFBENCH, "oltp", "--engine", engine, "--warehouses", str(warehouses), "--users", str(users),
+               "--rampup-s", "5", "--duration-s", str(duration_s), "--data-dir", str(work / f"{engine}-data"),
+               "--runs-dir", str(work / "runs"), "--sample-sessions" if sampled else "--no-sample-sessions"]
+    if not performance_schema:
+        command += ["--set", 'oltp.mariadb_settings=["performance_schema=OFF"]']
+    record = json.loads(next((_run(command) / "records" / "oltp").glob("u*.json")).read_text())
+    m = record["metrics"]
+    return {"nopm": m["nopm"], "db_cpu_s": m["db_cpu_s"], "measured_s": m["measured_s"],
+            "cpu_ms_per_new_order": 1000 * m["db_cpu_s"] / m["new_orders_schema_delta"],
+            "waits": record["extra"]["storage"].get("waits")}
+
+
+def one_dss(work: Path, sf: float, profiled: bool) -> dict:
+    run = _run([*REFBENCH, "dss", "--engines", "duckdb", "--modes", "power,throughput", "--sf", str(sf),
+                "--data-dir", str(work / "tpch"), "--runs-dir", str(work / "runs"),
+                "--sample-sessions" if profiled else "--no-sample-sessions"])
+    out = {}
+    for mode in ("power", "throughput"):
+        record = json.loads((run / "records" / "dss" / f"duckdb-{mode}.json").read_text())
+        waits = record["extra"]["storage"].get("waits") or {}
+        out[mode] = record["metrics"][mode]
+        out[f"{mode}_cost_pct"] = 100 * waits["profiling_cost_s"] / record["extra"]["storage"]["interval_s"] if waits else None
+    return out
+
+
+def _ratio(a: list[float], b: list[float]) -> str:
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return f"{statistics.median(a) / statistics.median(b):.3f} (Welch p = {p:.2f}; {a} vs {b})"
+
+
+def duckdb_main(a) -> None:
+    with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
+        work = Path(scratch)
+        sides: dict[bool, list[dict]] = {True: [], False: []}
+        for i in range(a.repeats):
+            for side in (True, False):
+                sides[side].append(one_dss(work, a.sf, side))
+                print(f"repeat {i + 1} {'profiled' if side else 'unprofiled'}: {sides[side][-1]}", flush=True)
+    print(f"\nduckdb, TPC-H SF {a.sf:g}, power and throughput streams, {a.repeats} interleaved repeats")
+    for mode in ("power", "throughput"):
+        print(f"{mode} profiled / unprofiled: {_ratio([r[mode] for r in sides[True]], [r[mode] for r in sides[False]])}")
+        costs = [round(r[f"{mode}_cost_pct"], 3) for r in sides[True]]
+        print(f"{mode}: the profiler's calls (on, read back, off) {statistics.median(costs):.3f}% of the stream's time "
+              f"(median; {costs})")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--engine", default="postgres", choices=["postgres", "mariadb"])
+    ap.add_argument("--engine", default="postgres", choices=["postgres", "mariadb", "duckdb"])
+    ap.add_argument("--arm", default="sampling", choices=["sampling", "performance-schema"],
+                    help="what is on in one arm and off in the other (performance-schema: MariaDB only)")
+    ap.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (duckdb)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--users", type=int, default=4)
     ap.add_argument("--warehouses", type=int, default=2)
     ap.add_argument("--duration-s", type=int, default=30)
     a = ap.parse_args()
+    if a.engine == "duckdb":
+        return duckdb_main(a)
+    if a.arm == "performance-schema":
+        return performance_schema_main(a)
     with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
         work = Path(scratch)
         work.chmod(0o755)
@@ -60,6 +118,26 @@ def main() -> None:
     print(f"sampler's own CPU: {statistics.median(own):.2f}% of the server's CPU (median; {[round(x, 2) for x in own]})")
     print(f"its queries' time on the server (an upper bound: waiting included): {statistics.median(queries):.2f}% of the "
           f"server's CPU (median; {[round(x, 2) for x in queries]})")
+    per_order_s, per_order_u = [r["cpu_ms_per_new_order"] for r in sampled], [r["cpu_ms_per_new_order"] for r in unsampled]
+    print(f"server CPU per New-Order, sampled / unsampled (the sampling's cost as the server paid it): "
+          f"{_ratio([round(x, 3) for x in per_order_s], [round(x, 3) for x in per_order_u])}")
+
+
+def performance_schema_main(a) -> None:
+    with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
+        work = Path(scratch)
+        work.chmod(0o755)
+        sides: dict[bool, list[dict]] = {True: [], False: []}
+        for i in range(a.repeats):
+            for side in (True, False):
+                sides[side].append(one(work, "mariadb", a.users, a.warehouses, a.duration_s, False, performance_schema=side))
+                print(f"repeat {i + 1} performance_schema {'on' if side else 'off'}: {sides[side][-1]['nopm']:,.0f} NOPM",
+                      flush=True)
+    print(f"\nmariadb unsampled, {a.users} users, {a.warehouses} warehouses, {a.duration_s} s measured, {a.repeats} "
+          "interleaved repeats: performance_schema with the file wait instruments on / off")
+    print(f"NOPM: {_ratio([r['nopm'] for r in sides[True]], [r['nopm'] for r in sides[False]])}")
+    per_order = {side: [round(r["cpu_ms_per_new_order"], 3) for r in rows] for side, rows in sides.items()}
+    print(f"server CPU per New-Order (ms): {_ratio(per_order[True], per_order[False])}")
 
 
 if __name__ == "__main__":

@@ -187,7 +187,9 @@ class Engine(Protocol):
         database_bytes; {} when the engine counts none. Where the engine times its I/O, also read_time_ms (and
         timed_reads when it counts its timed reads itself), wal_syncs, wal_sync_ms, wal_writes and wal_write_ms
         (storage.io_latency reads them). An engine whose sessions can be sampled also offers
-        ``wait_sampler() -> refbench.engines.waits.SessionSampler`` (PostgreSQL, MariaDB)."""
+        ``wait_sampler()``: a SessionSampler (refbench.engines.waits; PostgreSQL, MariaDB) or, where there are no
+        sessions to sample, an object with the same start() and stop() giving a profile of the same shape (DuckDB's
+        QueryProfiler)."""
 
     def usage(self) -> dict[str, int]:
         """Cumulative bytes written to temporary files (temp_bytes) and the log (wal_bytes), and bytes of tables and

@@ -4,11 +4,12 @@ empty, and the OS page cache is dropped separately by the caller."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from refbench.engines import Dataset, Placement, QueryTimeout, sql_statements
 from refbench.errors import UserError
@@ -44,6 +45,140 @@ class DuckDb:
 
     def version(self) -> str:
         return self.conn.execute("SELECT version()").fetchone()[0]
+
+
+# DuckDB's operators by what their time is spent on, for the profile's events (the rest under their own name).
+OPERATOR_KINDS = {
+    "TABLE_SCAN": "scan", "READ_CSV": "scan", "READ_PARQUET": "scan", "SEQ_SCAN": "scan", "INDEX_SCAN": "scan",
+    "HASH_JOIN": "join", "NESTED_LOOP_JOIN": "join", "PIECEWISE_MERGE_JOIN": "join", "IE_JOIN": "join",
+    "CROSS_PRODUCT": "join", "DELIM_JOIN": "join", "LEFT_DELIM_JOIN": "join", "RIGHT_DELIM_JOIN": "join",
+    "ASOF_JOIN": "join", "POSITIONAL_JOIN": "join", "BLOCKWISE_NL_JOIN": "join",
+    "HASH_GROUP_BY": "aggregate", "PERFECT_HASH_GROUP_BY": "aggregate", "UNGROUPED_AGGREGATE": "aggregate",
+    "SIMPLE_AGGREGATE": "aggregate", "WINDOW": "aggregate", "STREAMING_WINDOW": "aggregate",
+    "ORDER_BY": "sort", "TOP_N": "sort",
+    "FILTER": "filter and projection", "PROJECTION": "filter and projection",
+}
+
+
+class QueryProfiler:
+    """Where DuckDB's query time goes, from its own profiler: for every query of the measured interval, the time its
+    threads spent in each kind of operator (scans, joins, aggregates, sorts…), and within it the time reading blocks
+    from storage and writing temporary files, which DuckDB times itself. The profile has the wait profile's shape
+    (refbench.engines.waits.profile): shares of the query threads' time adding up to 100%, the reads' time as
+    "IO:block read", the operators' own as "CPU:<kind>", and per second the busy threads in each class (each query's
+    time spread over the seconds it ran).
+
+    ``start()`` and ``stop()`` bracket the interval as a SessionSampler's do; the engine's connections profile their
+    queries while it is started."""
+
+    def __init__(self, engine: "DuckDbEngine"):
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._events: dict[tuple[str, str], float] = {}
+        self._per_second: dict[int, dict[str, float]] = {}
+        self._queries = 0
+        self._reads = 0
+        self._read_s = 0.0
+        self._read_bytes = 0
+        self._begin = 0.0
+        self._cost_s = 0.0
+
+    def start(self) -> None:
+        self._begin = time.monotonic()
+        self._connections: dict[int, Any] = {}  # held, so that no other connection takes a profiled one's id
+        self.engine.profiler = self
+
+    def enable(self, conn) -> None:
+        """Profiling on for a connection, every statement (the refresh functions' too), until stop()."""
+        with self._lock:
+            if id(conn) not in self._connections:
+                conn.execute("PRAGMA enable_profiling = 'no_output'")
+                conn.execute("SET profiling_coverage = 'ALL'")
+                self._connections[id(conn)] = conn
+
+    def add(self, info: dict[str, Any], started: float, ended: float, cost_s: float = 0.0) -> None:
+        """One query's profile (get_profiling_information as JSON), run from ``started`` to ``ended`` (monotonic);
+        ``cost_s``: the time turning the profiler on and reading it back took."""
+        operators: dict[str, float] = {}
+        stack = list(info.get("operator") or []) if isinstance(info.get("operator"), list) else [info.get("operator") or {}]
+        while stack:
+            node = stack.pop()
+            kind = node.get("type") or ""
+            if kind and kind != "RESULT_COLLECTOR":
+                name = OPERATOR_KINDS.get(kind, kind.lower().replace("_", " "))
+                operators[name] = operators.get(name, 0.0) + float(node.get("timing") or 0.0)
+            stack += node.get("children") or []
+        total = sum(operators.values())
+        io = info.get("io") or {}
+        read_s, write_s = float(io.get("total_read_time") or 0.0), float(io.get("total_write_time") or 0.0)
+        # The reads and spills happen inside the operators' time: the operators keep the rest.
+        own = max(total - read_s - write_s, 0.0) / total if total else 0.0
+        events = {("CPU", name): t * own for name, t in operators.items() if t > 0}
+        events |= {k: v for k, v in ((("IO", "block read"), read_s), (("IO", "temp write"), write_s)) if v > 0}
+        with self._lock:
+            self._queries += 1
+            self._cost_s += cost_s
+            self._reads += int(io.get("total_read_operations") or 0)
+            self._read_s += read_s
+            self._read_bytes += int(io.get("total_bytes_read") or 0)
+            for key, seconds in events.items():
+                self._events[key] = self._events.get(key, 0.0) + seconds
+            first, last = int(started - self._begin), int(ended - self._begin)
+            span = max(ended - started, 1e-9)
+            for second in range(max(first, 0), last + 1):
+                overlap = min(ended, self._begin + second + 1) - max(started, self._begin + second)
+                bucket = self._per_second.setdefault(second, {})
+                for (kind, _), seconds in events.items():
+                    bucket[kind] = bucket.get(kind, 0.0) + seconds * max(overlap, 0.0) / span
+
+    def stop(self) -> dict[str, Any]:
+        import duckdb
+
+        self.engine.profiler = None
+        for conn in self._connections.values():
+            try:
+                conn.execute("PRAGMA disable_profiling")
+            except duckdb.Error:  # a stream's connection closed since
+                pass
+        self._connections.clear()
+        wall = max(time.monotonic() - self._begin, 1e-9)
+        with self._lock:
+            total = sum(self._events.values())
+            by_class: dict[str, float] = {}
+            for (kind, _), t in self._events.items():
+                by_class[kind] = by_class.get(kind, 0.0) + t
+            ordered = sorted(self._events.items(), key=lambda kv: -kv[1])
+            return {
+                "source": "DuckDB's profiler", "of": "query thread time", "samples": self._queries,
+                "session_samples": self._queries if total else 0,
+                "avg_active_sessions": round(total / wall, 3), "busy_threads": round(total / wall, 3),
+                "events": [{"class": k, "event": e, "share_pct": round(100 * t / total, 2)} for (k, e), t in ordered]
+                if total else [],
+                "classes": {k: round(100 * t / total, 2) for k, t in sorted(by_class.items(), key=lambda kv: -kv[1])}
+                if total else {},
+                "per_second": [{"second": sec, **{k: round(t, 3) for k, t in bucket.items()}}
+                               for sec, bucket in sorted(self._per_second.items())],
+                "profiling_cost_s": round(self._cost_s, 4),
+                "io_latency": {"reads": self._reads, "read_ms": round(1000 * self._read_s, 3),
+                               "ms_per_read": round(1000 * self._read_s / self._reads, 4) if self._reads else None,
+                               "read_mb": round(self._read_bytes / 1e6, 3)},
+            }
+
+
+def _profiled(conn, profiler: QueryProfiler | None, run: Callable[[], tuple[list[tuple], float]]) -> tuple[list[tuple], float]:
+    """``run`` with DuckDB's profiler on for the connection and its profile added to ``profiler``; turning it on (once
+    per connection) and reading it back stay outside the query's own time, their cost kept beside the profile."""
+    if profiler is None:
+        return run()
+    t0 = time.perf_counter()
+    profiler.enable(conn)
+    cost = time.perf_counter() - t0
+    started = time.monotonic()
+    rows, seconds = run()  # a query that fails or times out leaves no profile
+    t1 = time.perf_counter()
+    info = conn.get_profiling_information(format="json")
+    profiler.add(json.loads(info), started, started + seconds, cost + time.perf_counter() - t1)
+    return rows, seconds
 
 
 def _duckdb_run(conn, query: str, timeout_s: float | None) -> tuple[list[tuple], float]:
@@ -92,6 +227,7 @@ class DuckDbEngine:
     in_process = True
     server = None
     dsn = ""
+    profiler: QueryProfiler | None = None  # while a QueryProfiler is started
 
     def __init__(self, path: Path, dataset: Dataset, memory_limit: str = ""):
         self.db = DuckDb(path, memory_limit=memory_limit or None)
@@ -181,11 +317,15 @@ class DuckDbEngine:
         return self.db.path.stat().st_size if self.db.path.exists() else None
 
     def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
-        return _duckdb_run(self.db.conn, query, timeout_s)
+        conn = self.db.conn
+        return _profiled(conn, self.profiler, lambda: _duckdb_run(conn, query, timeout_s))
 
     def session(self) -> "DuckDbSession":
         """Another connection to the same database, for a stream of its own (DuckDB runs them in parallel)."""
-        return DuckDbSession(self.db.conn.cursor())
+        return DuckDbSession(self.db.conn.cursor(), self)
+
+    def wait_sampler(self) -> QueryProfiler:
+        return QueryProfiler(self)
 
     def usage(self) -> dict[str, int]:
         """Counters of temporary and log space written; DuckDB exposes none that survive a query."""
@@ -214,11 +354,11 @@ class DuckDbEngine:
 
 
 class DuckDbSession:
-    def __init__(self, conn):
-        self.conn = conn
+    def __init__(self, conn, engine: DuckDbEngine):
+        self.conn, self.engine = conn, engine
 
     def run(self, query: str, timeout_s: float | None = None) -> tuple[list[tuple], float]:
-        return _duckdb_run(self.conn, query, timeout_s)
+        return _profiled(self.conn, self.engine.profiler, lambda: _duckdb_run(self.conn, query, timeout_s))
 
     def cancel(self) -> None:
         self.conn.interrupt()

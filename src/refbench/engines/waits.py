@@ -60,6 +60,7 @@ MEANINGS = {
     ("IO", "innodb_data_file read"): "read", ("IO", "innodb_data_file write"): "write",
     ("IO", "innodb_data_file sync"): "write", ("IO", "innodb_temp_file read"): "read",
     ("IO", REDO_WAIT): "flush",
+    ("IO", "block read"): "read", ("IO", "temp write"): "write",  # DuckDB's profiler (engines.duckdb.QueryProfiler)
 }
 CLASS_MEANINGS = {"CPU": "cpu", "Lock": "locks", "LWLock": "contention", "BufferPin": "contention", "IO": "io",
                   "IPC": "ipc", "Timeout": "other", "Activity": "other", "Extension": "other", "Client": "client"}
@@ -74,7 +75,7 @@ def by_meaning(waits: dict[str, Any]) -> list[tuple[str, float, list[dict[str, A
     groups: dict[str, list[dict[str, Any]]] = {}
     for e in waits.get("events") or []:
         groups.setdefault(meaning(e["class"], e["event"]), []).append(e)
-    return sorted(((m, round(sum(e["share_pct"] for e in es), 1), es) for m, es in groups.items()), key=lambda g: -g[1])
+    return sorted(((m, round(sum(e["share_pct"] for e in es), 2), es) for m, es in groups.items()), key=lambda g: -g[1])
 
 
 def figures(waits: dict[str, Any] | None, io: dict[str, Any] | None) -> dict[str, float]:
@@ -122,10 +123,17 @@ class RedoLogWatch:
             return None
         proc = Path(f"/proc/{pid}")
         try:
-            fds = {int(fd.name) for fd in (proc / "fd").iterdir() if log_name.search(os.readlink(fd))}
             (proc / "task" / str(pid) / "syscall").read_text()  # readable by this user?
-        except (OSError, ValueError):
+            listed = list((proc / "fd").iterdir())
+        except OSError:
             return None
+        fds = set()
+        for fd in listed:
+            try:
+                if log_name.search(os.readlink(fd)):
+                    fds.add(int(fd.name))
+            except OSError:  # closed since it was listed: the server opens and closes files all the time
+                continue
         return cls(proc / "task", fds, syscalls) if fds else None
 
     def _syscall_files(self) -> list[int]:

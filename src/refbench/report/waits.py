@@ -27,11 +27,13 @@ def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str
     groups = by_meaning(waits)
     top, share, events = groups[0]
     on = f" on {device}" if device else ""
-    if top == "cpu":
-        text = f"CPU: {share:.0f}% of session time running (not waiting)"
+    of = waits.get("of", "session time")  # DuckDB's profile shares its query threads' time
+    if top == "cpu" and events[0]["event"] == "CPU":
+        text = f"CPU: {share:.0f}% of {of} running (not waiting)"
+    elif top == "cpu":  # the operators that ran, by name (DuckDB's profiler)
+        text = f"CPU: {share:.0f}% of {of} in operators ({_named(events, with_class=False)})"
     else:
-        named = ", ".join(f"{e['class']}:{e['event']} {e['share_pct']:.0f}%" for e in events[:SHOWN_EVENTS])
-        text = f"{PHRASES[top]}: {share:.0f}% of session time waiting ({named})"
+        text = f"{PHRASES[top]}: {share:.0f}% of {of} {'reading' if 'busy_threads' in waits else 'waiting'} ({_named(events)})"
         io = io or {}
         if top == "flush" and io.get("ms_per_flush") is not None:
             sampled = "flush_ms_basis" in io  # MariaDB's redo log, timed by sampling (RedoLogWatch)
@@ -41,7 +43,13 @@ def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str
             text += f", {fmt(io['ms_per_read'])} ms per block read{on}"
     if len(groups) > 1:
         text += f"; then {PHRASES[groups[1][0]]} {groups[1][1]:.0f}%"
+    if "busy_threads" in waits:
+        return text + f" ({waits['busy_threads']:.3g} busy threads on average, {waits['samples']:,} queries)"
     return text + f" ({waits['avg_active_sessions']:.3g} active sessions on average, {waits['samples']:,} samples)"
+
+
+def _named(events: list[dict[str, Any]], with_class: bool = True) -> str:
+    return ", ".join(f"{e['class'] + ':' if with_class else ''}{e['event']} {e['share_pct']:.0f}%" for e in events[:SHOWN_EVENTS])
 
 
 def tables(records: list) -> list[Table]:
@@ -50,13 +58,17 @@ def tables(records: list) -> list[Table]:
     if rows := top_rows(records):
         out.append(Table("waits", "What the sessions waited on", rows, note=(
             "Active sessions sampled about ten times a second from the server's own view of them (PostgreSQL's "
-            "pg_stat_activity; MariaDB's performance_schema and InnoDB's transactions): "
-            "each sampled session waiting on an event, or running (CPU). Share: of all sampled session time in the "
-            "measured interval; a case's shares add up to 100%. The top five per case; every event is in the record.")))
+            "pg_stat_activity; MariaDB's performance_schema and InnoDB's transactions, and for a session committing, "
+            "whether a server thread is writing the redo log): each sampled session waiting on an event, or running "
+            "(CPU). DuckDB: its profiler's time per operator of every query (CPU:scan, CPU:join…), the block reads it "
+            "timed taken out of them (IO:block read); the active sessions are its busy threads. Share: of all "
+            "sampled session (or query thread) time in the measured interval; a case's shares add up to 100%. The "
+            "top five per case; every event is in the record.")))
     if rows := latency_rows(records):
         out.append(Table("io_latency", "I/O as the database timed it", rows, note=(
             "Block reads: those the server asked of the OS (its page cache or the device), timed with "
-            "track_io_timing; InnoDB's data-file reads as performance_schema times them. Log flushes: PostgreSQL's WAL "
+            "track_io_timing; InnoDB's data-file reads as performance_schema times them; DuckDB's block reads as its "
+            "profiler times them. Log flushes: PostgreSQL's WAL "
             "fsync/fdatasync (pg_stat_wal, track_wal_io_timing); InnoDB's redo log writes (Innodb_log_writes), their time "
             "the share of samples in which a server thread was writing or flushing the log file (its system call, "
             "read from /proc), times the interval, over their count. The device's "
@@ -73,7 +85,7 @@ def top_rows(records: list) -> list[dict[str, Any]]:
         if not waits or not waits.get("session_samples"):
             continue
         for e in waits["events"][:5]:
-            rows.append({"case": r.case_id, "wait": f"{e['class']}:{e['event']}" if e["class"] != "CPU" else "CPU (running)",
+            rows.append({"case": r.case_id, "wait": "CPU (running)" if e["event"] == "CPU" else f"{e['class']}:{e['event']}",
                          "means": PHRASES[meaning(e["class"], e["event"])], "share of session time %": e["share_pct"],
                          "active sessions": waits["avg_active_sessions"]})
     return rows
@@ -104,8 +116,9 @@ def profile_chart(record) -> Chart | None:
         return None
     classes = list(dict.fromkeys(k for s in seconds for k in s if k != "second"))
     series = {kind: [(s["second"], s.get(kind, 0.0)) for s in seconds] for kind in classes}
-    return Chart(f"waits_{record.case_id}", f"{record.case_id}: active sessions by wait class", "seconds into the measurement",
-                 "average active sessions", series, kind="area")
+    who = "busy threads" if "busy_threads" in waits else "active sessions"
+    return Chart(f"waits_{record.case_id}", f"{record.case_id}: {who} by wait class", "seconds into the measurement",
+                 f"average {who}", series, kind="area")
 
 
 def case_profile(records: list) -> dict[str, Any] | None:
@@ -124,8 +137,9 @@ def case_profile(records: list) -> dict[str, Any] | None:
         values = [i[key] for i in io if i.get(key) is not None]
         return round(statistics.fmean(values), 3) if values else None
 
-    return {"shares": {k: round(v, 1) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])},
-            "ms_per_flush": mean("ms_per_flush"), "ms_per_read": mean("ms_per_read")}
+    return {"shares": {k: round(v, 2) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])},
+            "ms_per_flush": mean("ms_per_flush"), "ms_per_read": mean("ms_per_read"),
+            "flush": "redo log write" if any("flush_ms_basis" in i for i in io) else "WAL flush"}
 
 
 def profile_changes(letters: list[str], groups_of: list[dict[tuple[str, str], list]]) -> list[dict[str, Any]]:
@@ -146,6 +160,7 @@ def profile_changes(letters: list[str], groups_of: list[dict[tuple[str, str], li
                 "shares": [{"means": PHRASES[k], "A_pct": a["shares"].get(k, 0.0), "B_pct": b["shares"].get(k, 0.0),
                             "points": round(b["shares"].get(k, 0.0) - a["shares"].get(k, 0.0), 1)} for k in kinds],
                 **{f"{key_}_{side}": p[key_] for key_ in ("ms_per_flush", "ms_per_read") for side, p in (("A", a), ("B", b))},
+                "flush": b["flush"] if b["ms_per_flush"] is not None else a["flush"],
             })
     return out
 
@@ -156,7 +171,7 @@ def change_line(change: dict[str, Any], most: int = 3) -> str:
     limit = (f"limited by {change['limit_A']} → {change['limit_B']}" if change["limit_A"] != change["limit_B"]
              else f"still limited by {change['limit_A']}")
     parts = [limit, ", ".join(f"{s['means']} {s['A_pct']:.0f}% → {s['B_pct']:.0f}%" for s in change["shares"][:most])]
-    for key, what in (("ms_per_flush", "per WAL flush"), ("ms_per_read", "per block read")):
+    for key, what in (("ms_per_flush", f"per {change['flush']}"), ("ms_per_read", "per block read")):
         if change[f"{key}_A"] is not None and change[f"{key}_B"] is not None:
             parts.append(f"{fmt(change[f'{key}_A'])} → {fmt(change[f'{key}_B'])} ms {what}")
     return f"{change['suite']} {change['case']}: " + "; ".join(parts)
