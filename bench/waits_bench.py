@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
 REFBENCH = [str(ROOT / ".venv" / "bin" / "refbench")]
 
 
@@ -39,11 +43,16 @@ def _run(command: list[str]) -> Path:
 
 def one(work: Path, engine: str, users: int, warehouses: int, duration_s: int, sampled: bool,
         performance_schema: bool = True) -> dict:
+    """One OLTP run; on MariaDB the server's performance_schema as ``performance_schema`` says (refbench turns it off
+    with --no-sample-sessions unless a setting keeps it), its other settings the suite's defaults."""
+    from refbench.suites.oltp import OltpSuite
+
     command = [*REFBENCH, "oltp", "--engine", engine, "--warehouses", str(warehouses), "--users", str(users),
                "--rampup-s", "5", "--duration-s", str(duration_s), "--data-dir", str(work / f"{engine}-data"),
                "--runs-dir", str(work / "runs"), "--sample-sessions" if sampled else "--no-sample-sessions"]
-    if not performance_schema:
-        command += ["--set", 'oltp.mariadb_settings=["performance_schema=OFF"]']
+    if engine == "mariadb":
+        settings = [*OltpSuite.options["mariadb_settings"].default, f"performance_schema={'ON' if performance_schema else 'OFF'}"]
+        command += ["--set", "oltp.mariadb_settings=" + json.dumps(settings)]
     record = json.loads(next((_run(command) / "records" / "oltp").glob("u*.json")).read_text())
     m = record["metrics"]
     return {"nopm": m["nopm"], "db_cpu_s": m["db_cpu_s"], "measured_s": m["measured_s"],
@@ -118,9 +127,60 @@ def main() -> None:
     print(f"sampler's own CPU: {statistics.median(own):.2f}% of the server's CPU (median; {[round(x, 2) for x in own]})")
     print(f"its queries' time on the server (an upper bound: waiting included): {statistics.median(queries):.2f}% of the "
           f"server's CPU (median; {[round(x, 2) for x in queries]})")
+    if a.engine == "mariadb":
+        with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
+            Path(scratch).chmod(0o755)
+            cost = mariadb_cpu_per_sample(Path(scratch), a.users)
+        per_s = [cost["server_cpu_ms_per_sample"] * r["waits"]["samples"] / 1000 / r["db_cpu_s"] * 100 for r in sampled]
+        print(f"the sampler's query on the server, measured directly ({cost}): {statistics.median(per_s):.3f}% of the "
+              f"server's CPU at the runs' sample counts (median; {[round(x, 3) for x in per_s]})")
     per_order_s, per_order_u = [r["cpu_ms_per_new_order"] for r in sampled], [r["cpu_ms_per_new_order"] for r in unsampled]
     print(f"server CPU per New-Order, sampled / unsampled (the sampling's cost as the server paid it): "
           f"{_ratio([round(x, 3) for x in per_order_s], [round(x, 3) for x in per_order_u])}")
+
+
+def _process_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def mariadb_cpu_per_sample(work: Path, sessions: int, samples: int = 3000) -> dict:
+    """What one sample costs the MariaDB server, measured directly: a managed server with ``sessions`` connections
+    each inside a statement (SELECT SLEEP), the sampler's query run ``samples`` times, the server's own CPU
+    (/proc/PID/stat) over the loop less its CPU over as long idle with the same sessions."""
+    from refbench.engines.mariadb import ManagedMariaDB, _rows, connect
+    from refbench.engines.waits import MARIADB_ACTIVE_SESSIONS
+
+    server = ManagedMariaDB(work / "cost-mariadb", {})
+    server.start()
+    try:
+        dsn = server.database("mysql")
+        busy = [connect(dsn, autocommit=True) for _ in range(sessions)]
+        def sleep_in_a_statement(conn) -> None:
+            try:
+                _rows(conn, "SELECT SLEEP(120)")
+            except Exception:  # the server stopping under it, at the end
+                pass
+
+        sleepers = [threading.Thread(target=sleep_in_a_statement, args=(c,), daemon=True) for c in busy]
+        for t in sleepers:
+            t.start()
+        time.sleep(1)
+        pid = server.process.pid
+        with connect(dsn, autocommit=True) as conn:
+            query = MARIADB_ACTIVE_SESSIONS  # the sessions' database is this one's, mysql
+            active = len(_rows(conn, query))
+            cpu0, t0 = _process_cpu_s(pid), time.monotonic()
+            for _ in range(samples):
+                _rows(conn, query)
+            loop_cpu, loop_s = _process_cpu_s(pid) - cpu0, time.monotonic() - t0
+        cpu1 = _process_cpu_s(pid)
+        time.sleep(loop_s)
+        idle_cpu = _process_cpu_s(pid) - cpu1
+    finally:
+        server.stop()
+    return {"active_sessions_seen": active, "samples": samples, "loop_s": round(loop_s, 2),
+            "server_cpu_ms_per_sample": round(1000 * (loop_cpu - idle_cpu) / samples, 4)}
 
 
 def performance_schema_main(a) -> None:

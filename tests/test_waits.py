@@ -136,6 +136,18 @@ def test_duckdb_says_where_its_query_time_went_from_its_own_profiler(tmp_path):
     assert line.startswith("CPU: ") and "of query thread time in operators (" in line and line.endswith(" 2 queries)")
 
 
+def test_a_managed_mariadb_whose_sessions_are_not_sampled_runs_without_performance_schema():
+    from refbench.suites.oltp import OltpSuite, _server_settings
+
+    o = {k: v.default["quick"] if isinstance(v.default, dict) and "quick" in v.default else v.default
+         for k, v in OltpSuite.options.items()} | {"engine": "mariadb"}
+    assert "performance_schema" not in _server_settings(o)  # mariadb.DEFAULTS then keep it on, the file waits instrumented
+    assert _server_settings(o | {"sample_sessions": False})["performance_schema"] == "OFF"
+    # a plan's own setting wins
+    assert _server_settings(o | {"sample_sessions": False, "mariadb_settings": ["performance_schema=ON"]})[
+        "performance_schema"] == "ON"
+
+
 def _join_throttled(group: Path) -> None:
     (group / "cgroup.procs").write_text(str(os.getpid()))
     die_with_parent(signal.SIGTERM)

@@ -82,10 +82,10 @@ class QueryProfiler:
         self._read_bytes = 0
         self._begin = 0.0
         self._cost_s = 0.0
+        self._connections: dict[int, Any] = {}  # held, so that no other connection takes a profiled one's id
 
     def start(self) -> None:
         self._begin = time.monotonic()
-        self._connections: dict[int, Any] = {}  # held, so that no other connection takes a profiled one's id
         self.engine.profiler = self
 
     def enable(self, conn) -> None:
@@ -100,7 +100,8 @@ class QueryProfiler:
         """One query's profile (get_profiling_information as JSON), run from ``started`` to ``ended`` (monotonic);
         ``cost_s``: the time turning the profiler on and reading it back took."""
         operators: dict[str, float] = {}
-        stack = list(info.get("operator") or []) if isinstance(info.get("operator"), list) else [info.get("operator") or {}]
+        root = info.get("operator")
+        stack = list(root) if isinstance(root, list) else [root or {}]
         while stack:
             node = stack.pop()
             kind = node.get("type") or ""

@@ -76,8 +76,9 @@ DEFAULTS = {
     "innodb_buffer_pool_dump_at_shutdown": "OFF",
     "innodb_buffer_pool_load_at_startup": "OFF",
     # What the wait profile and the timed I/O read: file I/O timed by performance_schema, the current waits kept;
-    # every other instrument off (the default ones, statements and table I/O above all, cost 7% of NOPM:
-    # docs/BENCHMARKS.md). A setting given as a tuple is given to the server once per value.
+    # every other instrument off, as nothing reads them (what the rest costs: docs/BENCHMARKS.md). A setting given
+    # as a tuple is given to the server once per value. Off altogether when sessions are not sampled
+    # (suites.storage.unsampled_mariadb).
     "performance_schema": "ON",
     "performance_schema_instrument": ("%=OFF", "wait/io/file/%=ON"),
     "performance_schema_consumer_events_waits_current": "ON",

@@ -43,7 +43,13 @@ RULE = (f"Storage exercised: over the suite's measured intervals the database se
 PROC = Path("/proc")
 SAMPLE_SESSIONS = Option(bool, True, "Sample the database's active sessions 10 times a second while measuring (DuckDB: "
                                      "profile each query), for the wait profile that names the bottleneck in its words "
-                                     "(off: the host's figures only).")
+                                     "(off: the host's figures only, and a managed MariaDB without performance_schema).")
+
+def unsampled_mariadb(o: dict[str, Any]) -> dict[str, str]:
+    """The managed MariaDB's performance_schema off when its sessions are not sampled: its instruments cost the
+    server NOPM (docs/BENCHMARKS.md) and only the wait profile reads them. A plan's mariadb_settings may still set it."""
+    return {} if o.get("sample_sessions", True) else {"performance_schema": "OFF"}
+
 
 CACHE_MB = Option(int, {"quick": 0, "standard": AUTO, "full": AUTO},
                   "Page cache the managed server may hold while measuring, MB, on top of its own memory "

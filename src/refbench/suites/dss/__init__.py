@@ -517,8 +517,10 @@ def engine_probe(ctx, engine: Engine, sessions: bool = False) -> "storage.Probe"
 
 
 def mariadb_settings(o: dict[str, Any]) -> dict[str, str]:
-    """The managed MariaDB's server variables in a dss-style suite: the buffer pool, then mariadb_settings."""
-    return {"innodb_buffer_pool_size": mariadb_buffer_pool(o), **settings_dict(o["mariadb_settings"])}
+    """The managed MariaDB's server variables in a dss-style suite: the buffer pool (and performance_schema off when
+    sessions are not sampled), then mariadb_settings."""
+    return {"innodb_buffer_pool_size": mariadb_buffer_pool(o), **storage.unsampled_mariadb(o),
+            **settings_dict(o["mariadb_settings"])}
 
 
 def mariadb_buffer_pool(o: dict[str, Any]) -> str:

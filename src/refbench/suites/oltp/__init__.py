@@ -138,7 +138,7 @@ def _server_settings(o: dict[str, Any]) -> dict[str, str]:
     connections = str(max(user_counts(o)) + 20)
     if engine_name(o) == "mariadb":
         pool = {"innodb_buffer_pool_size": str(pg_size_bytes(o["shared_buffers"], 8192)), "max_connections": connections}
-        return pool | settings_dict(o["mariadb_settings"])
+        return pool | storage.unsampled_mariadb(o) | settings_dict(o["mariadb_settings"])
     settings = {"shared_buffers": o["shared_buffers"], "max_connections": connections}
     return settings | settings_dict(o["pg_settings"])
 
