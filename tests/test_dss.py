@@ -129,10 +129,10 @@ def test_dss_runs_every_mode_on_every_engine_and_a_wrong_answer_fails_the_run(tm
             throughput = records[f"{engine}-throughput"]
             assert throughput["metrics"]["streams"] == 2 and throughput["metrics"]["throughput"] > 0
             assert throughput["extra"]["stream_orders"] == {"1": STREAM_ORDERS[1], "2": STREAM_ORDERS[2]}
-        # DuckDB's streams say where their time went from its profiler: every query of the power stream and the
-        # refresh functions, in operators and block reads.
+        # DuckDB's streams say where their time went from its profiler: the power stream's 22 queries and each
+        # statement of its refresh functions, in operators and block reads.
         profile = records["duckdb-power"]["extra"]["storage"]["waits"]
-        assert profile["source"] == "DuckDB's profiler" and profile["samples"] == 24, profile
+        assert profile["source"] == "DuckDB's profiler" and profile["samples"] > 24, profile
         assert sum(e["share_pct"] for e in profile["events"]) == pytest.approx(100, abs=0.1)
         assert ("CPU", "scan") in {(e["class"], e["event"]) for e in profile["events"]}
         assert records["duckdb-power"]["metrics"]["wait_cpu_pct"] > 0
