@@ -39,6 +39,8 @@ def test_a_profile_shares_session_time_and_adds_up_to_100_percent():
     assert p["classes"] == {"CPU": 60.0, "IO": 30.0, "LWLock": 10.0}
     # A session waiting for another's WAL flush (LWLock:WALWrite) is flush time too.
     assert [(m, share) for m, share, _ in by_meaning(p)] == [("cpu", 60.0), ("flush", 40.0)]
+    # every event of a meaning rounded up a little: the meaning's share is still a share
+    assert by_meaning({"events": [{"class": "CPU", "event": f"op{i}", "share_pct": 33.337} for i in range(3)]})[0][1] == 100.0
     assert figures(p, {"ms_per_flush": 1.9, "ms_per_read": None}) == {
         "wait_cpu_pct": 60.0, "wait_flush_pct": 40.0, "active_sessions": 1.0, "wal_flush_ms": 1.9}
 

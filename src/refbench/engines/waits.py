@@ -75,7 +75,9 @@ def by_meaning(waits: dict[str, Any]) -> list[tuple[str, float, list[dict[str, A
     groups: dict[str, list[dict[str, Any]]] = {}
     for e in waits.get("events") or []:
         groups.setdefault(meaning(e["class"], e["event"]), []).append(e)
-    return sorted(((m, round(sum(e["share_pct"] for e in es), 2), es) for m, es in groups.items()), key=lambda g: -g[1])
+    # min(): the events' shares are rounded each, and their sum may pass 100 by a rounding (100.01)
+    return sorted(((m, min(round(sum(e["share_pct"] for e in es), 2), 100.0), es) for m, es in groups.items()),
+                  key=lambda g: -g[1])
 
 
 def figures(waits: dict[str, Any] | None, io: dict[str, Any] | None) -> dict[str, float]:
