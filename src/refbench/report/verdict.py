@@ -106,13 +106,14 @@ def headline_keys(run: Run) -> dict[tuple[str, str, str], str]:
 
 def _bottleneck(headlines: list[Headline], records: list[Record], telemetry: Telemetry) -> str:
     """What limited the headline cases: the first one's phrase, and another case's too when a different resource
-    limited it (peak IOPS CPU-bound, peak MB/s device-bound)."""
+    limited it (peak IOPS CPU-bound, peak MB/s device-bound) or it ran on another engine (each engine's own words)."""
     by_case = {r.case_id: r for r in records}
     cases = list(dict.fromkeys(h.case for h in headlines if h.case in by_case)) or [max(records, key=lambda r: r.elapsed_s).case_id]
-    by_resource: dict[str, tuple[str, str]] = {}  # resource -> (phrase, the headline it limited)
+    by_resource: dict[tuple[str, str], tuple[str, str]] = {}  # (engine, resource) -> (phrase, the headline it limited)
     for case in cases:
         resource, phrase = name_bottleneck(by_case[case], _window(by_case[case], records, telemetry))
-        by_resource.setdefault(resource, (phrase, next((h.label for h in headlines if h.case == case), case)))
+        engine = str(by_case[case].params.get("engine", ""))
+        by_resource.setdefault((engine, resource), (phrase, next((h.label for h in headlines if h.case == case), case)))
     if len(by_resource) == 1:
         return next(iter(by_resource.values()))[0]
     return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values())
