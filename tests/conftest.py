@@ -144,6 +144,22 @@ def process_tree(tmp_path):
         tree.stop()
 
 
+@pytest.fixture(autouse=True)
+def _no_scratch_left_behind(tmp_path):
+    """A run interrupted on purpose keeps its scratch directory for a resume (/var/tmp/refbench/<run>-<hash of its
+    path>: a managed server's data when the run directory is closed to the server's account); once the test is over
+    no resume will come, so the scratch directories of the runs in this test's own temporary directory go. Another
+    test's, or another refbench's, are never touched: the name holds the hash of the run's path."""
+    yield
+    from refbench.runner import SCRATCH_ROOT, scratch_dir
+    from refbench.runstore import Run
+
+    if not SCRATCH_ROOT.is_dir():
+        return
+    for run in tmp_path.glob("**/run.json"):
+        shutil.rmtree(scratch_dir(Run(run.parent)), ignore_errors=True)
+
+
 @pytest.fixture
 def reachable_dir():
     """A directory of the test's own that the postgres system user can reach (pytest's tmp_path is closed to other
