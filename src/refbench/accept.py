@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from refbench.errors import UserError
+from refbench.suites import is_figure
 from refbench.thresholds import OPERATORS, Threshold, parse
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _value(run: "Run", verdicts: dict[str, Any], figure: str) -> tuple[float | N
             return None, (f"{figure} is neither a headline of this run ({', '.join(named) or 'none'}) nor a figure of "
                           f"one of its {suite} cases (suite.CASE.METRIC)")
         value = record.metrics.get(metric)
-        if not _is_number(value):
+        if not is_figure(value):
             return None, f"{suite} case {case} has no figure {metric}"
         return value, f"{suite} case {case}"
     matches = [h for h in verdicts[suite].headlines if h.metric == metric]
@@ -80,9 +81,6 @@ def _value(run: "Run", verdicts: dict[str, Any], figure: str) -> tuple[float | N
     return None, (f"{figure} is not a {suite} headline figure (those are: {', '.join(named) or 'none'}); a case's "
                   f"figure is {suite}.CASE.METRIC")
 
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def failed(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
-from refbench.suites import Case, Record, Suite
+from refbench.suites import Case, Record, Suite, is_figure
 
 PARAM = "repeat"
 
@@ -74,7 +73,7 @@ def one_per_configuration(records: list[Record], suite: Suite | None = None) -> 
             out.append(group[0])
             continue
         metric = metric_of.get(group[0].case_id)
-        if metric is None or not all(_number(r.metrics.get(metric)) for r in group):
+        if metric is None or not all(is_figure(r.metrics.get(metric)) for r in group):
             metric = _deciding_metric(group)
         ordered = sorted(group, key=lambda r: r.metrics[metric]) if metric else group
         median = ordered[(len(ordered) - 1) // 2]
@@ -87,13 +86,10 @@ def one_per_configuration(records: list[Record], suite: Suite | None = None) -> 
 
 def _deciding_metric(group: list[Record]) -> str | None:
     for metric, value in group[0].metrics.items():
-        if _number(value) and all(_number(r.metrics.get(metric)) for r in group) and len({r.metrics[metric] for r in group}) > 1:
+        if is_figure(value) and all(is_figure(r.metrics.get(metric)) for r in group) and len({r.metrics[metric] for r in group}) > 1:
             return metric
     return None
 
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def strip_repeat(case_id: str) -> str:

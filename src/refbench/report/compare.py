@@ -17,7 +17,7 @@ from refbench.report import html as h
 from refbench.report import waits
 from refbench.report.verdict import headline_keys
 from refbench.runstore import Run
-from refbench.suites import Record
+from refbench.suites import Record, is_figure
 
 
 # Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
@@ -95,13 +95,13 @@ def _series_samples(run: Run, record: Record, metric: str) -> list[float]:
                        record.metrics.get(metric))
     if record.suite == "dss" and metric == "throughput":
         # Each stream's elapsed time is a measurement of the same rate (queries per hour go as 1 / time).
-        times = [float(v) for k, v in record.metrics.items() if re.fullmatch(r"stream_\d+_s", k) and _is_number(v) and v > 0]
+        times = [float(v) for k, v in record.metrics.items() if re.fullmatch(r"stream_\d+_s", k) and is_figure(v) and v > 0]
         return _scaled([1 / t for t in times], record.metrics.get(metric))
     return []
 
 
 def _scaled(samples: list[float], value: Any) -> list[float]:
-    if len(samples) < 2 or not _is_number(value) or not (mean := statistics.fmean(samples)):
+    if len(samples) < 2 or not is_figure(value) or not (mean := statistics.fmean(samples)):
         return []
     return [s * value / mean for s in samples]
 
@@ -113,7 +113,7 @@ def _read_json_list(path: Path) -> list[float]:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    return [float(v) for v in data if _is_number(v)] if isinstance(data, list) else []
+    return [float(v) for v in data if is_figure(v)] if isinstance(data, list) else []
 
 
 def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str, str], Figure]:
@@ -125,7 +125,7 @@ def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None)
     out: dict[tuple[str, str, str], Figure] = {}
     for (suite, case), records in (groups or repeat_groups(run)).items():
         for metric in dict.fromkeys(m for r in records for m in r.metrics):
-            values = [r.metrics[metric] for r in records if _is_number(r.metrics.get(metric))]
+            values = [r.metrics[metric] for r in records if is_figure(r.metrics.get(metric))]
             if not values:
                 continue
             if len(values) > 1:
@@ -182,7 +182,7 @@ def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
     totals = next(t for t in tables(run) if t.name == "cluster_totals")
     out = {}
     for t in totals.rows:
-        if _is_number(value := t["total (sum or mean)"]):
+        if is_figure(value := t["total (sum or mean)"]):
             out[(t["suite"], f"{t['case']}@{t['nodes']}n", t["figure"])] = Figure(value)
     return out
 
@@ -325,7 +325,7 @@ def _repeat_spread(runs: list[Run], headlines_of: list[dict[tuple[str, str, str]
                 continue
             for metric in records[0].metrics:
                 values = [r.metrics.get(metric) for r in records]
-                if (suite, case, metric) not in headlines or not all(_is_number(v) and v > 0 for v in values):
+                if (suite, case, metric) not in headlines or not all(is_figure(v) and v > 0 for v in values):
                     continue
                 logs = [math.log(v) for v in values]
                 mean = statistics.fmean(logs)
@@ -700,6 +700,3 @@ def _waits_html(changes: list[dict[str, Any]], several: bool) -> str:
               "mean where a case was repeated; change in percentage points. The figures wait_*_pct carry the same "
               "shares into the tested figures (--all).</p>")
 
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -62,6 +63,11 @@ class Record:
 _SHARE = re.compile(r"(_pct|hit_ratio|_share)$")
 _NOT_A_SHARE = re.compile(r"difference_pct$|^fio_(usr|sys)_cpu_pct$")
 _ROUNDING = 1e-6  # 100 − idle − iowait may come out at −1e-14
+
+
+def is_figure(value: Any) -> bool:
+    """A measured number: an int or a float, not a bool (True is an int to Python), and finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def impossible_figures(record: Record) -> list[str]:
