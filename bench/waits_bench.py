@@ -156,6 +156,7 @@ def mariadb_cpu_per_sample(work: Path, sessions: int, samples: int = 3000) -> di
     try:
         dsn = server.database("mysql")
         busy = [connect(dsn, autocommit=True) for _ in range(sessions)]
+
         def sleep_in_a_statement(conn) -> None:
             try:
                 _rows(conn, "SELECT SLEEP(120)")

@@ -82,6 +82,5 @@ def _value(run: "Run", verdicts: dict[str, Any], figure: str) -> tuple[float | N
                   f"figure is {suite}.CASE.METRIC")
 
 
-
 def failed(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in results if not r["passed"]]

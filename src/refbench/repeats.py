@@ -91,7 +91,6 @@ def _deciding_metric(group: list[Record]) -> str | None:
     return None
 
 
-
 def strip_repeat(case_id: str) -> str:
     """"u4-r2" -> "u4": the configuration a repeat's case id names."""
     return re.sub(r"-r\d+$", "", case_id)

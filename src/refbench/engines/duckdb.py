@@ -8,10 +8,12 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
 from refbench.engines import Dataset, Placement, QueryTimeout, sql_statements
+from refbench.engines.waits import shares
 from refbench.errors import UserError
 
 
@@ -74,7 +76,7 @@ class QueryProfiler:
     def __init__(self, engine: "DuckDbEngine"):
         self.engine = engine
         self._lock = threading.Lock()
-        self._events: dict[tuple[str, str], float] = {}
+        self._events: Counter[tuple[str, str]] = Counter()
         self._per_second: dict[int, dict[str, float]] = {}
         self._queries = 0
         self._reads = 0
@@ -122,8 +124,7 @@ class QueryProfiler:
             self._reads += int(io.get("total_read_operations") or 0)
             self._read_s += read_s
             self._read_bytes += int(io.get("total_bytes_read") or 0)
-            for key, seconds in events.items():
-                self._events[key] = self._events.get(key, 0.0) + seconds
+            self._events.update(events)
             first, last = int(started - self._begin), int(ended - self._begin)
             span = max(ended - started, 1e-9)
             for second in range(max(first, 0), last + 1):
@@ -145,18 +146,11 @@ class QueryProfiler:
         wall = max(time.monotonic() - self._begin, 1e-9)
         with self._lock:
             total = sum(self._events.values())
-            by_class: dict[str, float] = {}
-            for (kind, _), t in self._events.items():
-                by_class[kind] = by_class.get(kind, 0.0) + t
-            ordered = sorted(self._events.items(), key=lambda kv: -kv[1])
             return {
                 "source": "DuckDB's profiler", "of": "query thread time", "samples": self._queries,
                 "session_samples": self._queries if total else 0,
                 "avg_active_sessions": round(total / wall, 3), "busy_threads": round(total / wall, 3),
-                "events": [{"class": k, "event": e, "share_pct": round(100 * t / total, 2)} for (k, e), t in ordered]
-                if total else [],
-                "classes": {k: round(100 * t / total, 2) for k, t in sorted(by_class.items(), key=lambda kv: -kv[1])}
-                if total else {},
+                **shares(self._events),
                 "per_second": [{"second": sec, **{k: round(t, 3) for k, t in bucket.items()}}
                                for sec, bucket in sorted(self._per_second.items())],
                 "profiling_cost_s": round(self._cost_s, 4),

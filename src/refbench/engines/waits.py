@@ -249,20 +249,28 @@ class SessionSampler:
         return out
 
 
+def shares(weights: Counter) -> dict[str, Any]:
+    """Each (class, event)'s share of the whole and each class's, in percent, largest first: a profile's "events"
+    and "classes" (from sample counts here, from measured seconds in DuckDB's QueryProfiler)."""
+    total = sum(weights.values())
+    if not total:
+        return {"events": [], "classes": {}}
+    by_class: Counter[str] = Counter()
+    for (kind, _), n in weights.items():
+        by_class[kind] += n
+    return {"events": [{"class": kind, "event": event, "share_pct": round(100 * n / total, 2)}
+                       for (kind, event), n in weights.most_common()],
+            "classes": {kind: round(100 * n / total, 2) for kind, n in by_class.most_common()}}
+
+
 def profile(events: Counter, per_second: dict[int, Counter], ticks: int, period: float, query_s: float, cpu_s: float,
             error: str | None) -> dict[str, Any]:
     """The samples as a record keeps them: shares of the sampled session time per event and per class (each list
     adding up to 100%), the average active sessions, and per second the average active sessions in each class."""
     total = sum(events.values())
-    by_class: Counter[str] = Counter()
-    for (kind, _), n in events.items():
-        by_class[kind] += n
     out: dict[str, Any] = {
         "hz": round(1 / period), "samples": ticks, "session_samples": total,
-        "avg_active_sessions": round(total / ticks, 3) if ticks else None,
-        "events": [{"class": kind, "event": event, "share_pct": round(100 * n / total, 2)}
-                   for (kind, event), n in events.most_common()] if total else [],
-        "classes": {kind: round(100 * n / total, 2) for kind, n in by_class.most_common()} if total else {},
+        "avg_active_sessions": round(total / ticks, 3) if ticks else None, **shares(events),
         "per_second": [{"second": s, **{k: round(n / c["_ticks"], 3) for k, n in c.items() if k != "_ticks"}}
                        for s, c in sorted(per_second.items())],
         "sampler_cpu_s": round(cpu_s, 4), "sampler_query_ms": round(1000 * query_s / ticks, 3) if ticks else None,

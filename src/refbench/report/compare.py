@@ -699,4 +699,3 @@ def _waits_html(changes: list[dict[str, Any]], several: bool) -> str:
             + "<p class='note'>Shares of the sampled session time by what the wait means for the stack, the repeats' "
               "mean where a case was repeated; change in percentage points. The figures wait_*_pct carry the same "
               "shares into the tested figures (--all).</p>")
-
