@@ -13,6 +13,7 @@ import time
 
 from refbench.plan import Option
 from refbench.suites import Case, Chart, Finding, Headline, Record, Table
+from refbench.tune.knobs import Knob
 
 
 class SleepySuite:
@@ -26,8 +27,13 @@ class SleepySuite:
         "fail_check": Option(bool, False, "Make the correctness check fail."),
         "sizes": Option(list, [4096], "Block sizes (bytes).", item=int, minimum=512),
         "noise_pct": Option(float, 0.0, "Spread of the per-second throughput samples, ± percent.", minimum=0, maximum=50),
-        "seed": Option(int, 1, "Seed of that noise (two runs with different seeds differ only by noise)."),
+        "seed": Option(int, 1, "Seed of that noise (two runs with different seeds differ only by noise; 0: a new "
+                               "seed each run, as a real measurement's noise)."),
     }
+    # What refbench tune may try on this suite: a change with a large effect and one with none.
+    tune_knobs = [Knob("speed", "option", "", ("neither", "cpu", "device"), "the test's large effect", choices=("2",)),
+                  Knob("sleep_s", "option", "", ("neither", "cpu", "device"), "the test's change with no effect",
+                       choices=("0.1",))]
 
     def cases(self, plan):
         n = plan.options[self.name]["cases"]
@@ -53,7 +59,8 @@ class SleepySuite:
             f.write(f"end {case.id}\n")
         i = case.params["index"]
         # Ten "per-second" throughput samples around the figure, as a real suite's records keep them.
-        noise, rng = ctx.options["noise_pct"] / 100, random.Random(f"{ctx.options['seed']}:{case.id}")
+        seed = ctx.options["seed"] or f"{ctx.run.path}"
+        noise, rng = ctx.options["noise_pct"] / 100, random.Random(f"{seed}:{case.id}")
         samples = [1000.0 * ctx.options["speed"] * (i + 1) * (1 + noise * rng.uniform(-1, 1)) for _ in range(10)]
         return Record(
             metrics={"ops_per_s": statistics.fmean(samples), "lat_ms": 10.0 / ctx.options["speed"],

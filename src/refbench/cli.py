@@ -702,6 +702,65 @@ def host(
     _print_host(inv, checks)
 
 
+@app.command(short_help="Find the settings that make a suite faster, each change proven by an A/B measurement.",
+             epilog=_examples("refbench tune --suite oltp --budget 10m  # quick profile: a few trials",
+                              "refbench tune --suite oltp --profile standard --budget 3h",
+                              "refbench tune --suite dss --set dss.engines=[\"postgres\"] --budget 1h",
+                              "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --apply-host"))
+def tune(
+    suite: str = typer.Option(..., "--suite", metavar="SUITE", help="The suite to tune for: oltp, dss, dw, analytics or device."),
+    budget: str = typer.Option("30m", "--budget", metavar="TIME", help="How long the whole tune may take (2h, 90m, 600s); "
+                               "a trial starts only when it and the final confirmation fit in what is left."),
+    profile: str = typer.Option("quick", "--profile", metavar="PROFILE", help="The suite's profile: quick, standard or full."),
+    plan_path: Optional[str] = typer.Option(None, "--plan", metavar="PATH", help="TOML plan with the suite's options."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", metavar="SUITE.KEY=VALUE", help="Override an option, as in a plan (repeatable)."),
+    engine: Optional[str] = typer.Option(None, "--engine", metavar="ENGINE", help="oltp: postgres or mariadb (same as --set oltp.engine=…)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN", help="Start from this finished run's "
+                                           "bottleneck instead of running the suite first."),
+    repeats: int = typer.Option(3, "--repeats", metavar="N", min=2, max=20, help="Runs on each side of every A/B trial."),
+    points: int = typer.Option(2, "--points", metavar="N", min=1, max=20, help="Values tried per numeric setting (Optuna's TPE)."),
+    apply_host: bool = typer.Option(False, "--apply-host", help="Also try host settings (dirty ratios, I/O scheduler, "
+                                    "read-ahead, transparent huge pages, CPU governor): root only; each one is put back "
+                                    "after its runs, and by the next refbench start if tune is killed."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP + " The tune goes in "
+                                 "RUNS_DIR/tune/STAMP-SUITE/."),
+    as_json: bool = typer.Option(False, "--json", help="Print the journey as JSON."),
+) -> None:
+    """Tune a suite's stack: run it (or read --baseline), name what limits it (the wait profile, the host's
+    telemetry), try the engine settings (and with --apply-host the host settings) that address that first, each
+    as an A/B trial of interleaved runs judged like 'refbench compare' (Welch's t-test, 95% interval), keep what is
+    significantly better, confirm the kept set against the baseline with fresh runs, and write the tuned profile:
+    a plan fragment (tuned-plan.toml), a shell script and a tuned profile for host settings, and report.html.
+    Engine settings are changed only on servers refbench manages."""
+    from refbench.tune import tuner as tuning
+    from refbench.plan import PROFILES
+
+    if suite not in suite_names():
+        raise UserError(f"--suite {suite!r} is not a suite: use one of {', '.join(suite_names())}.")
+    if profile not in PROFILES:
+        raise UserError(f"--profile {profile!r} is not a profile: use one of {', '.join(PROFILES)}.")
+    if apply_host and os.geteuid() != 0:
+        raise UserError("--apply-host changes kernel settings, which needs root; run tune without it, or as root.")
+    request = tuning.Request(suite, profile, tuning.parse_budget(budget), repeats, points, plan_path,
+                             list(sets or []) + ([f"{suite}.engine={engine}"] if engine else []), baseline or "",
+                             runs_dir, apply_host)
+    tuner = tuning.Tuner(request, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
+    try:
+        journey = tuner.tune()
+    finally:
+        if said := tuner.host.restore():
+            err.print("host settings put back: " + "; ".join(said), markup=False, highlight=False)
+    from refbench.tune.profile import write_outputs
+
+    write_outputs(tuner.dir, journey)
+    if as_json:
+        print(json.dumps(journey, indent=2))
+    else:
+        for line in tuning.summary_lines(journey):
+            print(line)
+    print(tuner.dir)
+
+
 def _print_host(inv: dict[str, Any], checks: list) -> None:
     from refbench.report.html import fmt
 
@@ -845,6 +904,15 @@ def _interrupted_again(signum: int, frame: Any) -> None:
           file=sys.stderr)
 
 
+def _restore_host_settings() -> None:
+    """Host settings a tune changed and could not put back (it and its watchdog were killed) go back now."""
+    from refbench.tune.host import journal_path, restore_journal
+
+    if journal_path().exists():
+        for line in restore_journal():
+            print(f"refbench: a tune that was killed had changed a host setting, now put back: {line}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get("REFBENCH_DEBUG"))
@@ -856,6 +924,7 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt)
     try:
+        _restore_host_settings()
         registered = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
         # A suite's command is built from its options, which imports the suite (0.2 s for all five): a command that
         # is not a suite's (runs, history…) goes without them.

@@ -119,6 +119,19 @@ def _bottleneck(headlines: list[Headline], records: list[Record], telemetry: Tel
     return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values())
 
 
+def what_limits(run: Run, suite: str, case: str) -> list[str]:
+    """What limited one case, largest first: its wait profile's meanings (flush, read, cpu…) that held at least 5% of
+    session time, then the host's resource (device, cpu, neither): what `refbench tune` addresses first."""
+    from refbench.engines.waits import by_meaning
+
+    records = run.records(suite)
+    record = next(r for r in records if r.case_id == case)
+    waits = (record.extra.get("storage") or {}).get("waits")
+    meanings = [m for m, share, _ in by_meaning(waits) if share >= 5] if waits else []
+    host, _ = _host_bottleneck(record, _window(record, records, Telemetry(run.telemetry_path)))
+    return list(dict.fromkeys(meanings + [host]))
+
+
 def _window(record: Record, records: list[Record], telemetry: Telemetry) -> dict[str, Any]:
     if record.telemetry.get("samples", 0) >= 2:
         return record.telemetry

@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 
 from refbench.catalog import CATALOG_FILE, Catalog, rebuilt, run_filters, since_utc
 from refbench.web import pages
-from refbench.web.gate import Gate, Outside, is_loopback, run_dir, run_file
+from refbench.web.gate import Gate, Outside, is_loopback, run_dir, run_file, tune_dir
 from refbench.children import owned_temp_directory
 from refbench.errors import UserError
 from refbench.runstore import Run, parse_tags
@@ -174,6 +174,26 @@ class Dashboard:
     def progress(self, request: Request) -> Response:
         return HTMLResponse(pages.progress_page(Run(run_dir(self.root, request.path_params["run"]))))
 
+    def tunes(self, request: Request) -> Response:
+        """Every `refbench tune` in the runs directory, newest first, with its answer."""
+        import json
+
+        journeys = []
+        for path in sorted((self.root / "tune").glob("*/tune.json"), reverse=True):
+            try:
+                journeys.append({**json.loads(path.read_text()), "name": path.parent.name})
+            except (OSError, ValueError):
+                continue  # one being written, or damaged: the others are still listed
+        return HTMLResponse(pages.tunes_page(journeys))
+
+    def tune_report(self, request: Request) -> Response:
+        import json
+
+        from refbench.tune.profile import page as tune_page
+
+        journey = json.loads((tune_dir(self.root, request.path_params["name"]) / "tune.json").read_text())
+        return HTMLResponse(pages.framed(tune_page(journey)))
+
     def run_file(self, request: Request) -> Response:
         name, relative = request.path_params["run"], request.path_params["path"] or "report.html"
         if relative == "report.html":
@@ -184,7 +204,7 @@ class Dashboard:
             others = self.read(lambda catalog: catalog.runs(limit=pages.PAGE_RUNS))
             text = run_file(self.root, name, relative).read_text(errors="replace")
             bar = pages.report_bar(run_dir(self.root, name).name, others)
-            return HTMLResponse(text.replace("<main>", '<link rel="stylesheet" href="/static/dashboard.css"><main>' + bar, 1))
+            return HTMLResponse(pages.framed(text, bar))
         return FileResponse(run_file(self.root, name, relative), content_disposition_type="inline")
 
 
@@ -210,6 +230,8 @@ def create_app(dashboard: Dashboard, token: str | None) -> Starlette:
             Route("/compare", dashboard.compare),
             Route("/progress/{run}", dashboard.progress),
             Route("/runs/{run}/{path:path}", dashboard.run_file),
+            Route("/tune", dashboard.tunes),
+            Route("/tune/{name}", dashboard.tune_report),
             Mount("/static", app=StaticFiles(packages=[("refbench.web", "static")]), name="static"),
         ],
         middleware=[Middleware(Gate, token=token)],

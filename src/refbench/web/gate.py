@@ -111,6 +111,20 @@ def run_dir(runs_root: Path, name: str) -> Path:
     return real
 
 
+def tune_dir(runs_root: Path, name: str) -> Path:
+    """The tune directory called ``name`` (RUNS_DIR/tune/NAME, with its tune.json), by the same rules as run_dir."""
+    tunes = runs_root / "tune"
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise Outside(name)
+    try:
+        real = (tunes / name).resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise Outside(name) from None
+    if real.parent != tunes.resolve() or not (real / "tune.json").is_file():
+        raise Outside(name)
+    return real
+
+
 def run_file(runs_root: Path, name: str, relative: str) -> Path:
     """A file the report may show from a run directory: report.html, or a file under charts/ or tables/. Every part
     is checked before the path is resolved, and the resolved path must still be inside the run directory."""

@@ -28,13 +28,36 @@ FIGURES_SHOWN = 8  # of each of them: the first figures, a suite's main ones
 _CHARTS = threading.Lock()
 
 
+NAV = ('<nav class="top"><b>refbench</b><a href="/">Runs</a><a href="/history">History</a>'
+       '<a href="/compare">Compare</a><a href="/tune">Tune</a></nav>')
+
+
 def page(title: str, body: str, refresh_s: int | None = None) -> str:
-    nav = ('<nav class="top"><b>refbench</b><a href="/">Runs</a><a href="/history">History</a>'
-           '<a href="/compare">Compare</a></nav>')
+    nav = NAV
     head = '<link rel="stylesheet" href="/static/dashboard.css">'
     if refresh_s:
         head += f'<meta http-equiv="refresh" content="{refresh_s}">'
     return h.page(title, nav + body).replace("</head>", head + "</head>", 1)
+
+
+def framed(report: str, nav: str = NAV) -> str:
+    """A page written as a file (a run's or a tune's report) with the dashboard's way back."""
+    return report.replace("<main>", '<link rel="stylesheet" href="/static/dashboard.css"><main>' + nav, 1)
+
+
+def tunes_page(journeys: list[dict[str, Any]]) -> str:
+    rows = [{"tune": f'<a href="{link("/tune/" + j["name"])}">{h.esc(j["name"])}</a>', "suite": h.esc(j.get("suite", "")),
+             "profile": h.esc(j.get("profile", "")), "trials": len(j.get("steps", [])),
+             "answer": h.esc(j.get("answer", "running…"))} for j in journeys]
+    body = "<h1>Tunes</h1>" + (_html_table(rows) if rows else
+                               "<p>No tunes in this runs directory yet: <code>refbench tune --suite oltp</code>.</p>")
+    return page("refbench tunes", body)
+
+
+def _html_table(rows: list[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{h.esc(k)}</th>" for k in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{v}</td>" for v in r.values()) + "</tr>" for r in rows)
+    return f'<div class="scroll"><table class="runs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def message(title: str, sentence: str) -> str:
@@ -220,8 +243,7 @@ def report_bar(run: str, others: list[dict[str, Any]]) -> str:
     compare = (f'<form class="inline" method="get" action="/compare"><input type="hidden" name="order" value="oldest">'
                f'<input type="hidden" name="run" value="{h.esc(run)}"><label>compare with <select name="run">{options}'
                "</select></label><button>Compare</button></form>") if options else ""
-    return ('<nav class="top"><b>refbench</b><a href="/">Runs</a><a href="/history">History</a><a href="/compare">Compare</a>'
-            f'<a href="{link("/progress/" + run)}">Progress</a>{compare}</nav>')
+    return NAV.replace("</nav>", f'<a href="{link("/progress/" + run)}">Progress</a>{compare}</nav>')
 
 
 def progress_page(run: Run) -> str:

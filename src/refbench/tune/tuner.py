@@ -1,0 +1,351 @@
+"""The tune itself: baseline, candidates, trials, search and confirmation (the package's docstring says how)."""
+
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from refbench.errors import UserError
+from refbench.fileio import atomic_write_text
+from refbench.report.html import fmt
+from refbench.tune import knobs as K
+from refbench.tune.host import HostChanges, host_knobs
+from refbench.tune.trials import Judgement, Objective, SideRun, interleaved, judge, plan_text, run_side
+
+TUNE_DIR = "tune"
+# A tuning trial of a long profile measures less than a rating run: enough for a steady state, short enough for
+# several trials in a working day (the journey says so).
+TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s": 120}}
+
+
+@dataclass
+class Request:
+    suite: str
+    profile: str
+    budget_s: float
+    repeats: int = 3
+    points: int = 2
+    plan_path: str | None = None
+    sets: list[str] = field(default_factory=list)
+    baseline: str = ""
+    runs_dir: str = "runs"
+    apply_host: bool = False
+    seed: int = 1
+
+
+@dataclass
+class Step:
+    """One trial of the journey: a change, why it was tried, its runs and its judgement."""
+
+    change: dict[str, str]  # setting -> value
+    kind: str
+    why_tried: str
+    judgement: Judgement
+    runs: list[SideRun]
+    kept: bool = False
+    paths: tuple[str, ...] = ()  # a host setting's files
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {"change": self.change, "kind": self.kind, "why_tried": self.why_tried, "kept": self.kept,
+                **{k: v for k, v in asdict(self.judgement).items() if k != "kept"}, "paths": list(self.paths),
+                "runs": [asdict(r) for r in self.runs]}
+
+
+def parse_budget(text: str) -> float:
+    """'2h', '90m', '1h30m', '600s', '600' (seconds) -> seconds."""
+    m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text or "")
+    if not text or not m or not any(m.groups()):
+        raise UserError(f"--budget {text!r} is not a duration: write it as 2h, 90m, 1h30m or 600s.")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total <= 0:
+        raise UserError(f"--budget {text!r} leaves no time to measure anything.")
+    return total
+
+
+class Tuner:
+    def __init__(self, request: Request, say: Callable[[str], None]):
+        from refbench.plan import load_plan
+
+        self.request, self.say = request, say
+        self.started = time.monotonic()
+        self.deadline = self.started + request.budget_s
+        plan = load_plan(request.plan_path, flags={"profile": request.profile}, sets=request.sets, suites=[request.suite])
+        self.profile = plan.profile
+        self.options = dict(plan.options[request.suite])
+        if self.options.get("dsn"):
+            raise UserError("tune changes the settings of servers refbench manages, and this plan names your own server "
+                            "(dsn): tune a managed server on the same storage (--data-dir or a target), or tune yours "
+                            "by hand from a managed server's tuned profile.")
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        self.dir = Path(request.runs_dir) / TUNE_DIR / f"{stamp}-{request.suite}"
+        self.dir.mkdir(parents=True, exist_ok=False)
+        (self.dir / "runs").mkdir()
+        self.log = self.dir / "tune.log"
+        self.host = HostChanges()
+        self.steps: list[Step] = []
+        self.run_wall_s: list[float] = []
+        self.numbered = 0
+        self.journey: dict[str, Any] = {"suite": request.suite, "profile": self.profile, "dir": str(self.dir),
+                                        "budget_s": request.budget_s, "repeats": request.repeats, "steps": []}
+
+    # ---- the pieces ---------------------------------------------------------------------------------------------
+
+    def left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def run_once(self, label: str, options: dict[str, Any], host: dict[str, tuple[K.Knob, str]], side: str) -> SideRun:
+        self.numbered += 1
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.numbered:03d}-{label}")[:60]
+        plan = self.dir / "runs" / f"{name}.toml"
+        atomic_write_text(plan, plan_text(self.profile, self.request.suite, options))
+        try:
+            for knob, value in host.values():
+                self.host.apply(knob, value)
+            result = run_side(plan, self.dir / "runs", name, self.log, getattr(self, "objective", None), side)
+        finally:
+            if host:
+                self.host.restore()
+        self.run_wall_s.append(result.wall_s)
+        return result
+
+    def options_for(self, config: dict[str, tuple[K.Knob, str]]) -> tuple[dict[str, Any], dict[str, tuple[K.Knob, str]]]:
+        """The plan options and the host settings of a configuration (the baseline's, with ``config`` on top)."""
+        options = {**self.options, **self.shape}
+        engine_changes = {name: value for name, (knob, value) in config.items() if knob.kind == "engine"}
+        options = K.with_settings(self.request.suite, self.engine, options, engine_changes)
+        for name, (knob, value) in config.items():
+            if knob.kind == "option":
+                options[name] = _typed(value)
+        host = {name: kv for name, kv in config.items() if kv[0].kind == "host"}
+        return options, host
+
+    def trial_cost_s(self) -> float:
+        per_run = max(self.run_wall_s[1:] or self.run_wall_s or [60.0])  # the baseline runs the whole suite
+        return 2 * self.request.repeats * per_run
+
+    def ab(self, label: str, a: dict[str, tuple[K.Knob, str]], b: dict[str, tuple[K.Knob, str]]) -> tuple[list[SideRun], Judgement]:
+        configs = {"A": self.options_for(a), "B": self.options_for(b)}
+        runs = interleaved(self.request.repeats, lambda side, i: self.run_once(f"{label}-{side}{i}", *configs[side], side))
+        return runs, judge(self.objective.metric, runs)
+
+    # ---- the tune -------------------------------------------------------------------------------------------------
+
+    def baseline(self) -> None:
+        from refbench.report.verdict import what_limits
+        from refbench.runstore import Run
+
+        if self.request.baseline:
+            run = Run.find(self.request.baseline, self.request.runs_dir)
+            self.say(f"baseline: {run.path} (given)")
+            started, ended = (run.meta.get(k) for k in ("started_utc", "ended_utc"))
+            if started and ended:  # what one run of the whole suite took: a first estimate of a trial run's
+                self.run_wall_s.append((datetime.fromisoformat(ended.replace("Z", "+00:00")) -
+                                        datetime.fromisoformat(started.replace("Z", "+00:00"))).total_seconds())
+        else:
+            self.say(f"baseline: refbench {self.request.suite} --profile {self.profile} (log: {self.log})")
+            result = self.run_once("baseline", self.options, {}, "A")
+            if result.error:
+                raise UserError(f"the baseline run failed: {result.error} (its output: {self.log}).")
+            run = Run(Path(result.run))
+        verdict = next((v for v in _read_json(run.verdict_path) if v.get("suite") == self.request.suite), None)
+        headline = next((h for h in (verdict or {}).get("headlines", []) if h.get("case") and not h.get("unrated")), None)
+        if headline is None:
+            raise UserError(f"the baseline {run.path} has no rated {self.request.suite} headline figure to tune for.")
+        self.objective = Objective(self.request.suite, headline["metric"], headline.get("of", ""), headline["label"],
+                                   headline["unit"])
+        record = next(r for r in run.records(self.request.suite) if r.case_id == headline["case"])
+        self.storage = record.extra.get("storage") or {}
+        self.engine = str(record.params.get("engine") or self.options.get("engine") or
+                          ("postgres" if self.request.suite == "oltp" else ""))
+        self.limits = what_limits(run, self.request.suite, headline["case"])
+        self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile)
+        self.journey |= {"baseline": str(run.path), "objective": {"label": headline["label"], "metric": headline["metric"],
+                                                                  "unit": headline["unit"], "value": headline["value"]},
+                         "bottleneck": verdict.get("bottleneck", ""), "limits": self.limits, "engine": self.engine,
+                         "trial_options": self.shape, "base_options": self.options}
+        self.say(f"tuning for {headline['label']}: {fmt(headline['value'])} {headline['unit']}; limited by "
+                 f"{verdict.get('bottleneck', 'unknown')}")
+
+    def candidates(self) -> list[K.Knob]:
+        from refbench.suites import get_suite
+
+        suite = self.request.suite
+        found = [k for k in K.ENGINE_KNOBS if k.engine == self.engine and suite in k.suites]
+        found += list(getattr(get_suite(suite), "tune_knobs", []))
+        if self.request.apply_host:
+            found += host_knobs(suite, self.storage.get("device"))
+        return K.ranked(found, self.limits)
+
+    def tune(self) -> dict[str, Any]:
+        self.baseline()
+        settings = K.engine_settings(self.request.suite, self.engine, self.options)
+        kept: dict[str, tuple[K.Knob, str]] = {}
+        untried = []
+        for knob in self.candidates():
+            if self.left_s() < 2 * self.trial_cost_s():  # this trial and the confirmation
+                untried.append(knob.name)
+                continue
+            current = K.current_value(knob, settings) if knob.kind == "engine" else _option_or_host_value(knob, self.options)
+            if knob.numeric:
+                self.search(knob, current, kept)
+            else:
+                for value in knob.choices:
+                    if K.same_value(knob, value, current) or self.left_s() < 2 * self.trial_cost_s():
+                        continue
+                    if self.step(knob, value, kept):
+                        break
+            self.save()
+        self.journey["untried"] = untried
+        self.journey["kept"] = {name: value for name, (_, value) in kept.items()}
+        self.confirm(kept)
+        self.save()
+        return self.journey
+
+    def step(self, knob: K.Knob, value: str, kept: dict[str, tuple[K.Knob, str]]) -> Judgement:
+        label = f"{knob.name}={value}"
+        self.say(f"trial {len(self.steps) + 1}: {label} — {knob.why}")
+        runs, judgement = self.ab(label, dict(kept), {**kept, knob.name: (knob, value)})
+        if runs and runs[0].error and runs[0].side == "A":
+            raise UserError(f"a run of the configuration kept so far failed: {runs[0].error} (its output: {self.log}).")
+        step = Step({knob.name: value}, knob.kind, knob.why, judgement, runs, judgement.kept, knob.paths)
+        self.steps.append(step)
+        if judgement.kept:
+            kept[knob.name] = (knob, value)
+        self.say(f"  {'kept' if judgement.kept else 'dropped'}: {judgement.why}")
+        return judgement
+
+    def search(self, knob: K.Knob, current: str, kept: dict[str, tuple[K.Knob, str]]) -> None:
+        """A numeric knob: Optuna's TPE sampler proposes values on a log scale, the first the rule of thumb; each
+        an A/B trial against the configuration so far; the best that was kept stays."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        low, high = K.search_range(knob, K.memory_mb(self.storage), os.cpu_count() or 1)
+        study = optuna.create_study(direction="maximize",
+                                    sampler=optuna.samplers.TPESampler(seed=self.request.seed, n_startup_trials=1))
+        study.enqueue_trial({knob.name: min(high, max(low, first_guess(knob, low, high, self.storage)))})
+        best: tuple[float, str] | None = None
+        tried = [K.number(current)] if K.number(current) else []
+        points, asked = 0, 0
+        while points < self.request.points and asked < 20 * self.request.points:
+            if self.left_s() < 2 * self.trial_cost_s():
+                break
+            trial, asked = study.ask(), asked + 1
+            number = trial.suggest_float(knob.name, low, high, log=True)
+            # A value within 25% of one already measured would measure the same thing again.
+            if any(abs(math.log(number / t)) < math.log(1.25) for t in tried if t > 0):
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                continue
+            value = knob.value_text(number)
+            tried.append(number)
+            points += 1
+            kept_before = dict(kept)
+            judgement = self.step(knob, value, kept_before)
+            gain = judgement.gain_pct
+            study.tell(trial, gain if gain is not None else None,
+                       state=optuna.trial.TrialState.COMPLETE if gain is not None else optuna.trial.TrialState.FAIL)
+            if judgement.kept and (best is None or gain > best[0]):
+                best = (gain, value)
+        if best is not None:
+            kept[knob.name] = (knob, best[1])
+            for step in self.steps:  # of this knob's trials, only the best value stays kept
+                if knob.name in step.change:
+                    step.kept = step.change[knob.name] == best[1]
+
+    def confirm(self, kept: dict[str, tuple[K.Knob, str]]) -> None:
+        if not kept:
+            self.journey["answer"] = "keep the defaults: no change tried made it significantly better"
+            self.journey["confirmed"] = None
+            return
+        label = ", ".join(f"{n}={v}" for n, (_, v) in kept.items())
+        self.say(f"confirming against the baseline's configuration: {label}")
+        runs, judgement = self.ab("confirm", {}, kept)
+        self.journey["confirmation"] = {**Step(dict((n, v) for n, (_, v) in kept.items()), "all", "the kept set",
+                                               judgement, runs, judgement.kept).to_dict()}
+        self.journey["confirmed"] = judgement.kept
+        self.journey["answer"] = (f"{label}: {judgement.why}" if judgement.kept else
+                                  f"keep the defaults: the kept set ({label}) was not confirmed ({judgement.why})")
+
+    def save(self) -> None:
+        import json
+
+        self.journey["steps"] = [s.to_dict() for s in self.steps]
+        self.journey["elapsed_s"] = round(time.monotonic() - self.started, 1)
+        atomic_write_text(self.dir / "tune.json", json.dumps(self.journey, indent=1))
+
+
+def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], profile: str) -> dict[str, Any]:
+    """The suite narrowed to its headline case: what every trial runs."""
+    shape: dict[str, Any] = {}
+    if suite == "oltp" and "users" in params:
+        shape["users"] = [params["users"]]
+    elif suite == "dss" and "engine" in params:
+        shape |= {"engines": [params["engine"]], "modes": [params.get("mode", "power")]}
+    elif suite == "dw" and "engine" in params:
+        shape["engines"] = [params["engine"]]
+    elif suite == "device" and params.get("kind") == "point":
+        shape |= {"block_sizes": [params["bs"]], "iodepths": [params["iodepth"]], "patterns": [params["pattern"]],
+                  "write_shares": [params["write_pct"]], "checks": False}
+    if profile != "quick":
+        for key, most in TRIAL_LIMITS.get(suite, {}).items():
+            if key in options:
+                shape[key] = min(options[key], most)
+    return {k: v for k, v in shape.items() if k in options}
+
+
+def first_guess(knob: K.Knob, low: float, high: float, storage: dict[str, Any]) -> float:
+    """The rule of thumb a DBA starts from: a quarter of the memory for shared_buffers (pgtune), most of it for
+    InnoDB's buffer pool, half the measured WAL flush time for commit_delay…"""
+    per_flush_ms = (storage.get("io_latency") or {}).get("ms_per_flush")
+    guesses = {"shared_buffers": high / 3, "innodb_buffer_pool_size": high * 0.9, "memory_limit": high,
+               "commit_delay": per_flush_ms * 500 if per_flush_ms else 100, "max_wal_size": 4096, "work_mem": 256,
+               "innodb_log_file_size": 4096, "innodb_io_capacity": 2000, "threads": os.cpu_count() or 2}
+    return float(guesses.get(knob.name, math.sqrt(low * high)))
+
+
+def _typed(value: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _option_or_host_value(knob: K.Knob, options: dict[str, Any]) -> str:
+    if knob.kind == "option":
+        return str(options.get(knob.name, ""))
+    from refbench.tune.host import _read, sysroot
+
+    return _read(sysroot(), knob.paths[0]) if knob.paths else ""
+
+
+def _read_json(path: Path) -> Any:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def summary_lines(journey: dict[str, Any]) -> list[str]:
+    """The journey in the terminal's words: every trial, its effect and whether it was kept, then the answer."""
+    lines = []
+    for i, step in enumerate(journey.get("steps", []), 1):
+        change = ", ".join(f"{k}={v}" for k, v in step["change"].items())
+        lines.append(f"{i:>2}. {change:<40} {'kept   ' if step['kept'] else 'dropped'} {step['why']}")
+    if journey.get("untried"):
+        lines.append(f"not tried within the budget: {', '.join(journey['untried'])}")
+    lines.append(f"answer: {journey.get('answer', 'none')}")
+    return lines

@@ -1,0 +1,171 @@
+"""refbench tune: trials as interleaved A/B runs judged with the comparison's statistics, a kept set confirmed, any
+budget ending with an answer, host settings put back whatever happens to tune."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_env, refbench_command, wait_for
+from test_dashboard import Server
+from refbench.children import die_with_parent
+from refbench.tune import knobs as K
+from refbench.tune.host import HostChanges, host_knobs, restore_journal
+from refbench.host.sysfs import SysRoot, bracketed
+
+# The test suite's noise: each run's figure moves by about 0.2% (1% per-second samples, ten a case), far under the
+# 1% a kept change needs, and its speed option doubles it.
+SLEEPY = ("--suite", "sleepy", "--set", "sleepy.noise_pct=1", "--set", "sleepy.seed=0", "--set", "sleepy.cases=2",
+          "--set", "sleepy.sleep_s=0.02")
+
+
+def _journey(result) -> dict:
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout[:result.stdout.rindex("}") + 1])
+
+
+def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbench, tmp_path):
+    result = refbench("tune", *SLEEPY, "--budget", "20m", "--json")
+    journey = _journey(result)
+    steps = {next(iter(s["change"])): s for s in journey["steps"]}
+    assert steps["speed"]["kept"] and 90 < steps["speed"]["gain_pct"] < 110, steps["speed"]
+    assert steps["speed"]["ci_low_pct"] > 0 and steps["speed"]["p"] < 0.05
+    assert not steps["sleep_s"]["kept"] and "no significant change" in steps["sleep_s"]["why"], steps["sleep_s"]
+    # A B A B …: three runs a side, in turns, each a run of its own kept in the tune directory.
+    sides = [r["side"] for r in steps["speed"]["runs"]]
+    assert sides == ["A", "B"] * 3 and len({r["run"] for r in steps["speed"]["runs"]}) == 6
+    assert all(Path(tmp_path / r["run"], "verdict.json").exists() for r in steps["speed"]["runs"])
+    # The kept set is confirmed by fresh runs against the baseline's configuration.
+    assert journey["confirmed"] is True and journey["kept"] == {"speed": "2"}
+    assert journey["confirmation"]["gain_pct"] > 90 and journey["answer"].startswith("speed=2")
+    tune_dir = tmp_path / journey["dir"]
+    assert result.stdout.strip().splitlines()[-1] == journey["dir"]
+    plan = (tune_dir / "tuned-plan.toml").read_text()
+    assert "speed = 2" in plan and "sleep_s" not in plan and not (tune_dir / "tuned-host.sh").exists()
+    # The tuned plan is a plan refbench runs.
+    check = refbench("run", "--plan", str(tune_dir / "tuned-plan.toml"), "--dry-run")
+    assert check.code == 0 and "speed" in check.stdout, check.stderr
+    page = (tune_dir / "report.html").read_text()
+    assert "speed=2" in page and "sleep_s=0.1" in page and "dropped" in page and "<svg" in page
+    # The dashboard lists the tune and shows its journey.
+    server = Server(tmp_path)
+    try:
+        listed = urllib.request.urlopen(server.base + "tune", timeout=30).read().decode()
+        assert tune_dir.name in listed and "speed=2" in listed
+        shown = urllib.request.urlopen(f"{server.base}tune/{tune_dir.name}", timeout=30).read().decode()
+        assert "dropped" in shown and 'href="/tune"' in shown
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(f"{server.base}tune/..%2Fruns", timeout=30)
+    finally:
+        server.stop()
+
+
+def test_a_budget_too_small_for_any_trial_still_answers(refbench):
+    result = refbench("tune", *SLEEPY, "--budget", "5s", "--json")
+    journey = _journey(result)
+    assert journey["steps"] == [] and set(journey["untried"]) == {"speed", "sleep_s"}
+    assert journey["answer"].startswith("keep the defaults") and journey["confirmed"] is None
+
+
+def test_bad_input_is_one_sentence_and_writes_nothing(refbench, tmp_path):
+    for args, words in [((*SLEEPY, "--budget", "soon"), "is not a duration"), (("--suite", "nope"), "is not a suite"),
+                        ((*SLEEPY, "--set", "sleepy.nope=1"), "nope"),
+                        (("--suite", "oltp", "--set", "oltp.dsn=host=db1 dbname=x"), "servers refbench manages")]:
+        result = refbench("tune", *args)
+        assert result.code == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_engine_setting_joins_the_suites_defaults_instead_of_replacing_them():
+    options = {"pg_settings": ["max_wal_size=1GB", "work_mem=4MB"], "shared_buffers": "128MB"}
+    out = K.with_settings("oltp", "postgres", options, {"commit_delay": "100", "max_wal_size": "4096MB",
+                                                          "shared_buffers": "512MB"})
+    assert out["pg_settings"] == ["work_mem=4MB", "commit_delay=100", "max_wal_size=4096MB"]
+    assert out["shared_buffers"] == "512MB" and options["pg_settings"][0] == "max_wal_size=1GB"
+    assert K.engine_settings("oltp", "postgres", out)["shared_buffers"] == "512MB"
+    mariadb = K.with_settings("oltp", "mariadb", {"mariadb_settings": ["thread_handling=pool-of-threads"],
+                                                  "shared_buffers": "128MB"}, {"innodb_buffer_pool_size": "1024M"})
+    assert mariadb["shared_buffers"] == "1024M" and mariadb["mariadb_settings"] == ["thread_handling=pool-of-threads"]
+    assert K.same_value(K.ENGINE_KNOBS[0], "512MB", "0.5GB") and not K.same_value(K.ENGINE_KNOBS[0], "512MB", "1GB")
+
+
+def test_the_knobs_that_address_the_bottleneck_come_first():
+    postgres = [k for k in K.ENGINE_KNOBS if k.engine == "postgres" and "oltp" in k.suites]
+    flush_first = K.ranked(postgres, ["flush", "cpu"])
+    assert all("flush" in k.addresses for k in flush_first[:4]) and flush_first[0].name == "commit_delay"
+    read_first = K.ranked(postgres, ["read"])
+    assert read_first[0].name == "shared_buffers"
+    # No setting that gives up durability is ever proposed.
+    names = {k.name for k in K.ENGINE_KNOBS}
+    assert not names & {"synchronous_commit", "fsync", "innodb_flush_log_at_trx_commit", "full_page_writes"}
+
+
+def _fake_host(root: Path) -> SysRoot:
+    (root / "proc/sys/vm").mkdir(parents=True)
+    (root / "proc/sys/vm/dirty_ratio").write_text("20\n")
+    (root / "proc/sys/vm/dirty_background_ratio").write_text("10\n")
+    (root / "sys/kernel/mm/transparent_hugepage").mkdir(parents=True)
+    (root / "sys/kernel/mm/transparent_hugepage/enabled").write_text("[always] madvise never\n")
+    return SysRoot(root)
+
+
+def test_host_changes_are_journaled_and_put_back(tmp_path):
+    root = _fake_host(tmp_path / "root")
+    offered = {k.name: k for k in host_knobs("oltp", None, root)}
+    assert set(offered) == {"vm.dirty_ratio", "vm.dirty_background_ratio", "transparent_hugepage"}
+    assert offered["vm.dirty_background_ratio"].choices == ("5",)  # 10 is what it has
+    changes = HostChanges(root, tmp_path / "state/host-changes.json")
+    changes.apply(offered["transparent_hugepage"], "never")
+    changes.apply(offered["vm.dirty_ratio"], "10")
+    journal = json.loads((tmp_path / "state/host-changes.json").read_text())
+    assert [e["original"] for e in journal["changes"]] == ["always", "20"] and journal["owner"]["pid"] == os.getpid()
+    # Another refbench start leaves the journal of a tune that still runs alone.
+    assert restore_journal(tmp_path / "state/host-changes.json", root) == []
+    assert root.read("/proc/sys/vm/dirty_ratio") == "10"
+    assert changes.restore() == ["vm.dirty_ratio: 20", "transparent_hugepage: always"]
+    assert root.read("/proc/sys/vm/dirty_ratio") == "20" and root.read("/sys/kernel/mm/transparent_hugepage/enabled") == "always"
+    assert not (tmp_path / "state/host-changes.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="--apply-host needs root")
+def test_a_tune_killed_with_sigkill_leaves_no_host_setting_changed(tmp_path):
+    """kill -9 while a B run has a host setting changed: refbench's watchdog puts it back; a journal left with its
+    owner dead (the watchdog killed too) is put back by the next refbench command."""
+    root = _fake_host(tmp_path / "root")
+    env = cli_env(REFBENCH_SYSROOT=str(tmp_path / "root"), REFBENCH_STATE_DIR=str(tmp_path / "state"))
+    journal = tmp_path / "state/host-changes.json"
+    tune = subprocess.Popen(refbench_command("tune", *SLEEPY, "--set", "sleepy.sleep_s=1", "--repeats", "2", "--apply-host", "--budget", "20m"),
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+    try:
+        wait_for(journal.exists, 300, "a host setting changed by a trial")
+        changed = {p: root.read(p) for p in ("/proc/sys/vm/dirty_ratio", "/proc/sys/vm/dirty_background_ratio",
+                                              "/sys/kernel/mm/transparent_hugepage/enabled")}
+        assert changed != {"/proc/sys/vm/dirty_ratio": "20", "/proc/sys/vm/dirty_background_ratio": "10",
+                           "/sys/kernel/mm/transparent_hugepage/enabled": "[always] madvise never"}
+        tune.kill()
+        tune.wait()
+        wait_for(lambda: not journal.exists(), 60, "the watchdog putting the host settings back")
+    finally:
+        tune.kill()
+        tune.wait()
+    assert root.read("/proc/sys/vm/dirty_ratio") == "20" and root.read("/proc/sys/vm/dirty_background_ratio") == "10"
+    assert bracketed(root.read("/sys/kernel/mm/transparent_hugepage/enabled")) == "always"
+    # A journal whose owner is gone, as when tune and its watchdog were both killed: the next command puts it back.
+    (root.path("/proc/sys/vm/dirty_ratio")).write_text("10")
+    journal.write_text(json.dumps({"owner": {"pid": tune.pid, "start": 1}, "root": str(root.root),
+                                   "changes": [{"path": "/proc/sys/vm/dirty_ratio", "original": "20",
+                                                "setting": "vm.dirty_ratio"}]}))
+    listed = subprocess.run(refbench_command("runs", "--runs-dir", str(tmp_path / "none")), env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert "now put back: vm.dirty_ratio: 20" in listed.stderr and root.read("/proc/sys/vm/dirty_ratio") == "20"
+    assert not journal.exists()
