@@ -24,7 +24,7 @@ from refbench.host.sysfs import SysRoot, bracketed
 # The test suite's noise: each run's figure moves by about 0.2% (1% per-second samples, ten a case), far under the
 # 1% a kept change needs, and its speed option doubles it.
 SLEEPY = ("--suite", "sleepy", "--set", "sleepy.noise_pct=1", "--set", "sleepy.seed=0", "--set", "sleepy.cases=2",
-          "--set", "sleepy.sleep_s=0.02")
+          "--set", "sleepy.sleep_s=0.02", "--repeats", "2")
 
 
 def _journey(result) -> dict:
@@ -39,9 +39,9 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
     assert steps["speed"]["kept"] and 90 < steps["speed"]["gain_pct"] < 110, steps["speed"]
     assert steps["speed"]["ci_low_pct"] > 0 and steps["speed"]["p"] < 0.05
     assert not steps["sleep_s"]["kept"] and "no significant change" in steps["sleep_s"]["why"], steps["sleep_s"]
-    # A B A B …: three runs a side, in turns, each a run of its own kept in the tune directory.
+    # A B A B …: two runs a side (--repeats 2), in turns, each a run of its own kept in the tune directory.
     sides = [r["side"] for r in steps["speed"]["runs"]]
-    assert sides == ["A", "B"] * 3 and len({r["run"] for r in steps["speed"]["runs"]}) == 6
+    assert sides == ["A", "B"] * 2 and len({r["run"] for r in steps["speed"]["runs"]}) == 4
     assert all(Path(tmp_path / r["run"], "verdict.json").exists() for r in steps["speed"]["runs"])
     # The kept set is confirmed by fresh runs against the baseline's configuration.
     assert journey["confirmed"] is True and journey["kept"] == {"speed": "2"}
@@ -143,7 +143,7 @@ def test_a_tune_killed_with_sigkill_leaves_no_host_setting_changed(tmp_path):
     root = _fake_host(tmp_path / "root")
     env = cli_env(REFBENCH_SYSROOT=str(tmp_path / "root"), REFBENCH_STATE_DIR=str(tmp_path / "state"))
     journal = tmp_path / "state/host-changes.json"
-    tune = subprocess.Popen(refbench_command("tune", *SLEEPY, "--set", "sleepy.sleep_s=1", "--repeats", "2", "--apply-host", "--budget", "20m"),
+    tune = subprocess.Popen(refbench_command("tune", *SLEEPY, "--set", "sleepy.sleep_s=0.5", "--apply-host", "--budget", "20m"),
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
     try:
@@ -169,3 +169,27 @@ def test_a_tune_killed_with_sigkill_leaves_no_host_setting_changed(tmp_path):
                             text=True, timeout=60)
     assert "now put back: vm.dirty_ratio: 20" in listed.stderr and root.read("/proc/sys/vm/dirty_ratio") == "20"
     assert not journal.exists()
+
+
+def test_a_tune_stopped_with_sigterm_stops_its_run_and_exits_130(tmp_path):
+    """A signal sent to tune alone (kill PID, not Ctrl-C in a terminal, which reaches the run too) stops the run it
+    waits for, which stops cleanly and can be resumed."""
+    tune = subprocess.Popen(refbench_command("tune", *SLEEPY, "--set", "sleepy.sleep_s=3", "--budget", "20m"),
+                            cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+    try:
+        def running_run() -> list[int]:
+            children = Path(f"/proc/{tune.pid}/task/{tune.pid}/children").read_text().split()
+            return [int(c) for c in children if b"run" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")]
+        run_pids = wait_for(running_run, 120, "tune's first run")
+        wait_for(lambda: list(tmp_path.glob("runs/tune/*/runs/*/records/*")) or None, 120, "a record of that run")
+        tune.send_signal(signal.SIGTERM)
+        _, stderr = tune.communicate(timeout=120)
+    finally:
+        tune.kill()
+        tune.wait()
+    assert tune.returncode == 130, stderr
+    assert all(not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+               for pid in run_pids)
+    status = [json.loads(p.read_text())["status"] for p in tmp_path.glob("runs/tune/*/runs/*/run.json")]
+    assert status == ["interrupted"], status

@@ -74,8 +74,10 @@ def toml_value(value: Any) -> str:
 
 
 def plan_text(profile: str, suite: str, options: dict[str, Any], comment: str = "") -> str:
+    # repeats = 1: tune repeats runs itself, A B A B; a profile's own repeats would measure each run's case again.
     lines = [f"# {line}" for line in comment.splitlines()] + [f"profile = {toml_value(profile)}",
-                                                               f"suites = [{toml_value(suite)}]", "", f"[{suite}]"]
+                                                               f"suites = [{toml_value(suite)}]", "repeats = 1", "",
+                                                               f"[{suite}]"]
     lines += [f"{key} = {toml_value(value)}" for key, value in options.items() if value is not None]
     return "\n".join(lines) + "\n"
 
@@ -94,7 +96,11 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
         try:
             stdout, _ = child.communicate()
         except KeyboardInterrupt:
-            child.wait()
+            try:  # Ctrl-C in a terminal reached the run as well; a signal sent to tune alone did not
+                child.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGINT)
+                child.wait()
             raise
         out.write(stdout)
     lines = [line for line in stdout.decode(errors="replace").splitlines() if line.strip()]

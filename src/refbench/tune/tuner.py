@@ -15,11 +15,13 @@ from typing import Any, Callable
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_text
 from refbench.report.html import fmt
+from refbench.report.waits import PHRASES
 from refbench.tune import knobs as K
 from refbench.tune.host import HostChanges, host_knobs
 from refbench.tune.trials import Judgement, Objective, SideRun, interleaved, judge, plan_text, run_side
 
 TUNE_DIR = "tune"
+LIMIT_WORDS = {**PHRASES, "device": "a busy device", "neither": "the load offered"}
 # A tuning trial of a long profile measures less than a rating run: enough for a steady state, short enough for
 # several trials in a working day (the journey says so).
 TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s": 120}}
@@ -191,7 +193,14 @@ class Tuner:
         settings = K.engine_settings(self.request.suite, self.engine, self.options)
         kept: dict[str, tuple[K.Knob, str]] = {}
         untried = []
-        for knob in self.candidates():
+        candidates = self.candidates()
+        if not candidates:
+            self.journey |= {"untried": [], "kept": {}, "confirmed": None,
+                             "answer": f"keep the defaults: {self.request.suite} has no engine setting refbench tunes"
+                                       + ("" if self.request.apply_host else "; --apply-host tries host settings")}
+            self.save()
+            return self.journey
+        for knob in candidates:
             if self.left_s() < 2 * self.trial_cost_s():  # this trial and the confirmation
                 untried.append(knob.name)
                 continue
@@ -217,7 +226,9 @@ class Tuner:
         runs, judgement = self.ab(label, dict(kept), {**kept, knob.name: (knob, value)})
         if runs and runs[0].error and runs[0].side == "A":
             raise UserError(f"a run of the configuration kept so far failed: {runs[0].error} (its output: {self.log}).")
-        step = Step({knob.name: value}, knob.kind, knob.why, judgement, runs, judgement.kept, knob.paths)
+        addressed = next((limit for limit in self.limits if limit in knob.addresses), "")
+        why = f"addresses {LIMIT_WORDS.get(addressed, addressed)}: {knob.why}" if addressed else knob.why
+        step = Step({knob.name: value}, knob.kind, why, judgement, runs, judgement.kept, knob.paths)
         self.steps.append(step)
         if judgement.kept:
             kept[knob.name] = (knob, value)
@@ -348,4 +359,5 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
     if journey.get("untried"):
         lines.append(f"not tried within the budget: {', '.join(journey['untried'])}")
     lines.append(f"answer: {journey.get('answer', 'none')}")
+    lines.append(f"tuned plan: {Path(journey['dir']) / 'tuned-plan.toml'}; the journey: {Path(journey['dir']) / 'report.html'}")
     return lines
