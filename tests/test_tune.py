@@ -78,7 +78,7 @@ def test_a_budget_too_small_for_any_trial_still_answers(refbench):
 def test_bad_input_is_one_sentence_and_writes_nothing(refbench, tmp_path):
     for args, words in [((*SLEEPY, "--budget", "soon"), "is not a duration"), (("--suite", "nope"), "is not a suite"),
                         ((*SLEEPY, "--set", "sleepy.nope=1"), "nope"),
-                        (("--suite", "oltp", "--set", "oltp.dsn=host=db1 dbname=x"), "servers refbench manages")]:
+                        (("--suite", "oltp", "--set", "oltp.dsn=host=db1 dbname=x"), "--allow-server-changes")]:
         result = refbench("tune", *args)
         assert result.code == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "runs").exists()
@@ -193,3 +193,40 @@ def test_a_tune_stopped_with_sigterm_stops_its_run_and_exits_130(tmp_path):
                for pid in run_pids)
     status = [json.loads(p.read_text())["status"] for p in tmp_path.glob("runs/tune/*/runs/*/run.json")]
     assert status == ["interrupted"], status
+
+
+def test_a_users_server_gets_its_settings_back_even_after_a_kill(data_dir, tmp_path):
+    """--allow-server-changes on a DSN: only settings the server takes without a restart are offered; ALTER SYSTEM
+    values the user had are put back as they were, the others reset; a journal whose tune was killed is put back by
+    the next refbench start."""
+    from refbench.engines.postgres import ManagedPostgres, connect
+    from refbench.tune.server import ServerChanges, restore_journal as restore_server
+
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    try:
+        with connect(server.dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET commit_delay = 7")
+            conn.execute("SELECT pg_reload_conf()")
+        journal = tmp_path / "state/server-changes.json"
+        changes = ServerChanges("postgres", server.dsn, journal)
+        offered = changes.changeable(["commit_delay", "wal_compression", "shared_buffers", "wal_buffers"])
+        assert set(offered) == {"commit_delay", "wal_compression"}  # the others need a restart
+        changes.apply("commit_delay", "300")
+        changes.apply("wal_compression", "on")
+        assert oct(journal.stat().st_mode & 0o777) == "0o600"  # it holds the DSN
+
+        def setting(name: str) -> str:
+            with connect(server.dsn) as conn:
+                return conn.execute(f"SHOW {name}").fetchone()[0]
+        assert setting("commit_delay") == "300" and setting("wal_compression") in ("on", "pglz")
+        assert changes.restore() == ["wal_compression: its default", "commit_delay: 7"]
+        assert setting("commit_delay") == "7" and setting("wal_compression") == "off" and not journal.exists()
+        # Killed mid-trial: the journal's owner is gone; the next start (here, the function it calls) puts it back.
+        changes.apply("commit_delay", "500")
+        data = json.loads(journal.read_text())
+        data["owner"] = {"pid": 1, "start": -1}
+        journal.write_text(json.dumps(data))
+        assert restore_server(journal) == ["commit_delay: 7"] and setting("commit_delay") == "7"
+    finally:
+        server.stop()

@@ -705,7 +705,8 @@ def host(
 @app.command(short_help="Find the settings that make a suite faster, each change proven by an A/B measurement.",
              epilog=_examples("refbench tune --suite oltp --budget 10m  # quick profile: a few trials",
                               "refbench tune --suite oltp --profile standard --budget 3h",
-                              "refbench tune --suite dss --set dss.engines=[\"postgres\"] --budget 1h",
+                              "refbench tune --suite dss --set 'dss.engines=[\"postgres\"]' --budget 1h",
+                              "refbench tune --suite oltp --set oltp.data_dir=/mnt/data/pg --wal-dir /mnt/log --budget 2h",
                               "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --apply-host"))
 def tune(
     suite: str = typer.Option(..., "--suite", metavar="SUITE", help="The suite to tune for: oltp, dss, dw, analytics or device."),
@@ -722,6 +723,11 @@ def tune(
     apply_host: bool = typer.Option(False, "--apply-host", help="Also try host settings (dirty ratios, I/O scheduler, "
                                     "read-ahead, transparent huge pages, CPU governor): root only; each one is put back "
                                     "after its runs, and by the next refbench start if tune is killed."),
+    allow_server_changes: bool = typer.Option(False, "--allow-server-changes", help="With a dsn (your own server): "
+                                              "try its settings that need no restart (ALTER SYSTEM and a reload; "
+                                              "MariaDB: SET GLOBAL), each put back after its runs."),
+    wal_dir: Optional[str] = typer.Option(None, "--wal-dir", metavar="DIR", help="oltp on PostgreSQL: also try the "
+                                          "WAL in this existing directory, on another device than the data."),
     runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP + " The tune goes in "
                                  "RUNS_DIR/tune/STAMP-SUITE/."),
     as_json: bool = typer.Option(False, "--json", help="Print the journey as JSON."),
@@ -743,13 +749,15 @@ def tune(
         raise UserError("--apply-host changes kernel settings, which needs root; run tune without it, or as root.")
     request = tuning.Request(suite, profile, tuning.parse_budget(budget), repeats, points, plan_path,
                              list(sets or []) + ([f"{suite}.engine={engine}"] if engine else []), baseline or "",
-                             runs_dir, apply_host)
+                             runs_dir, apply_host, allow_server_changes, wal_dir or "")
     tuner = tuning.Tuner(request, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
     try:
         journey = tuner.tune()
     finally:
         if said := tuner.host.restore():
             err.print("host settings put back: " + "; ".join(said), markup=False, highlight=False)
+        if tuner.server is not None and (said := tuner.server.restore()):
+            err.print("server settings put back: " + "; ".join(said), markup=False, highlight=False)
     from refbench.tune.profile import write_outputs
 
     write_outputs(tuner.dir, journey)
@@ -905,12 +913,14 @@ def _interrupted_again(signum: int, frame: Any) -> None:
 
 
 def _restore_host_settings() -> None:
-    """Host settings a tune changed and could not put back (it and its watchdog were killed) go back now."""
-    from refbench.tune.host import journal_path, restore_journal
+    """Host and server settings a tune changed and could not put back (it, and for the host its watchdog, were
+    killed) go back now."""
+    from refbench.tune import host, server
 
-    if journal_path().exists():
-        for line in restore_journal():
-            print(f"refbench: a tune that was killed had changed a host setting, now put back: {line}", file=sys.stderr)
+    for module, what in ((host, "a host setting"), (server, "a setting of your server")):
+        if module.journal_path().exists():
+            for line in module.restore_journal():
+                print(f"refbench: a tune that was killed had changed {what}, now put back: {line}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:

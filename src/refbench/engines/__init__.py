@@ -64,7 +64,8 @@ class Placement:
     replaces the managed server with the user's. ``settings`` are the engine's own (a managed server's
     name -> value, or an in-process engine's configuration, e.g. DuckDB's memory_limit); ``cache_bytes`` bounds the
     page cache of a managed server's files while measuring (0: unbounded); ``workers`` is how many connections a
-    load uses at once."""
+    load uses at once; ``log_dir``, when given, is where a managed server keeps its write-ahead log instead of its data
+    directory (PostgreSQL's pg_wal: initdb --waldir), e.g. on another device."""
 
     location: Path
     dsn: str = ""
@@ -72,6 +73,7 @@ class Placement:
     password_file: Path | None = None
     cache_bytes: int = 0
     workers: int = 1
+    log_dir: Path | None = None
 
 
 class Session(Protocol):
@@ -305,7 +307,8 @@ class ServerEngine:
     def create(cls, dataset: Dataset, place: Placement) -> "ServerEngine":
         if place.dsn:
             return cls(place.dsn, None, place.workers, dataset)
-        server = cls.Managed(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes)
+        server = cls.Managed(place.location, place.settings, place.password_file, cache_bytes=place.cache_bytes,
+                             **({"log_dir": place.log_dir} if place.log_dir else {}))
         return cls("", server, place.workers, dataset)
 
     def __init__(self, dsn: str, server: Any, workers: int, dataset: Dataset):

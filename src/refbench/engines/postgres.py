@@ -76,15 +76,17 @@ def _run_as() -> pwd.struct_passwd | None:
 class ManagedPostgres(ManagedProcess):
     """initdb / start / stop of a private PostgreSQL server. ``password_file`` keeps the TCP password (a file of the
     run, so that a resumed run keeps it); without one the password lives in memory only. ``cache_bytes`` bounds the
-    page cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded."""
+    page cache of the server's files while a case is measured (host.cachebound); 0 leaves it unbounded. ``log_dir``:
+    where the WAL goes (initdb --waldir; pg_wal is then a link to it), e.g. on another device than the data."""
 
     socket_prefix = "refbench-pg-"
     title = "PostgreSQL"
     error_line = re.compile(r"\b(?:FATAL|PANIC|ERROR):.*")
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
-                 cache_bytes: int = 0):
+                 cache_bytes: int = 0, log_dir: Path | None = None):
         self.data_dir = Path(data_dir).absolute()
+        self.log_dir = Path(log_dir).absolute() if log_dir else None
         self.settings = dict(settings)
         self.password_file = Path(password_file).absolute() if password_file else None
         self.account = _run_as()
@@ -137,9 +139,16 @@ class ManagedPostgres(ManagedProcess):
                             "users (chmod o+x it, or choose another --data-dir).")
         self.log_file.touch()
         self._own(self.log_file)
+        waldir = []
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            if any(self.log_dir.iterdir()):
+                raise ServerDidNotStart(f"{self.log_dir} is not empty; the WAL needs a directory of its own (log_dir).")
+            self._own(self.log_dir)
+            waldir = [f"--waldir={self.log_dir}"]
         # Host connections are rejected until start() writes the real pg_hba.conf and sets the password.
         self._run([_binary("initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "--auth-local=trust",
-                   "--auth-host=reject", "-E", "UTF8", "--no-locale", "--no-instructions"], "initdb")
+                   "--auth-host=reject", "-E", "UTF8", "--no-locale", "--no-instructions", *waldir], "initdb")
         return True
 
     def start(self) -> None:

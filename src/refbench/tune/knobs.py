@@ -96,6 +96,13 @@ ENGINE_KNOBS = [
          suites=("dss",)),
 ]
 
+def placement(directory: str) -> Knob:
+    """The WAL on another device (the oltp suite's wal_dir): commits' flushes no longer queue behind data I/O."""
+    return Knob("wal_dir", "option", "", ("flush", "write", "device"),
+                "WAL flushes share the data's device; on a device of their own, commits do not wait behind data reads "
+                "and checkpoint writes", choices=(directory,), suites=("oltp",))
+
+
 # The plan option each engine setting lives in, per suite: its own option, or the engine's settings list.
 OWN_OPTION = {
     ("oltp", "shared_buffers"): "shared_buffers", ("dss", "shared_buffers"): "shared_buffers",

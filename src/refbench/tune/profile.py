@@ -27,11 +27,15 @@ def write_outputs(tune_dir: Path, journey: dict[str, Any]) -> list[Path]:
     head = (f"refbench tune {journey['suite']} ({journey['profile']} profile): {journey.get('answer', '')}\n"
             f"baseline {journey.get('baseline', '')}; the journey: {tune_dir / 'report.html'}")
     atomic_write_text(written[0], plan_text(journey["profile"], journey["suite"], options, head))
+    server = kept_settings(journey, "engine") if journey.get("server") else {}
+    if server:
+        written.append(tune_dir / "tuned-server.sql")
+        atomic_write_text(written[-1], server_sql(journey, server))
     host = kept_settings(journey, "host")
     if host:
         written += [tune_dir / "tuned-host.sh", tune_dir / "tuned.conf"]
-        atomic_write_text(written[2], host_script(journey, host), mode=0o755)
-        atomic_write_text(written[3], tuned_conf(host))
+        atomic_write_text(written[-2], host_script(journey, host), mode=0o755)
+        atomic_write_text(written[-1], tuned_conf(host))
     atomic_write_text(written[1], page(journey))
     return written
 
@@ -42,13 +46,23 @@ def tuned_options(journey: dict[str, Any]) -> dict[str, Any]:
     from refbench.tune.tuner import _typed
 
     base = journey.get("base_options", {})
-    engine = kept_settings(journey, "engine")
+    engine = {} if journey.get("server") else kept_settings(journey, "engine")  # a DSN's: tuned-server.sql
     out = {}
     if engine:
         changed = K.with_settings(journey["suite"], journey.get("engine", ""), base, engine)
         out = {k: v for k, v in changed.items() if base.get(k) != v}
     out |= {name: _typed(value) for name, value in kept_settings(journey, "option").items()}
     return out
+
+
+def server_sql(journey: dict[str, Any], settings: dict[str, str]) -> str:
+    """The kept settings of a user's server as the statements that make them last."""
+    head = [f"-- Settings refbench tune kept for {journey['suite']} on {journey['server']} ({journey.get('answer', '')})."]
+    if journey.get("engine") == "mariadb":
+        return "\n".join(head + ["-- Also write them in the server's option file ([mariadbd]) to keep them after a restart."]
+                         + [f"SET GLOBAL {name} = {value if value.isdigit() else repr(value)};" for name, value in settings.items()]) + "\n"
+    quoted = [f"ALTER SYSTEM SET {name} = '{value}';" for name, value in settings.items()]
+    return "\n".join(head + quoted + ["SELECT pg_reload_conf();"]) + "\n"
 
 
 def host_script(journey: dict[str, Any], host: dict[str, str]) -> str:

@@ -17,7 +17,9 @@ from refbench.fileio import atomic_write_text
 from refbench.report.html import fmt
 from refbench.report.waits import PHRASES
 from refbench.tune import knobs as K
+from refbench.redaction import redact, write_private
 from refbench.tune.host import HostChanges, host_knobs
+from refbench.tune.server import ServerChanges
 from refbench.tune.trials import Judgement, Objective, SideRun, interleaved, judge, plan_text, run_side
 
 TUNE_DIR = "tune"
@@ -39,6 +41,8 @@ class Request:
     baseline: str = ""
     runs_dir: str = "runs"
     apply_host: bool = False
+    allow_server_changes: bool = False  # a DSN's server: its settings that need no restart
+    wal_dir: str = ""  # another device's directory to try the WAL on (oltp on PostgreSQL)
     seed: int = 1
 
 
@@ -84,10 +88,15 @@ class Tuner:
         plan = load_plan(request.plan_path, flags={"profile": request.profile}, sets=request.sets, suites=[request.suite])
         self.profile = plan.profile
         self.options = dict(plan.options[request.suite])
+        self.server: ServerChanges | None = None
         if self.options.get("dsn"):
-            raise UserError("tune changes the settings of servers refbench manages, and this plan names your own server "
-                            "(dsn): tune a managed server on the same storage (--data-dir or a target), or tune yours "
-                            "by hand from a managed server's tuned profile.")
+            from refbench.engines import engine_for_dsn
+
+            if not request.allow_server_changes:
+                raise UserError("this plan names your own server (dsn), whose settings tune changes only with "
+                                "--allow-server-changes (those it takes without a restart, each put back after its "
+                                "runs); or tune a managed server on the same storage.")
+            self.server = ServerChanges(engine_for_dsn(self.options["dsn"]), self.options["dsn"])
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.dir = Path(request.runs_dir) / TUNE_DIR / f"{stamp}-{request.suite}"
         self.dir.mkdir(parents=True, exist_ok=False)
@@ -105,31 +114,46 @@ class Tuner:
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
 
-    def run_once(self, label: str, options: dict[str, Any], host: dict[str, tuple[K.Knob, str]], side: str) -> SideRun:
+    def run_once(self, label: str, options: dict[str, Any], outside: dict[str, tuple[K.Knob, str]], side: str) -> SideRun:
+        """One run of ``options``, with the host's and a DSN server's settings of ``outside`` changed around it."""
         self.numbered += 1
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.numbered:03d}-{label}")[:60]
         plan = self.dir / "runs" / f"{name}.toml"
-        atomic_write_text(plan, plan_text(self.profile, self.request.suite, options))
+        text = plan_text(self.profile, self.request.suite, options)
+        if self.server is not None:  # the plan holds the DSN: private, and gone once its run has read it
+            write_private(plan, text)
+        else:
+            atomic_write_text(plan, text)
         try:
-            for knob, value in host.values():
-                self.host.apply(knob, value)
+            for knob, value in outside.values():
+                if knob.kind == "host":
+                    self.host.apply(knob, value)
+                else:
+                    self.server.apply(knob.name, value)
             result = run_side(plan, self.dir / "runs", name, self.log, getattr(self, "objective", None), side)
         finally:
-            if host:
+            if any(knob.kind == "host" for knob, _ in outside.values()):
                 self.host.restore()
+            if self.server is not None:
+                plan.unlink(missing_ok=True)
+                if outside:
+                    self.server.restore()
         self.run_wall_s.append(result.wall_s)
         return result
 
     def options_for(self, config: dict[str, tuple[K.Knob, str]]) -> tuple[dict[str, Any], dict[str, tuple[K.Knob, str]]]:
-        """The plan options and the host settings of a configuration (the baseline's, with ``config`` on top)."""
+        """The plan options of a configuration (the baseline's, with ``config`` on top), and the settings changed
+        outside the plan around its runs: the host's, and a DSN server's."""
         options = {**self.options, **self.shape}
-        engine_changes = {name: value for name, (knob, value) in config.items() if knob.kind == "engine"}
-        options = K.with_settings(self.request.suite, self.engine, options, engine_changes)
+        if self.server is None:
+            engine_changes = {name: value for name, (knob, value) in config.items() if knob.kind == "engine"}
+            options = K.with_settings(self.request.suite, self.engine, options, engine_changes)
         for name, (knob, value) in config.items():
             if knob.kind == "option":
                 options[name] = _typed(value)
-        host = {name: kv for name, kv in config.items() if kv[0].kind == "host"}
-        return options, host
+        outside = {name: kv for name, kv in config.items()
+                   if kv[0].kind == "host" or (kv[0].kind == "engine" and self.server is not None)}
+        return options, outside
 
     def trial_cost_s(self) -> float:
         per_run = max(self.run_wall_s[1:] or self.run_wall_s or [60.0])  # the baseline runs the whole suite
@@ -168,13 +192,15 @@ class Tuner:
         record = next(r for r in run.records(self.request.suite) if r.case_id == headline["case"])
         self.storage = record.extra.get("storage") or {}
         self.engine = str(record.params.get("engine") or self.options.get("engine") or
-                          ("postgres" if self.request.suite == "oltp" else ""))
+                          (self.server.engine if self.server else "postgres" if self.request.suite == "oltp" else ""))
         self.limits = what_limits(run, self.request.suite, headline["case"])
         self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile)
         self.journey |= {"baseline": str(run.path), "objective": {"label": headline["label"], "metric": headline["metric"],
                                                                   "unit": headline["unit"], "value": headline["value"]},
                          "bottleneck": verdict.get("bottleneck", ""), "limits": self.limits, "engine": self.engine,
-                         "trial_options": self.shape, "base_options": self.options}
+                         "trial_options": self.shape,
+                         "base_options": {**self.options, **({"dsn": redact(self.options["dsn"])} if self.server else {})},
+                         "server": redact(self.options["dsn"]) if self.server is not None else ""}
         self.say(f"tuning for {headline['label']}: {fmt(headline['value'])} {headline['unit']}; limited by "
                  f"{verdict.get('bottleneck', 'unknown')}")
 
@@ -183,14 +209,19 @@ class Tuner:
 
         suite = self.request.suite
         found = [k for k in K.ENGINE_KNOBS if k.engine == self.engine and suite in k.suites]
+        if self.server is not None:  # a DSN's server: what it takes without a restart, at its own current values
+            self.settings = self.server.changeable([k.name for k in found])
+            found = [k for k in found if k.name in self.settings]
         found += list(getattr(get_suite(suite), "tune_knobs", []))
+        if self.request.wal_dir and suite == "oltp" and self.engine == "postgres":
+            found.append(K.placement(self.request.wal_dir))
         if self.request.apply_host:
             found += host_knobs(suite, self.storage.get("device"))
         return K.ranked(found, self.limits)
 
     def tune(self) -> dict[str, Any]:
         self.baseline()
-        settings = K.engine_settings(self.request.suite, self.engine, self.options)
+        self.settings = K.engine_settings(self.request.suite, self.engine, self.options)
         kept: dict[str, tuple[K.Knob, str]] = {}
         untried = []
         candidates = self.candidates()
@@ -204,7 +235,7 @@ class Tuner:
             if self.left_s() < 2 * self.trial_cost_s():  # this trial and the confirmation
                 untried.append(knob.name)
                 continue
-            current = K.current_value(knob, settings) if knob.kind == "engine" else _option_or_host_value(knob, self.options)
+            current = K.current_value(knob, self.settings) if knob.kind == "engine" else _option_or_host_value(knob, self.options)
             if knob.numeric:
                 self.search(knob, current, kept)
             else:

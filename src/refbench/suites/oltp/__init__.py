@@ -180,6 +180,8 @@ class OltpSuite:
                                "postgresql://… for PostgreSQL, mysql://user:password@host:port/database for MariaDB.",
                       check=server_dsn_problem),
         "data_dir": Option(str, "", "Data directory of the managed server (default: in the work directory); put it on the storage under test."),
+        "wal_dir": Option(str, "", "An existing directory, on another device than the data, for the managed PostgreSQL's "
+                                   "write-ahead log (in DIR/oltp-pgwal, initdb --waldir; default: with the data)."),
         "shared_buffers": Option(str, "128MB", "Managed server's buffer cache (MariaDB: innodb_buffer_pool_size): the "
                                  "memory cap that pushes I/O to storage.", check=pg_size_problem),
         "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str,
@@ -208,6 +210,13 @@ class OltpSuite:
             raise PlanError(f"[oltp] dsn and the target {plan.targets[0]} exclude each other: the target places the managed "
                             "server, dsn replaces it.")
         check_one_directory_target(plan, self.name, "data_dir")
+        if o["wal_dir"]:
+            if o["dsn"] or engine_name(o) != "postgres":
+                raise PlanError("[oltp] wal_dir places the WAL of the PostgreSQL server refbench manages; "
+                                + ("with dsn the server is yours." if o["dsn"] else "MariaDB's redo log stays with its data."))
+            if not Path(o["wal_dir"]).is_dir():
+                raise PlanError(f"[oltp] wal_dir {o['wal_dir']} is not an existing directory.")
+            require_server_reach(Path(o["wal_dir"]), "wal_dir")
         if plan.targets:
             require_server_reach(Path(plan.targets[0]), "target")
         elif o["data_dir"]:
@@ -255,9 +264,12 @@ class OltpSuite:
         if o["dsn"]:
             place = Placement(Path(), dsn=o["dsn"])
         else:
+            wal = Path(o["wal_dir"]) / "oltp-pgwal" if o["wal_dir"] else None
+            if wal is not None:
+                ctx.claim(wal)
             place = Placement(self._data_dir(ctx, name), settings=_server_settings(o),
                               password_file=ctx.run.secret_path(f"{ctx.suite}-{name}.password"),
-                              cache_bytes=storage.ServerMemory.cache_bytes(memory))
+                              cache_bytes=storage.ServerMemory.cache_bytes(memory), log_dir=wal)
         engine: Engine = open_engine(name, TPCC, place)
         ctx.state["engine"] = engine
         if engine.server is None:
@@ -269,7 +281,7 @@ class OltpSuite:
             with ctx.task(f"starting the managed {engine.title}"):
                 engine.start()
             ctx.log(f"managed {engine.title} in {server.data_dir} (a unix socket, and 127.0.0.1:{server.port} with the "
-                    f"password in {server.password_file})")
+                    f"password in {server.password_file})" + (f"; its WAL in {place.log_dir}" if place.log_dir else ""))
         ctx.state["side"] = transactional(engine, TPCC)
         storage.say_bound(ctx, memory, engine.server, o["warehouses"] * WAREHOUSE_BYTES)
         self._build(ctx, rebuild=o["rebuild"])
