@@ -230,3 +230,24 @@ def test_a_users_server_gets_its_settings_back_even_after_a_kill(data_dir, tmp_p
         assert restore_server(journal) == ["commit_delay: 7"] and setting("commit_delay") == "7"
     finally:
         server.stop()
+
+
+def test_the_wal_goes_where_wal_dir_says(reachable_dir, refbench):
+    """The placement trial's mechanism: the managed PostgreSQL's WAL in a directory of its own (initdb --waldir)."""
+    from refbench.engines.postgres import ManagedPostgres, connect
+
+    wal = reachable_dir / "wal" / "oltp-pgwal"
+    server = ManagedPostgres(reachable_dir / "pgdata", {}, log_dir=wal)
+    server.start()
+    try:
+        with connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE t AS SELECT generate_series(1, 1000) AS i")
+            conn.execute("SELECT pg_switch_wal()")
+        assert (reachable_dir / "pgdata/pg_wal").resolve() == wal.resolve()
+        assert any(p.name.startswith("0000") for p in wal.iterdir())
+    finally:
+        server.stop()
+    for args, words in [(("--set", "oltp.wal_dir=/nonexistent-refbench"), "is not an existing directory"),
+                        (("--engine", "mariadb", "--set", f"oltp.wal_dir={reachable_dir}"), "MariaDB's redo log")]:
+        result = refbench("oltp", *args, "--dry-run")
+        assert result.code == 2 and words in result.stderr, result.stderr
