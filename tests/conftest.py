@@ -70,8 +70,10 @@ def refbench(tmp_path):
 
     def run(*args: str, timeout: float = 600, cwd: Path | None = None) -> Result:  # a hang guard, not a speed test
         # SIGTERM when the test process dies (a developer stopping pytest): the run stops what it started.
-        p = subprocess.run(refbench_command(*args), capture_output=True, text=True, timeout=timeout,
-                           cwd=cwd or tmp_path, env=cli_env(), preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+        # Its own state directory: what a tune journals (the settings it changed) is this test's alone.
+        p = subprocess.run(refbench_command(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd or tmp_path,
+                           env=cli_env(REFBENCH_STATE_DIR=str(tmp_path / "state")),
+                           preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
         return Result(p.returncode, p.stdout, p.stderr)
 
     return run

@@ -120,17 +120,20 @@ def _fake_host(root: Path) -> SysRoot:
 def test_host_changes_are_journaled_and_put_back(tmp_path):
     root = _fake_host(tmp_path / "root")
     offered = {k.name: k for k in host_knobs("oltp", None, root)}
-    assert set(offered) == {"vm.dirty_ratio", "vm.dirty_background_ratio", "transparent_hugepage"}
+    assert set(offered) == {"vm.dirty_ratio", "vm.dirty_background_ratio", "Transparent huge pages"}
     assert offered["vm.dirty_background_ratio"].choices == ("5",)  # 10 is what it has
+    # What the tuning audit flags (dirty_ratio 20 against its 40, transparent huge pages on) comes first, saying so.
+    assert list(offered)[-1] == "vm.dirty_background_ratio" and "tuning audit flags it (now 20, recommended 40)" in \
+        offered["vm.dirty_ratio"].why
     changes = HostChanges(root, tmp_path / "state/host-changes.json")
-    changes.apply(offered["transparent_hugepage"], "never")
+    changes.apply(offered["Transparent huge pages"], "never")
     changes.apply(offered["vm.dirty_ratio"], "10")
     journal = json.loads((tmp_path / "state/host-changes.json").read_text())
     assert [e["original"] for e in journal["changes"]] == ["always", "20"] and journal["owner"]["pid"] == os.getpid()
     # Another refbench start leaves the journal of a tune that still runs alone.
     assert restore_journal(tmp_path / "state/host-changes.json", root) == []
     assert root.read("/proc/sys/vm/dirty_ratio") == "10"
-    assert changes.restore() == ["vm.dirty_ratio: 20", "transparent_hugepage: always"]
+    assert changes.restore() == ["vm.dirty_ratio: 20", "Transparent huge pages: always"]
     assert root.read("/proc/sys/vm/dirty_ratio") == "20" and root.read("/sys/kernel/mm/transparent_hugepage/enabled") == "always"
     assert not (tmp_path / "state/host-changes.json").exists()
 
@@ -251,3 +254,34 @@ def test_the_wal_goes_where_wal_dir_says(reachable_dir, refbench):
                         (("--engine", "mariadb", "--set", f"oltp.wal_dir={reachable_dir}"), "MariaDB's redo log")]:
         result = refbench("oltp", *args, "--dry-run")
         assert result.code == 2 and words in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.reference
+def test_an_oltp_tune_of_a_users_server_tries_what_it_takes_live_and_leaves_it_as_it_was(data_dir, refbench, tmp_path):
+    """The real thing end to end, on a PostgreSQL the test starts and hands over as "your server" (a DSN): the
+    baseline's bottleneck picks the order, only settings a reload applies are tried, each A B A B trial is judged,
+    the budget is kept, and the server's settings are as they were afterwards."""
+    from refbench.engines.postgres import ManagedPostgres, connect
+
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    try:
+        dsn = server.database("tpcc")
+        result = refbench("tune", "--suite", "oltp", "--set", f"oltp.dsn={dsn}", "--allow-server-changes",
+                          "--budget", "30m", "--trials", "1", "--repeats", "2", "--json", timeout=900)
+        journey = _journey(result)
+        assert journey["limits"] and journey["bottleneck"] and journey["server"]
+        assert len(journey["steps"]) == 1 and journey["untried"]
+        tried = [name for step in journey["steps"] for name in step["change"]]
+        assert not set(tried) & {"shared_buffers", "wal_buffers"}  # they need a restart
+        first = next(k for k in K.ENGINE_KNOBS if k.engine == "postgres" and k.name == tried[0])
+        assert set(first.addresses) & set(journey["limits"]), (tried, journey["limits"])
+        assert all(not r["error"] and r["value"] > 0 for s in journey["steps"] for r in s["runs"])
+        assert journey["answer"]
+        with connect(dsn) as conn:
+            assert conn.execute("SHOW commit_delay").fetchone()[0] == "0"
+            assert conn.execute("SELECT count(*) FROM pg_file_settings WHERE sourcefile LIKE '%auto.conf'").fetchone()[0] == 0
+        assert not list((tmp_path / "state").glob("*.json"))  # nothing left to put back
+    finally:
+        server.stop()

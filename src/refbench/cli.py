@@ -712,7 +712,8 @@ def tune(
     suite: str = typer.Option(..., "--suite", metavar="SUITE", help="The suite to tune for: oltp, dss, dw, analytics or device."),
     budget: str = typer.Option("30m", "--budget", metavar="TIME", help="How long the whole tune may take (2h, 90m, 600s); "
                                "a trial starts only when it and the final confirmation fit in what is left."),
-    profile: str = typer.Option("quick", "--profile", metavar="PROFILE", help="The suite's profile: quick, standard or full."),
+    profile: Optional[str] = typer.Option(None, "--profile", metavar="PROFILE", help="The suite's profile: quick, standard "
+                                          "or full (default: the baseline's, else quick)."),
     plan_path: Optional[str] = typer.Option(None, "--plan", metavar="PATH", help="TOML plan with the suite's options."),
     sets: Optional[list[str]] = typer.Option(None, "--set", metavar="SUITE.KEY=VALUE", help="Override an option, as in a plan (repeatable)."),
     engine: Optional[str] = typer.Option(None, "--engine", metavar="ENGINE", help="oltp: postgres or mariadb (same as --set oltp.engine=…)."),
@@ -720,6 +721,7 @@ def tune(
                                            "bottleneck instead of running the suite first."),
     repeats: int = typer.Option(3, "--repeats", metavar="N", min=2, max=20, help="Runs on each side of every A/B trial."),
     points: int = typer.Option(2, "--points", metavar="N", min=1, max=20, help="Values tried per numeric setting (Optuna's TPE)."),
+    trials: int = typer.Option(0, "--trials", metavar="N", min=0, help="At most N trials (0: as many as the budget allows)."),
     apply_host: bool = typer.Option(False, "--apply-host", help="Also try host settings (dirty ratios, I/O scheduler, "
                                     "read-ahead, transparent huge pages, CPU governor): root only; each one is put back "
                                     "after its runs, and by the next refbench start if tune is killed."),
@@ -743,11 +745,11 @@ def tune(
 
     if suite not in suite_names():
         raise UserError(f"--suite {suite!r} is not a suite: use one of {', '.join(suite_names())}.")
-    if profile not in PROFILES:
+    if profile is not None and profile not in PROFILES:
         raise UserError(f"--profile {profile!r} is not a profile: use one of {', '.join(PROFILES)}.")
     if apply_host and os.geteuid() != 0:
         raise UserError("--apply-host changes kernel settings, which needs root; run tune without it, or as root.")
-    request = tuning.Request(suite, profile, tuning.parse_budget(budget), repeats, points, plan_path,
+    request = tuning.Request(suite, profile or "", tuning.parse_budget(budget), repeats, points, trials, plan_path,
                              list(sets or []) + ([f"{suite}.engine={engine}"] if engine else []), baseline or "",
                              runs_dir, apply_host, allow_server_changes, wal_dir or "")
     tuner = tuning.Tuner(request, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
@@ -917,10 +919,11 @@ def _restore_host_settings() -> None:
     killed) go back now."""
     from refbench.tune import host, server
 
-    for module, what in ((host, "a host setting"), (server, "a setting of your server")):
-        if module.journal_path().exists():
-            for line in module.restore_journal():
-                print(f"refbench: a tune that was killed had changed {what}, now put back: {line}", file=sys.stderr)
+    left = [(host.restore_journal, None, "a host setting")] if host.journal_path().exists() else []
+    left += [(server.restore_journal, journal, "a setting of your server") for journal in server.journals()]
+    for restore, journal, what in left:
+        for line in restore(journal):
+            print(f"refbench: a tune that was killed had changed {what}, now put back: {line}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from refbench.fileio import atomic_write_text
 from refbench.host.sysfs import SysRoot, bracketed
+from refbench.host.tuning import CHANGE, audit
 from refbench.tune.knobs import Knob
 
 
@@ -34,7 +36,8 @@ def journal_path() -> Path:
 
 
 def host_knobs(suite: str, device: str | None, root: SysRoot | None = None) -> list[Knob]:
-    """The host settings worth a trial on this host: those it exposes, at another value than the one tried."""
+    """The host settings worth a trial on this host: those it exposes, at another value than the one tried; named as
+    the tuning audit (refbench host) names them, and those it flags first."""
     root = root or sysroot()
     out = []
 
@@ -51,11 +54,11 @@ def host_knobs(suite: str, device: str | None, root: SysRoot | None = None) -> l
           "meet a device that is already writing instead of a burst")
     offer("vm.dirty_ratio", ["/proc/sys/vm/dirty_ratio"], ["10", "40"], ("flush", "write", "device"),
           "writers are made to write back themselves past this share of dirty memory (the mixed-analytics paper: 40)")
-    offer("transparent_hugepage", ["/sys/kernel/mm/transparent_hugepage/enabled"], ["never"], ("cpu",),
+    offer("Transparent huge pages", ["/sys/kernel/mm/transparent_hugepage/enabled"], ["never"], ("cpu",),
           "compaction and khugepaged stalls show up as latency; databases advise never (the mixed-analytics paper too)")
     governors = [f"/sys/devices/system/cpu/{c}/cpufreq/scaling_governor" for c in root.listdir("/sys/devices/system/cpu")
                  if c.startswith("cpu") and c[3:].isdigit()]
-    offer("CPU governor", governors, ["performance"], ("cpu",),
+    offer("CPU frequency governor", governors, ["performance"], ("cpu",),
           "a CPU that ramps its clock up on demand adds latency and cuts throughput under a bursty load")
     if device and (disk := _disk(root, device)):
         available = (root.read(f"/sys/block/{disk}/queue/scheduler") or "").replace("[", "").replace("]", "").split()
@@ -63,10 +66,13 @@ def host_knobs(suite: str, device: str | None, root: SysRoot | None = None) -> l
               [s for s in ("none", "mq-deadline") if s in available], ("read", "flush", "write", "device"),
               "the kernel's scheduler orders and merges requests; fast devices with their own queues do better without")
         if suite in ("dss", "dw", "analytics", "device"):
-            offer(f"read-ahead ({disk})", [f"/sys/block/{disk}/queue/read_ahead_kb"], ["4096"], ("read", "device"),
+            offer(f"Read-ahead ({disk})", [f"/sys/block/{disk}/queue/read_ahead_kb"], ["4096"], ("read", "device"),
                   "scans read sequentially; a large read-ahead keeps the device's queue full (tuned's "
                   "throughput-performance: 4096 KiB)")
-    return out
+    flagged = {c.setting: c for c in audit(root) if c.status == CHANGE}
+    return sorted((replace(k, why=f"{k.why}; the tuning audit flags it (now {flagged[k.name].current}, recommended "
+                                  f"{flagged[k.name].recommended})") if k.name in flagged else k for k in out),
+                  key=lambda k: k.name not in flagged)
 
 
 def _disk(root: SysRoot, device: str) -> str | None:
@@ -90,7 +96,21 @@ class HostChanges:
         self.journal = journal or journal_path()
         self._guard = None
 
+    def check_alone(self) -> None:
+        """Refuses to start while another refbench's host changes are out: its "before" values would be ours."""
+        from refbench.children import _start_time
+        from refbench.errors import UserError
+
+        try:
+            owner = json.loads(self.journal.read_text()).get("owner") or {}
+        except (OSError, ValueError, AttributeError):
+            return
+        if owner.get("pid") not in (None, os.getpid()) and _start_time(owner["pid"]) == owner.get("start"):
+            raise UserError(f"another refbench tune (pid {owner['pid']}) is changing this host's settings "
+                            f"({self.journal}); wait for it to end, or tune without --apply-host.")
+
     def apply(self, knob: Knob, value: str) -> None:
+        self.check_alone()
         entries = _entries(self.journal)
         for relative in knob.paths:
             original = _read(self.root, relative)

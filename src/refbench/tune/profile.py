@@ -87,13 +87,13 @@ def tuned_conf(host: dict[str, str]) -> str:
     for name, value in host.items():
         if name.startswith("vm."):
             sections.setdefault("sysctl", []).append(f"{name} = {value}")
-        elif name == "transparent_hugepage":
+        elif name == "Transparent huge pages":
             sections.setdefault("vm", []).append(f"transparent_huge_pages={value}")
-        elif name == "CPU governor":
+        elif name == "CPU frequency governor":
             sections.setdefault("cpu", []).append(f"governor={value}")
         elif name.startswith("I/O scheduler"):
             sections.setdefault("disk", []).append(f"elevator={value}")
-        elif name.startswith("read-ahead"):
+        elif name.startswith("Read-ahead"):
             sections.setdefault("disk", []).append(f"readahead={value}")
     out = ["# refbench tune's kept host settings as a tuned profile:",
            "#   mkdir -p /etc/tuned/refbench-tuned && cp tuned.conf /etc/tuned/refbench-tuned/ && tuned-adm profile refbench-tuned",

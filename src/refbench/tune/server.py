@@ -22,7 +22,12 @@ RELOAD_S = 0.5  # a reload is a signal the postmaster acts on a moment later; se
 
 
 def journal_path() -> Path:
-    return state_dir() / "server-changes.json"
+    """This process's journal: one a tune, since two tunes may change two servers."""
+    return state_dir() / f"server-changes-{os.getpid()}.json"
+
+
+def journals() -> list[Path]:
+    return sorted(state_dir().glob("server-changes-*.json"))
 
 
 class ServerChanges:

@@ -1,6 +1,5 @@
 """The tune itself: baseline, candidates, trials, search and confirmation (the package's docstring says how)."""
 
-
 from __future__ import annotations
 
 import math
@@ -15,9 +14,9 @@ from typing import Any, Callable
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_text
 from refbench.report.html import fmt
+from refbench.redaction import redact, write_private
 from refbench.report.waits import PHRASES
 from refbench.tune import knobs as K
-from refbench.redaction import redact, write_private
 from refbench.tune.host import HostChanges, host_knobs
 from refbench.tune.server import ServerChanges
 from refbench.tune.trials import Judgement, Objective, SideRun, interleaved, judge, plan_text, run_side
@@ -36,6 +35,7 @@ class Request:
     budget_s: float
     repeats: int = 3
     points: int = 2
+    trials: int = 0  # at most this many trials (0: as many as the budget allows)
     plan_path: str | None = None
     sets: list[str] = field(default_factory=list)
     baseline: str = ""
@@ -85,9 +85,25 @@ class Tuner:
         self.request, self.say = request, say
         self.started = time.monotonic()
         self.deadline = self.started + request.budget_s
-        plan = load_plan(request.plan_path, flags={"profile": request.profile}, sets=request.sets, suites=[request.suite])
+        given = None
+        if request.baseline:
+            from refbench.runstore import Run
+
+            given = Run.find(request.baseline, request.runs_dir)
+            if request.suite not in given.plan.options:
+                raise UserError(f"the baseline {given.path} has no {request.suite} run in it.")
+        profile = request.profile or (given.plan.profile if given else "quick")
+        plan = load_plan(request.plan_path, flags={"profile": profile}, sets=request.sets, suites=[request.suite])
         self.profile = plan.profile
         self.options = dict(plan.options[request.suite])
+        if given is not None:
+            # The baseline's configuration, with what this command sets on top of it.
+            chosen = {k: v for k, v in self.options.items() if not plan.origins[f"{request.suite}.{k}"].startswith(
+                ("default", "profile default"))}
+            self.options = {**given.plan.options[request.suite], **chosen}
+            if given.plan.options[request.suite].get("dsn") and "dsn" not in chosen:
+                raise UserError("the baseline ran on your own server (dsn), whose password its run does not keep: "
+                                "give the dsn again (--set SUITE.dsn=…).")
         self.server: ServerChanges | None = None
         if self.options.get("dsn"):
             from refbench.engines import engine_for_dsn
@@ -97,12 +113,15 @@ class Tuner:
                                 "--allow-server-changes (those it takes without a restart, each put back after its "
                                 "runs); or tune a managed server on the same storage.")
             self.server = ServerChanges(engine_for_dsn(self.options["dsn"]), self.options["dsn"])
+        self.host = HostChanges()
+        if request.apply_host:
+            self.host.check_alone()
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.dir = Path(request.runs_dir) / TUNE_DIR / f"{stamp}-{request.suite}"
         self.dir.mkdir(parents=True, exist_ok=False)
         (self.dir / "runs").mkdir()
         self.log = self.dir / "tune.log"
-        self.host = HostChanges()
+
         self.steps: list[Step] = []
         self.run_wall_s: list[float] = []
         self.numbered = 0
@@ -155,9 +174,27 @@ class Tuner:
                    if kv[0].kind == "host" or (kv[0].kind == "engine" and self.server is not None)}
         return options, outside
 
+    def another_trial_fits(self) -> bool:
+        """A trial and the confirmation fit in what is left of the budget, and --trials allows one more."""
+        if self.request.trials and len(self.steps) >= self.request.trials:
+            return False
+        return self.left_s() >= 2 * self.trial_cost_s()
+
     def trial_cost_s(self) -> float:
-        per_run = max(self.run_wall_s[1:] or self.run_wall_s or [60.0])  # the baseline runs the whole suite
+        per_run = max(self.run_wall_s[1:] or self.run_wall_s or [60.0])  # the first: the baseline's, scaled
         return 2 * self.request.repeats * per_run
+
+    def estimated_s(self, options: dict[str, Any]) -> float | None:
+        """What the suite's own estimate (the one --dry-run quotes) says a run of ``options`` takes."""
+        from refbench.plan import Plan
+        from refbench.suites import get_suite
+
+        suite = get_suite(self.request.suite)
+        plan = Plan(profile=self.profile, suites=[suite.name], repeats=1, options={suite.name: dict(options)})
+        try:
+            return suite.estimate(plan, suite.cases(plan)).seconds if hasattr(suite, "estimate") else None
+        except Exception:  # an estimate is a convenience: without one, the baseline's own time is the guess
+            return None
 
     def ab(self, label: str, a: dict[str, tuple[K.Knob, str]], b: dict[str, tuple[K.Knob, str]]) -> tuple[list[SideRun], Judgement]:
         configs = {"A": self.options_for(a), "B": self.options_for(b)}
@@ -174,7 +211,7 @@ class Tuner:
             run = Run.find(self.request.baseline, self.request.runs_dir)
             self.say(f"baseline: {run.path} (given)")
             started, ended = (run.meta.get(k) for k in ("started_utc", "ended_utc"))
-            if started and ended:  # what one run of the whole suite took: a first estimate of a trial run's
+            if started and ended:
                 self.run_wall_s.append((datetime.fromisoformat(ended.replace("Z", "+00:00")) -
                                         datetime.fromisoformat(started.replace("Z", "+00:00"))).total_seconds())
         else:
@@ -195,6 +232,10 @@ class Tuner:
                           (self.server.engine if self.server else "postgres" if self.request.suite == "oltp" else ""))
         self.limits = what_limits(run, self.request.suite, headline["case"])
         self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile)
+        if self.run_wall_s:  # the whole suite's time: scaled to one trial run's by the suite's own estimates
+            whole, trial = self.estimated_s(self.options), self.estimated_s({**self.options, **self.shape})
+            if whole and trial:
+                self.run_wall_s = [self.run_wall_s[0] * trial / whole]
         self.journey |= {"baseline": str(run.path), "objective": {"label": headline["label"], "metric": headline["metric"],
                                                                   "unit": headline["unit"], "value": headline["value"]},
                          "bottleneck": verdict.get("bottleneck", ""), "limits": self.limits, "engine": self.engine,
@@ -220,6 +261,15 @@ class Tuner:
         return K.ranked(found, self.limits)
 
     def tune(self) -> dict[str, Any]:
+        try:
+            return self._tune()
+        except KeyboardInterrupt:
+            self.journey["answer"] = "interrupted: the trials so far are below; no tuned profile"
+            self.journey.setdefault("confirmed", None)
+            self.save()
+            raise
+
+    def _tune(self) -> dict[str, Any]:
         self.baseline()
         self.settings = K.engine_settings(self.request.suite, self.engine, self.options)
         kept: dict[str, tuple[K.Knob, str]] = {}
@@ -232,7 +282,7 @@ class Tuner:
             self.save()
             return self.journey
         for knob in candidates:
-            if self.left_s() < 2 * self.trial_cost_s():  # this trial and the confirmation
+            if not self.another_trial_fits():  # this trial and the confirmation
                 untried.append(knob.name)
                 continue
             current = K.current_value(knob, self.settings) if knob.kind == "engine" else _option_or_host_value(knob, self.options)
@@ -240,7 +290,7 @@ class Tuner:
                 self.search(knob, current, kept)
             else:
                 for value in knob.choices:
-                    if K.same_value(knob, value, current) or self.left_s() < 2 * self.trial_cost_s():
+                    if K.same_value(knob, value, current) or not self.another_trial_fits():
                         continue
                     if self.step(knob, value, kept):
                         break
@@ -253,12 +303,12 @@ class Tuner:
 
     def step(self, knob: K.Knob, value: str, kept: dict[str, tuple[K.Knob, str]]) -> Judgement:
         label = f"{knob.name}={value}"
-        self.say(f"trial {len(self.steps) + 1}: {label} — {knob.why}")
+        addressed = next((limit for limit in self.limits if limit in knob.addresses), "")
+        why = f"addresses {LIMIT_WORDS.get(addressed, addressed)}: {knob.why}" if addressed else knob.why
+        self.say(f"trial {len(self.steps) + 1}: {label} — {why}")
         runs, judgement = self.ab(label, dict(kept), {**kept, knob.name: (knob, value)})
         if runs and runs[0].error and runs[0].side == "A":
             raise UserError(f"a run of the configuration kept so far failed: {runs[0].error} (its output: {self.log}).")
-        addressed = next((limit for limit in self.limits if limit in knob.addresses), "")
-        why = f"addresses {LIMIT_WORDS.get(addressed, addressed)}: {knob.why}" if addressed else knob.why
         step = Step({knob.name: value}, knob.kind, why, judgement, runs, judgement.kept, knob.paths)
         self.steps.append(step)
         if judgement.kept:
@@ -280,7 +330,7 @@ class Tuner:
         tried = [K.number(current)] if K.number(current) else []
         points, asked = 0, 0
         while points < self.request.points and asked < 20 * self.request.points:
-            if self.left_s() < 2 * self.trial_cost_s():
+            if not self.another_trial_fits():
                 break
             trial, asked = study.ask(), asked + 1
             number = trial.suggest_float(knob.name, low, high, log=True)
@@ -346,10 +396,12 @@ def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], pro
 
 
 def first_guess(knob: K.Knob, low: float, high: float, storage: dict[str, Any]) -> float:
-    """The rule of thumb a DBA starts from: a quarter of the memory for shared_buffers (pgtune), most of it for
-    InnoDB's buffer pool, half the measured WAL flush time for commit_delay…"""
+    """The rule of thumb a DBA starts from: a quarter of the host's memory for shared_buffers (pgtune), but most of a
+    cache bound (the page cache beside it would only hold the same pages twice); most of the memory for InnoDB's
+    buffer pool; half the measured WAL flush time for commit_delay…"""
     per_flush_ms = (storage.get("io_latency") or {}).get("ms_per_flush")
-    guesses = {"shared_buffers": high / 3, "innodb_buffer_pool_size": high * 0.9, "memory_limit": high,
+    bounded = bool((storage.get("bound") or {}).get("bound_mb"))
+    guesses = {"shared_buffers": high if bounded else high / 3, "innodb_buffer_pool_size": high, "memory_limit": high,
                "commit_delay": per_flush_ms * 500 if per_flush_ms else 100, "max_wal_size": 4096, "work_mem": 256,
                "innodb_log_file_size": 4096, "innodb_io_capacity": 2000, "threads": os.cpu_count() or 2}
     return float(guesses.get(knob.name, math.sqrt(low * high)))
@@ -388,7 +440,7 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
         change = ", ".join(f"{k}={v}" for k, v in step["change"].items())
         lines.append(f"{i:>2}. {change:<40} {'kept   ' if step['kept'] else 'dropped'} {step['why']}")
     if journey.get("untried"):
-        lines.append(f"not tried within the budget: {', '.join(journey['untried'])}")
+        lines.append(f"not tried (the budget or --trials ran out): {', '.join(journey['untried'])}")
     lines.append(f"answer: {journey.get('answer', 'none')}")
     lines.append(f"tuned plan: {Path(journey['dir']) / 'tuned-plan.toml'}; the journey: {Path(journey['dir']) / 'report.html'}")
     return lines
