@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from refbench.children import die_with_parent
-from refbench.report.compare import SAME_WITHIN, Figure, direction, significance
+from refbench.report.compare import SAME_WITHIN, Figure, direction, repeats_to_resolve, significance
 from refbench.suites import is_figure
 
 
@@ -149,6 +149,10 @@ def judge(metric: str, runs: list[SideRun]) -> Judgement:
     interval = f" (95% CI {low:+.1%} … {high:+.1%}, p {test.p:.3f})" if low is not None else ""
     why = (f"better by {gain:+.1%}{interval}" if better else f"worse by {gain:+.1%}{interval}" if worse else
            f"no significant change: {gain:+.1%}{interval}")
+    if not significant and test is not None and test.log_sd:
+        n = repeats_to_resolve(test.log_sd)
+        why += (f"; the runs spread by {math.expm1(test.log_sd):.1%} each: "
+                + (f"--repeats {n} would resolve a 5% change" if n else "more than 50 a side would be needed to resolve 5%"))
     return Judgement(better, round(gain * 100, 2), None if low is None else round(low * 100, 2),
                      None if high is None else round(high * 100, 2), None if test is None else round(test.p, 4),
                      why, a, b)

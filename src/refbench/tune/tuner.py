@@ -96,10 +96,12 @@ class Tuner:
         plan = load_plan(request.plan_path, flags={"profile": profile}, sets=request.sets, suites=[request.suite])
         self.profile = plan.profile
         self.options = dict(plan.options[request.suite])
+        # What this command sets (a plan, --set), as against the profile's defaults.
+        self.chosen = {k for k in self.options if not plan.origins[f"{request.suite}.{k}"].startswith(
+            ("default", "profile default"))}
         if given is not None:
             # The baseline's configuration, with what this command sets on top of it.
-            chosen = {k: v for k, v in self.options.items() if not plan.origins[f"{request.suite}.{k}"].startswith(
-                ("default", "profile default"))}
+            chosen = {k: self.options[k] for k in self.chosen}
             self.options = {**given.plan.options[request.suite], **chosen}
             if given.plan.options[request.suite].get("dsn") and "dsn" not in chosen:
                 raise UserError("the baseline ran on your own server (dsn), whose password its run does not keep: "
@@ -231,7 +233,7 @@ class Tuner:
         self.engine = str(record.params.get("engine") or self.options.get("engine") or
                           (self.server.engine if self.server else "postgres" if self.request.suite == "oltp" else ""))
         self.limits = what_limits(run, self.request.suite, headline["case"])
-        self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile)
+        self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile, self.chosen)
         if self.run_wall_s:  # the whole suite's time: scaled to one trial run's by the suite's own estimates
             whole, trial = self.estimated_s(self.options), self.estimated_s({**self.options, **self.shape})
             if whole and trial:
@@ -376,8 +378,10 @@ class Tuner:
         atomic_write_text(self.dir / "tune.json", json.dumps(self.journey, indent=1))
 
 
-def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], profile: str) -> dict[str, Any]:
-    """The suite narrowed to its headline case: what every trial runs."""
+def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], profile: str,
+                chosen: set[str] = frozenset()) -> dict[str, Any]:
+    """The suite narrowed to its headline case: what every trial runs. A long profile's ramp-up and measurement are
+    capped (TRIAL_LIMITS), unless the command set them (``chosen``)."""
     shape: dict[str, Any] = {}
     if suite == "oltp" and "users" in params:
         shape["users"] = [params["users"]]
@@ -390,7 +394,7 @@ def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], pro
                   "write_shares": [params["write_pct"]], "checks": False}
     if profile != "quick":
         for key, most in TRIAL_LIMITS.get(suite, {}).items():
-            if key in options:
+            if key in options and key not in chosen:
                 shape[key] = min(options[key], most)
     return {k: v for k, v in shape.items() if k in options}
 
