@@ -32,6 +32,7 @@ def _journey(result) -> dict:
     return json.loads(result.stdout[:result.stdout.rindex("}") + 1])
 
 
+@pytest.mark.slow
 def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbench, tmp_path):
     result = refbench("tune", *SLEEPY, "--budget", "20m", "--json")
     journey = _journey(result)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from refbench.children import die_with_parent
 from refbench.report.compare import SAME_WITHIN, Figure, direction, repeats_to_resolve, significance
-from refbench.suites import is_figure
+from refbench.suites import get_suite, is_figure
 
 
 @dataclass
@@ -78,7 +78,11 @@ def plan_text(profile: str, suite: str, options: dict[str, Any], comment: str = 
     lines = [f"# {line}" for line in comment.splitlines()] + [f"profile = {toml_value(profile)}",
                                                                f"suites = [{toml_value(suite)}]", "repeats = 1", "",
                                                                f"[{suite}]"]
-    lines += [f"{key} = {toml_value(value)}" for key, value in options.items() if value is not None]
+    # Only what differs from the suite's defaults at the profile: a plan says what it changes (and a plan may not
+    # write some defaults back, such as an empty list of settings).
+    schema = get_suite(suite).options
+    lines += [f"{key} = {toml_value(value)}" for key, value in options.items()
+              if value is not None and (key not in schema or value != schema[key].default_for(profile))]
     return "\n".join(lines) + "\n"
 
 
