@@ -96,6 +96,20 @@ def test_an_engine_setting_joins_the_suites_defaults_instead_of_replacing_them()
                                                   "shared_buffers": "128MB"}, {"innodb_buffer_pool_size": "1024M"})
     assert mariadb["shared_buffers"] == "1024M" and mariadb["mariadb_settings"] == ["thread_handling=pool-of-threads"]
     assert K.same_value(K.ENGINE_KNOBS[0], "512MB", "0.5GB") and not K.same_value(K.ENGINE_KNOBS[0], "512MB", "1GB")
+    duckdb = K.with_settings("dss", "duckdb", {"duckdb_threads": 0}, {"threads": "1", "memory_limit": "512MB"})
+    assert duckdb == {"duckdb_threads": 1, "duckdb_memory_limit": "512MB"}
+
+
+def test_every_engine_setting_tune_tries_is_one_its_suites_take(refbench):
+    """Each knob's option or settings list exists in each suite it is offered for: a trial's plan is a valid plan."""
+    from refbench.suites import get_suite
+
+    for knob in K.ENGINE_KNOBS:
+        for suite in knob.suites:
+            option = K.OWN_OPTION.get((suite, knob.name)) or K.SETTINGS_LIST[knob.engine]
+            assert option in get_suite(suite).options, (suite, knob.name, option)
+    result = refbench("dss", "--set", "dss.duckdb_threads=1", "--set", "dss.modes=[\"power\"]", "--dry-run")
+    assert result.code == 0 and "duckdb_threads" in result.stdout, result.stderr
 
 
 def test_the_knobs_that_address_the_bottleneck_come_first():

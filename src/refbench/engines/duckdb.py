@@ -18,9 +18,9 @@ from refbench.errors import UserError
 
 
 class DuckDb:
-    def __init__(self, path: Path, memory_limit: str | None = None):
+    def __init__(self, path: Path, memory_limit: str | None = None, threads: int | str | None = None):
         self.path = Path(path)
-        self.settings = {"memory_limit": memory_limit} if memory_limit else {}
+        self.settings = {k: v for k, v in (("memory_limit", memory_limit), ("threads", threads)) if v}
         self.conn = None
 
     def open(self) -> "DuckDb":
@@ -224,13 +224,13 @@ class DuckDbEngine:
     dsn = ""
     profiler: QueryProfiler | None = None  # while a QueryProfiler is started
 
-    def __init__(self, path: Path, dataset: Dataset, memory_limit: str = ""):
-        self.db = DuckDb(path, memory_limit=memory_limit or None)
+    def __init__(self, path: Path, dataset: Dataset, memory_limit: str = "", threads: int | str = ""):
+        self.db = DuckDb(path, memory_limit=memory_limit or None, threads=threads or None)
         self.dataset = dataset
 
     @classmethod
     def create(cls, dataset: Dataset, place: Placement) -> "DuckDbEngine":
-        return cls(place.location, dataset, place.settings.get("memory_limit", ""))
+        return cls(place.location, dataset, place.settings.get("memory_limit", ""), place.settings.get("threads", ""))
 
     @classmethod
     def require_installed(cls) -> None:

@@ -59,6 +59,9 @@ ENGINE_KNOBS = [
     Knob("max_wal_size", "engine", "postgres", ("write", "flush"),
          "checkpoints come every max_wal_size of WAL; fewer of them write fewer dirty pages and full-page images",
          low=1024, high=16384, unit="MB"),
+    Knob("checkpoint_timeout", "engine", "postgres", ("write", "flush"),
+         "a checkpoint also comes every checkpoint_timeout: further apart, fewer dirty pages and full-page images are "
+         "written for the same work", choices=("15min", "30min")),
     Knob("effective_io_concurrency", "engine", "postgres", ("read",),
          "bitmap heap scans prefetch this many blocks ahead; storage with deep queues answers many reads at once",
          choices=("32", "200"), suites=("dss", "dw")),

@@ -86,6 +86,8 @@ class DssSuite:
                               item=str, check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM).",
                                       check=optional(duckdb_size_problem)),
+        "duckdb_threads": Option(int, 0, "DuckDB's threads per query (0: DuckDB's own, one per CPU).", minimum=0,
+                                 maximum=1024),
         "mariadb_buffer_pool": Option(str, "", "Managed MariaDB's buffer pool (innodb_buffer_pool_size), its only cache of "
                                       "the data (InnoDB reads with O_DIRECT), e.g. 2G (default: the memory the managed "
                                       "PostgreSQL gets for data — shared_buffers + cache_mb when cache_mb bounds it, "
@@ -819,7 +821,8 @@ def _placement(ctx, name: str, base: Path) -> Placement:
     """Where engine ``name`` goes in a dss-style suite, and its settings from the suite's options."""
     o = ctx.options
     if name == "duckdb":
-        return Placement(base / f"tpch-sf{o['sf']:g}.duckdb", settings={"memory_limit": o["duckdb_memory_limit"]})
+        return Placement(base / f"tpch-sf{o['sf']:g}.duckdb", settings={"memory_limit": o["duckdb_memory_limit"],
+                                                                       "threads": o.get("duckdb_threads") or ""})
     workers = os.cpu_count() or 1
     if dsn_engine(o) == name:
         return Placement(Path(), dsn=o["dsn"], workers=workers)

@@ -78,6 +78,8 @@ class DwSuite:
                               check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap.",
                                       check=duckdb_size_problem),
+        "duckdb_threads": Option(int, 0, "DuckDB's threads per query (0: DuckDB's own, one per CPU).", minimum=0,
+                                 maximum=1024),
         # Quick's 64M, not PostgreSQL's 16MB: with O_DIRECT nothing is beneath the buffer pool, and at 16M stream 0's
         # answer check at SF 0.1 took 9-15 s a query on the 2-core VM.
         "mariadb_buffer_pool": Option(str, {"quick": "64M", "standard": "1G", "full": "64G"},
