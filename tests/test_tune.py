@@ -300,3 +300,29 @@ def test_an_oltp_tune_of_a_users_server_tries_what_it_takes_live_and_leaves_it_a
         assert not list((tmp_path / "state").glob("*.json"))  # nothing left to put back
     finally:
         server.stop()
+
+
+def test_a_users_mariadb_gets_its_global_variables_back(reachable_dir, tmp_path):
+    """MariaDB's side of --allow-server-changes: only variables that are not read-only are offered, SET GLOBAL
+    changes them, and the values before come back."""
+    from refbench.engines.mariadb import ManagedMariaDB, connect
+    from refbench.tune.server import ServerChanges
+
+    server = ManagedMariaDB(reachable_dir / "mariadb", {"innodb_buffer_pool_size": "64M"})
+    server.start()
+    try:
+        changes = ServerChanges("mariadb", server.dsn, tmp_path / "state/server-changes.json")
+        offered = changes.changeable(["innodb_io_capacity", "innodb_flush_method", "innodb_log_buffer_size"])
+        assert set(offered) == {"innodb_io_capacity"}, offered  # the others are read-only while it runs
+        before = offered["innodb_io_capacity"]
+
+        def value() -> str:
+            with connect(server.dsn) as conn:
+                cursor = conn.cursor()
+                cursor.execute("SELECT @@GLOBAL.innodb_io_capacity")
+                return str(cursor.fetchone()[0])
+        changes.apply("innodb_io_capacity", "4000")
+        assert value() == "4000"
+        assert changes.restore() == [f"innodb_io_capacity: {before}"] and value() == before
+    finally:
+        server.stop()
