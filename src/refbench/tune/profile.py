@@ -133,7 +133,8 @@ def effect_chart(steps: list[dict[str, Any]]) -> str:
     axis_y = row * len(shown) + 20
     for v in (low, 0.0, high):
         parts.append(f'<text x="{x(v):.1f}" y="{axis_y}" text-anchor="middle" font-size="11">{v:+.1f}%</text>')
-    return (f'<figure><svg viewBox="0 0 {left + width + 20} {axis_y + 8}" role="img" aria-label="effect of each trial">'
+    return (f'<figure style="max-width:{left + width + 60}px"><svg viewBox="0 0 {left + width + 60} {axis_y + 8}" '
+            'role="img" aria-label="effect of each trial">'
             + "".join(parts) + "</svg><figcaption class=\"note\">B against A, % better for the objective, with the 95% "
             "interval; kept in green.</figcaption></figure>")
 
