@@ -213,41 +213,47 @@ def test_a_tune_stopped_with_sigterm_stops_its_run_and_exits_130(tmp_path):
     assert status == ["interrupted"], status
 
 
-def test_a_users_server_gets_its_settings_back_even_after_a_kill(data_dir, tmp_path):
-    """--allow-server-changes on a DSN: only settings the server takes without a restart are offered; ALTER SYSTEM
-    values the user had are put back as they were, the others reset; a journal whose tune was killed is put back by
-    the next refbench start."""
-    from refbench.engines.postgres import ManagedPostgres, connect
-    from refbench.tune.server import ServerChanges, restore_journal as restore_server
+@pytest.fixture
+def postgres(data_dir):
+    """A managed PostgreSQL the test hands over as "your server"."""
+    from refbench.engines.postgres import ManagedPostgres
 
     server = ManagedPostgres(data_dir, {})
     server.start()
-    try:
-        with connect(server.dsn, autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM SET commit_delay = 7")
-            conn.execute("SELECT pg_reload_conf()")
-        journal = tmp_path / "state/server-changes.json"
-        changes = ServerChanges("postgres", server.dsn, journal)
-        offered = changes.changeable(["commit_delay", "wal_compression", "shared_buffers", "wal_buffers"])
-        assert set(offered) == {"commit_delay", "wal_compression"}  # the others need a restart
-        changes.apply("commit_delay", "300")
-        changes.apply("wal_compression", "on")
-        assert oct(journal.stat().st_mode & 0o777) == "0o600"  # it holds the DSN
+    yield server
+    server.stop()
 
-        def setting(name: str) -> str:
-            with connect(server.dsn) as conn:
-                return conn.execute(f"SHOW {name}").fetchone()[0]
-        assert setting("commit_delay") == "300" and setting("wal_compression") in ("on", "pglz")
-        assert changes.restore() == ["wal_compression: its default", "commit_delay: 7"]
-        assert setting("commit_delay") == "7" and setting("wal_compression") == "off" and not journal.exists()
-        # Killed mid-trial: the journal's owner is gone; the next start (here, the function it calls) puts it back.
-        changes.apply("commit_delay", "500")
-        data = json.loads(journal.read_text())
-        data["owner"] = {"pid": 1, "start": -1}
-        journal.write_text(json.dumps(data))
-        assert restore_server(journal) == ["commit_delay: 7"] and setting("commit_delay") == "7"
-    finally:
-        server.stop()
+
+def test_a_users_server_gets_its_settings_back_even_after_a_kill(postgres, tmp_path):
+    """--allow-server-changes on a DSN: only settings the server takes without a restart are offered; ALTER SYSTEM
+    values the user had are put back as they were, the others reset; a journal whose tune was killed is put back by
+    the next refbench start."""
+    from refbench.engines.postgres import connect
+    from refbench.tune.server import ServerChanges, restore_journal as restore_server
+
+    with connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET commit_delay = 7")
+        conn.execute("SELECT pg_reload_conf()")
+    journal = tmp_path / "state/server-changes.json"
+    changes = ServerChanges("postgres", postgres.dsn, journal)
+    offered = changes.changeable(["commit_delay", "wal_compression", "shared_buffers", "wal_buffers"])
+    assert set(offered) == {"commit_delay", "wal_compression"}  # the others need a restart
+    changes.apply("commit_delay", "300")
+    changes.apply("wal_compression", "on")
+    assert oct(journal.stat().st_mode & 0o777) == "0o600"  # it holds the DSN
+
+    def setting(name: str) -> str:
+        with connect(postgres.dsn) as conn:
+            return conn.execute(f"SHOW {name}").fetchone()[0]
+    assert setting("commit_delay") == "300" and setting("wal_compression") in ("on", "pglz")
+    assert changes.restore() == ["wal_compression: its default", "commit_delay: 7"]
+    assert setting("commit_delay") == "7" and setting("wal_compression") == "off" and not journal.exists()
+    # Killed mid-trial: the journal's owner is gone; the next start (here, the function it calls) puts it back.
+    changes.apply("commit_delay", "500")
+    data = json.loads(journal.read_text())
+    data["owner"] = {"pid": 1, "start": -1}
+    journal.write_text(json.dumps(data))
+    assert restore_server(journal) == ["commit_delay: 7"] and setting("commit_delay") == "7"
 
 
 def test_the_wal_goes_where_wal_dir_says(reachable_dir, refbench):
@@ -273,33 +279,28 @@ def test_the_wal_goes_where_wal_dir_says(reachable_dir, refbench):
 
 @pytest.mark.slow
 @pytest.mark.reference
-def test_an_oltp_tune_of_a_users_server_tries_what_it_takes_live_and_leaves_it_as_it_was(data_dir, refbench, tmp_path):
+def test_an_oltp_tune_of_a_users_server_tries_what_it_takes_live_and_leaves_it_as_it_was(postgres, refbench, tmp_path):
     """The real thing end to end, on a PostgreSQL the test starts and hands over as "your server" (a DSN): the
     baseline's bottleneck picks the order, only settings a reload applies are tried, each A B A B trial is judged,
     the budget is kept, and the server's settings are as they were afterwards."""
-    from refbench.engines.postgres import ManagedPostgres, connect
+    from refbench.engines.postgres import connect
 
-    server = ManagedPostgres(data_dir, {})
-    server.start()
-    try:
-        dsn = server.database("tpcc")
-        result = refbench("tune", "--suite", "oltp", "--set", f"oltp.dsn={dsn}", "--allow-server-changes",
-                          "--budget", "30m", "--trials", "1", "--repeats", "2", "--json", timeout=900)
-        journey = _journey(result)
-        assert journey["limits"] and journey["bottleneck"] and journey["server"]
-        assert len(journey["steps"]) == 1 and journey["untried"]
-        tried = [name for step in journey["steps"] for name in step["change"]]
-        assert not set(tried) & {"shared_buffers", "wal_buffers"}  # they need a restart
-        first = next(k for k in K.ENGINE_KNOBS if k.engine == "postgres" and k.name == tried[0])
-        assert set(first.addresses) & set(journey["limits"]), (tried, journey["limits"])
-        assert all(not r["error"] and r["value"] > 0 for s in journey["steps"] for r in s["runs"])
-        assert journey["answer"]
-        with connect(dsn) as conn:
-            assert conn.execute("SHOW commit_delay").fetchone()[0] == "0"
-            assert conn.execute("SELECT count(*) FROM pg_file_settings WHERE sourcefile LIKE '%auto.conf'").fetchone()[0] == 0
-        assert not list((tmp_path / "state").glob("*.json"))  # nothing left to put back
-    finally:
-        server.stop()
+    dsn = postgres.database("tpcc")
+    result = refbench("tune", "--suite", "oltp", "--set", f"oltp.dsn={dsn}", "--allow-server-changes",
+                      "--budget", "30m", "--trials", "1", "--repeats", "2", "--json", timeout=900)
+    journey = _journey(result)
+    assert journey["limits"] and journey["bottleneck"] and journey["server"]
+    assert len(journey["steps"]) == 1 and journey["untried"]
+    tried = [name for step in journey["steps"] for name in step["change"]]
+    assert not set(tried) & {"shared_buffers", "wal_buffers"}  # they need a restart
+    first = next(k for k in K.ENGINE_KNOBS if k.engine == "postgres" and k.name == tried[0])
+    assert set(first.addresses) & set(journey["limits"]), (tried, journey["limits"])
+    assert all(not r["error"] and r["value"] > 0 for s in journey["steps"] for r in s["runs"])
+    assert journey["answer"]
+    with connect(dsn) as conn:
+        assert conn.execute("SHOW commit_delay").fetchone()[0] == "0"
+        assert conn.execute("SELECT count(*) FROM pg_file_settings WHERE sourcefile LIKE '%auto.conf'").fetchone()[0] == 0
+    assert not list((tmp_path / "state").glob("*.json"))  # nothing left to put back
 
 
 def test_a_users_mariadb_gets_its_global_variables_back(reachable_dir, tmp_path):
