@@ -47,6 +47,7 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
     # The kept set is confirmed by fresh runs against the baseline's configuration.
     assert journey["confirmed"] is True and journey["kept"] == {"speed": "2"}
     assert journey["confirmation"]["gain_pct"] > 90 and journey["answer"].startswith("speed=2")
+    assert [r["side"] for r in journey["confirmation"]["runs"]] == ["A", "B"] * 3  # at least three a side
     tune_dir = tmp_path / journey["dir"]
     assert result.stdout.strip().splitlines()[-1] == journey["dir"]
     plan = (tune_dir / "tuned-plan.toml").read_text()
