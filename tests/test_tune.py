@@ -192,7 +192,7 @@ def test_a_tune_killed_with_sigkill_leaves_no_host_setting_changed(tmp_path):
 
 def test_a_tune_stopped_with_sigterm_stops_its_run_and_exits_130(tmp_path):
     """A signal sent to tune alone (kill PID, not Ctrl-C in a terminal, which reaches the run too) stops the run it
-    waits for, which stops cleanly and can be resumed."""
+    waits for, which stops cleanly; tune never resumes a trial, so that run's work data goes (its records stay)."""
     tune = subprocess.Popen(refbench_command("tune", *SLEEPY, "--set", "sleepy.sleep_s=3", "--budget", "20m"),
                             cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
@@ -212,6 +212,8 @@ def test_a_tune_stopped_with_sigterm_stops_its_run_and_exits_130(tmp_path):
                for pid in run_pids)
     status = [json.loads(p.read_text())["status"] for p in tmp_path.glob("runs/tune/*/runs/*/run.json")]
     assert status == ["interrupted"], status
+    assert list(tmp_path.glob("runs/tune/*/runs/*/records/*")) and not list(tmp_path.glob("runs/tune/*/runs/*/work"))
+    assert "interrupted" in json.loads(next(tmp_path.glob("runs/tune/*/tune.json")).read_text())["answer"]
 
 
 @pytest.fixture

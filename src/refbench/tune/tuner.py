@@ -278,7 +278,18 @@ class Tuner:
             self.journey["answer"] = "interrupted: the trials so far are below; no tuned profile"
             self.journey.setdefault("confirmed", None)
             self.save()
+            self.remove_work_left()
             raise
+
+    def remove_work_left(self) -> None:
+        """The run an interrupt stopped kept its data for a resume that tune never makes: it goes (its records and
+        log stay)."""
+        from rich.console import Console
+
+        from refbench.runner import clean
+        from refbench.runstore import list_runs
+
+        clean(list_runs(self.dir / "runs"), Console(stderr=True, highlight=False), each=True)
 
     def _tune(self) -> dict[str, Any]:
         self.baseline()
