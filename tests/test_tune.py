@@ -162,7 +162,9 @@ def test_a_tune_killed_with_sigkill_leaves_no_host_setting_changed(tmp_path):
     root = _fake_host(tmp_path / "root")
     env = cli_env(REFBENCH_SYSROOT=str(tmp_path / "root"), REFBENCH_STATE_DIR=str(tmp_path / "state"))
     journal = tmp_path / "state/host-changes.json"
-    tune = subprocess.Popen(refbench_command("tune", *SLEEPY, "--set", "sleepy.sleep_s=0.5", "--apply-host", "--budget", "20m"),
+    # speed and sleep_s at the values the suite's own knobs would try: the first trial is a host setting's.
+    tune = subprocess.Popen(refbench_command("tune", *SLEEPY, "--set", "sleepy.speed=2", "--set", "sleepy.sleep_s=0.1",
+                                             "--apply-host", "--budget", "20m"),
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
     try:
