@@ -169,15 +169,11 @@ def current_value(knob: Knob, settings: dict[str, str]) -> str:
 
 def same_value(knob: Knob, a: str, b: str) -> bool:
     """Whether two values of a knob are one setting (512MB and 0.5GB are)."""
-    return a == b or (knob.unit in ("MB", "M") and _mb(a) is not None and _mb(a) == _mb(b))
+    return a == b or (knob.unit in ("MB", "M") and number(a) is not None and number(a) == number(b))
 
 
 def number(text: str) -> float | None:
     """A setting's value as the number a knob searches (sizes in MB), when it is one."""
-    return _mb(text)
-
-
-def _mb(text: str) -> float | None:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*", text or "", re.I)
     return float(m.group(1)) * {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20}[m.group(2).upper()] if m else None
 

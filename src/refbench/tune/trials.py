@@ -12,7 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -160,7 +160,3 @@ def judge(metric: str, runs: list[SideRun]) -> Judgement:
     return Judgement(better, round(gain * 100, 2), None if low is None else round(low * 100, 2),
                      None if high is None else round(high * 100, 2), None if test is None else round(test.p, 4),
                      why, a, b)
-
-
-def to_dict(runs: list[SideRun]) -> list[dict[str, Any]]:
-    return [asdict(r) for r in runs]

@@ -349,7 +349,7 @@ class Tuner:
                                     sampler=optuna.samplers.TPESampler(seed=self.request.seed, n_startup_trials=1))
         study.enqueue_trial({knob.name: min(high, max(low, first_guess(knob, low, high, self.storage)))})
         best: tuple[float, str] | None = None
-        tried = [K.number(current)] if K.number(current) else []
+        tried = [n for n in (K.number(current),) if n]
         points, asked = 0, 0
         while points < self.request.points and asked < 20 * self.request.points:
             if not self.another_trial_fits():
@@ -384,8 +384,8 @@ class Tuner:
         label = ", ".join(f"{n}={v}" for n, (_, v) in kept.items())
         self.say(f"confirming against the baseline's configuration: {label}")
         runs, judgement = self.ab("confirm", {}, kept, self.confirm_repeats)
-        self.journey["confirmation"] = {**Step(dict((n, v) for n, (_, v) in kept.items()), "all", "the kept set",
-                                               judgement, runs, judgement.kept).to_dict()}
+        self.journey["confirmation"] = Step({n: v for n, (_, v) in kept.items()}, "all", "the kept set", judgement, runs,
+                                            judgement.kept).to_dict()
         self.journey["confirmed"] = judgement.kept
         self.journey["answer"] = (f"{label}: {judgement.why}" if judgement.kept else
                                   f"keep the defaults: the kept set ({label}) was not confirmed ({judgement.why})")
