@@ -59,6 +59,8 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
         assert sum(e["share_pct"] for e in waits["events"]) == pytest.approx(100, abs=0.1)
         assert all(e["event"] for e in waits["events"]) and "error" not in waits
         assert io["flushes"] > 0 and 0 < io["ms_per_flush"] < 1000, io
+        # The WAL written and the checkpoints over the same interval (the load's own checkpoint came before it).
+        assert io["wal_mb"] > 0 and 0 <= io["full_page_image_pct"] <= 100 and io["checkpoints_requested"] == 0, io
         assert m["wal_flush_ms"] == io["ms_per_flush"] and sum(v for k, v in m.items() if k.startswith("wait_")) \
             == pytest.approx(100, abs=0.5)
     verdict = json.loads((run / "verdict.json").read_text())[0]

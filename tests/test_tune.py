@@ -19,6 +19,7 @@ from test_dashboard import Server
 from refbench.children import die_with_parent
 from refbench.tune import knobs as K
 from refbench.tune.host import HostChanges, host_knobs, restore_journal
+from refbench.tune.tuner import first_guess
 from refbench.host.sysfs import SysRoot, bracketed
 
 # The test suite's noise: each run's figure moves by about 0.2% (1% per-second samples, ten a case), far under the
@@ -70,11 +71,17 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
         server.stop()
 
 
-def test_a_budget_too_small_for_any_trial_still_answers(refbench):
-    result = refbench("tune", *SLEEPY, "--budget", "5s", "--json")
+def test_a_budget_too_small_for_any_trial_still_answers(refbench, tmp_path):
+    """… and the plan's own keys (here its work_dir) go with every run it makes and into the tuned plan."""
+    work = tmp_path / "elsewhere"
+    (tmp_path / "mine.toml").write_text(f'work_dir = "{work}"\n')
+    result = refbench("tune", *SLEEPY, "--plan", str(tmp_path / "mine.toml"), "--budget", "5s", "--json")
     journey = _journey(result)
     assert journey["steps"] == [] and set(journey["untried"]) == {"speed", "sleep_s"}
     assert journey["answer"].startswith("keep the defaults") and journey["confirmed"] is None
+    tune_dir = tmp_path / journey["dir"]
+    for plan in (tune_dir / "runs" / "001-baseline.toml", tune_dir / "tuned-plan.toml"):
+        assert f'work_dir = "{work}"' in plan.read_text(), plan
 
 
 def test_bad_input_is_one_sentence_and_writes_nothing(refbench, tmp_path):
@@ -119,6 +126,18 @@ def test_the_knobs_that_address_the_bottleneck_come_first():
     assert all("flush" in k.addresses for k in flush_first[:4]) and flush_first[0].name == "commit_delay"
     read_first = K.ranked(postgres, ["read"])
     assert read_first[0].name == "shared_buffers"
+    # The baseline's own counters put a knob first when it addresses a named limit: checkpoints that the WAL's
+    # volume requested (max_wal_size), full-page images (wal_compression); not a knob for a limit not named.
+    storage = {"interval_s": 300.0, "io_latency": {"checkpoints_requested": 2, "wal_mb_per_s": 9.5,
+                                                   "full_page_image_pct": 31.0}}
+    evidence = K.evidence(storage)
+    assert evidence["max_wal_size"].startswith("2 checkpoint(s) requested by WAL volume in the measured 300 s")
+    assert [k.name for k in K.ranked(postgres, ["read", "flush"], evidence)][:3] == \
+        ["max_wal_size", "wal_compression", "shared_buffers"]
+    assert K.ranked(postgres, ["cpu"], evidence)[0].name not in evidence
+    assert K.evidence({"io_latency": {"checkpoints_requested": 0, "full_page_image_pct": 2.0}}) == {}
+    wal_sized = next(k for k in postgres if k.name == "max_wal_size")
+    assert first_guess(wal_sized, 1024, 16384, storage) == 2 * 300 * 9.5
     # No setting that gives up durability is ever proposed.
     names = {k.name for k in K.ENGINE_KNOBS}
     assert not names & {"synchronous_commit", "fsync", "innodb_flush_log_at_trx_commit", "full_page_writes"}
@@ -262,7 +281,9 @@ def test_a_users_server_gets_its_settings_back_even_after_a_kill(postgres, tmp_p
 
 
 def test_the_wal_goes_where_wal_dir_says(reachable_dir, refbench):
-    """The placement trial's mechanism: the managed PostgreSQL's WAL in a directory of its own (initdb --waldir)."""
+    """The placement trial's mechanism: the managed PostgreSQL's WAL in a directory of its own (initdb --waldir), and
+    the managed MariaDB's redo log (innodb_log_group_home_dir)."""
+    from refbench.engines.mariadb import ManagedMariaDB
     from refbench.engines.postgres import ManagedPostgres, connect
 
     wal = reachable_dir / "wal" / "oltp-pgwal"
@@ -276,8 +297,16 @@ def test_the_wal_goes_where_wal_dir_says(reachable_dir, refbench):
         assert any(p.name.startswith("0000") for p in wal.iterdir())
     finally:
         server.stop()
+    redo = reachable_dir / "wal" / "oltp-redo"
+    server = ManagedMariaDB(reachable_dir / "mariadb-data", {}, log_dir=redo)
+    server.start()
+    try:
+        assert (redo / "ib_logfile0").is_file() and not (reachable_dir / "mariadb-data/ib_logfile0").exists()
+    finally:
+        server.stop()
     for args, words in [(("--set", "oltp.wal_dir=/nonexistent-refbench"), "is not an existing directory"),
-                        (("--engine", "mariadb", "--set", f"oltp.wal_dir={reachable_dir}"), "MariaDB's redo log")]:
+                        (("--set", "oltp.dsn=postgresql://nobody@127.0.0.1:1/x", "--set", f"oltp.wal_dir={reachable_dir}"),
+                         "with dsn the server is yours")]:
         result = refbench("oltp", *args, "--dry-run")
         assert result.code == 2 and words in result.stderr, result.stderr
 
@@ -306,6 +335,29 @@ def test_an_oltp_tune_of_a_users_server_tries_what_it_takes_live_and_leaves_it_a
         assert conn.execute("SHOW commit_delay").fetchone()[0] == "0"
         assert conn.execute("SELECT count(*) FROM pg_file_settings WHERE sourcefile LIKE '%auto.conf'").fetchone()[0] == 0
     assert not list((tmp_path / "state").glob("*.json"))  # nothing left to put back
+
+
+@pytest.mark.slow
+@pytest.mark.reference
+def test_oltp_trial_runs_start_from_copies_of_one_loaded_database(reachable_dir, refbench):
+    """A managed server's trial runs do not load their own: each starts from a copy of the database the baseline
+    loaded (or, from a given baseline, a load run), and no copy is left afterwards."""
+    runs = reachable_dir / "runs"
+    tiny = ("--suite", "oltp", "--set", "oltp.warehouses=1", "--set", "oltp.users=[2]", "--set", "oltp.rampup_s=1",
+            "--set", "oltp.duration_s=4", "--budget", "30m", "--trials", "1", "--runs-dir", str(runs), "--json")
+    journey = _journey(refbench("tune", *tiny, "--repeats", "2", timeout=900))
+    assert journey["data"].startswith("each trial run started from a copy of the database the baseline loaded")
+
+    def reused(run: str) -> bool:
+        return "reused an existing load" in (Path(run) / "report.html").read_text()
+
+    trial_runs = [r["run"] for r in journey["steps"][0]["runs"]]
+    assert len(trial_runs) == 4 and all(map(reused, trial_runs)) and not reused(journey["baseline"])
+    again = _journey(refbench("tune", *tiny, "--repeats", "2", "--baseline", journey["baseline"], timeout=900))
+    assert again["data"].startswith("each trial run started from a copy of the database a load run loaded")
+    assert all(reused(r["run"]) for r in again["steps"][0]["runs"])
+    for tune in (journey, again):
+        assert not list(Path(tune["dir"]).glob("oltp-data*")), list(Path(tune["dir"]).iterdir())
 
 
 def test_a_users_mariadb_gets_its_global_variables_back(reachable_dir, tmp_path):

@@ -164,7 +164,7 @@ TEMP_DIR_PREFIX = "refbench-"
 OWNER_RECORD = ".refbench-owner"
 
 
-def _start_time(pid: int) -> int | None:
+def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot: with the pid, it names one process, not its successors."""
     try:
         stat_line = Path(f"/proc/{pid}/stat").read_text()
@@ -179,7 +179,7 @@ def owned_temp_dir(prefix: str, account_uid: int | None = None) -> Path:
     (a server's), which a later removal accepts as its owner too."""
     assert prefix.startswith(TEMP_DIR_PREFIX)
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    record = {"pid": os.getpid(), "started": _start_time(os.getpid()), "account_uid": account_uid}
+    record = {"pid": os.getpid(), "started": start_time(os.getpid()), "account_uid": account_uid}
     fd = os.open(path / OWNER_RECORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(record))
@@ -216,7 +216,7 @@ def _orphaned(parent_fd: int, name: str) -> bool:
             os.close(record_fd)
         if directory.st_uid not in (os.geteuid(), owner.get("account_uid")):
             return False
-        return _start_time(int(owner["pid"])) != owner["started"]
+        return start_time(int(owner["pid"])) != owner["started"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
     finally:

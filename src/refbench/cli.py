@@ -728,8 +728,9 @@ def tune(
     allow_server_changes: bool = typer.Option(False, "--allow-server-changes", help="With a dsn (your own server): "
                                               "try its settings that need no restart (ALTER SYSTEM and a reload; "
                                               "MariaDB: SET GLOBAL), each put back after its runs."),
-    wal_dir: Optional[str] = typer.Option(None, "--wal-dir", metavar="DIR", help="oltp on PostgreSQL: also try the "
-                                          "WAL in this existing directory, on another device than the data."),
+    wal_dir: Optional[str] = typer.Option(None, "--wal-dir", metavar="DIR", help="oltp: also try the WAL "
+                                          "(MariaDB: the redo log) in this existing directory, on another device than "
+                                          "the data."),
     runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP + " The tune goes in "
                                  "RUNS_DIR/tune/STAMP-SUITE/."),
     as_json: bool = typer.Option(False, "--json", help="Print the journey as JSON."),

@@ -65,7 +65,8 @@ class Placement:
     name -> value, or an in-process engine's configuration, e.g. DuckDB's memory_limit); ``cache_bytes`` bounds the
     page cache of a managed server's files while measuring (0: unbounded); ``workers`` is how many connections a
     load uses at once; ``log_dir``, when given, is where a managed server keeps its write-ahead log instead of its data
-    directory (PostgreSQL's pg_wal: initdb --waldir), e.g. on another device."""
+    directory (PostgreSQL's pg_wal: initdb --waldir; MariaDB's redo log: innodb_log_group_home_dir), e.g. on another
+    device."""
 
     location: Path
     dsn: str = ""
@@ -187,7 +188,8 @@ class Engine(Protocol):
     def counters(self) -> dict[str, int]:
         """Cumulative buffer cache counters: blocks_hit, blocks_read (asked of the OS), block_bytes and
         database_bytes; {} when the engine counts none. Where the engine times its I/O, also read_time_ms (and
-        timed_reads when it counts its timed reads itself), wal_syncs, wal_sync_ms, wal_writes and wal_write_ms
+        timed_reads when it counts its timed reads itself), wal_syncs, wal_sync_ms, wal_writes and wal_write_ms,
+        and where it counts them wal_records, wal_fpi, wal_bytes, checkpoints_timed and checkpoints_requested
         (storage.io_latency reads them). An engine whose sessions can be sampled also offers
         ``wait_sampler()``: a SessionSampler (refbench.engines.waits; PostgreSQL, MariaDB) or, where there are no
         sessions to sample, an object with the same start() and stop() giving a profile of the same shape (DuckDB's

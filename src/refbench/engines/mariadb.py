@@ -183,8 +183,10 @@ class ManagedMariaDB(ManagedProcess):
     error_line = re.compile(r"\[ERROR\] (?!Aborting\s*$).*")
 
     def __init__(self, data_dir: Path, settings: dict[str, str], password_file: Path | None = None,
-                 cache_bytes: int = 0):
+                 cache_bytes: int = 0, log_dir: Path | None = None):
         self.data_dir = Path(data_dir).absolute()
+        # The redo log's directory (innodb_log_group_home_dir) when it is not the data's, e.g. on another device.
+        self.log_dir = Path(log_dir).absolute() if log_dir else None
         self.settings = {_setting_name(name): str(value) for name, value in settings.items()}
         self.password_file = Path(password_file).absolute() if password_file else None
         self.account = _run_as()
@@ -235,8 +237,11 @@ class ManagedMariaDB(ManagedProcess):
         if any(self.data_dir.iterdir()):
             raise ServerDidNotStart(f"{self.data_dir} is not empty and is not a MariaDB data directory; choose another --data-dir.")
         self._own(self.data_dir)
-        self.log_file.touch()
-        self._own(self.log_file)
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            if any(self.log_dir.iterdir()):
+                raise ServerDidNotStart(f"{self.log_dir} is not empty; the redo log needs a directory of its own (log_dir).")
+            self._own(self.log_dir)
         # The second unix_socket account is refbench's own system user (root, or whoever runs it): start() logs in
         # with it to create the refbench user.
         me = pwd.getpwuid(os.geteuid()).pw_name
@@ -248,7 +253,8 @@ class ManagedMariaDB(ManagedProcess):
         try:
             self._own(scratch)
             argv = [_binary("mariadb-install-db"), "--no-defaults", f"--datadir={self.data_dir}",
-                    f"--auth-root-socket-user={me}", "--skip-test-db", "--skip-name-resolve", f"--tmpdir={scratch}"]
+                    f"--auth-root-socket-user={me}", "--skip-test-db", "--skip-name-resolve", f"--tmpdir={scratch}",
+                    *([f"--innodb-log-group-home-dir={self.log_dir}"] if self.log_dir else [])]
             result = subprocess.run(argv, capture_output=True, text=True, start_new_session=True,
                                     stdin=subprocess.DEVNULL, **_as_account(self.account))
         finally:
@@ -263,6 +269,9 @@ class ManagedMariaDB(ManagedProcess):
         self.initialize()
         (self.data_dir / TMP_DIR).mkdir(exist_ok=True)
         self._own(self.data_dir / TMP_DIR)
+        # mariadbd opens its error log as its own account: a reused data directory's log may be new (a copy's).
+        self.log_file.touch()
+        self._own(self.log_file)
         self._open()
         self._launch()
         self._create_user()
@@ -270,7 +279,8 @@ class ManagedMariaDB(ManagedProcess):
     def _launch(self) -> None:
         options = {**DEFAULTS, **self.settings, "datadir": str(self.data_dir), "socket": str(self.socket),
                    "port": str(self.port), "bind_address": "127.0.0.1", "pid_file": str(self.pid_file),
-                   "log_error": str(self.log_file), "tmpdir": str(self.data_dir / TMP_DIR)}
+                   "log_error": str(self.log_file), "tmpdir": str(self.data_dir / TMP_DIR),
+                   **({"innodb_log_group_home_dir": str(self.log_dir)} if self.log_dir else {})}
         # --no-defaults must come first; flags without a value are refbench's own.
         argv = [_binary("mariadbd"), "--no-defaults", *(f"--{name}={value}" for name, values in options.items()
                                                          for value in (values if isinstance(values, tuple) else (values,))),

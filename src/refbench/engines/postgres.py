@@ -294,18 +294,27 @@ def block_counts(dsn: str) -> dict[str, float]:
     """The database's cumulative buffer cache counters: blocks found in shared_buffers (hit) and blocks asked of the
     OS (read, from its page cache or from storage), with the block size and the database's size; and the I/O as the
     server times it: the time its block reads took (track_io_timing) and its WAL flushes and the time they took
-    (pg_stat_wal, PostgreSQL 14 on, timed with track_wal_io_timing)."""
+    (pg_stat_wal, PostgreSQL 14 on, timed with track_wal_io_timing); the WAL written, how much of it full-page images,
+    and the checkpoints, timed or requested (by WAL volume reaching max_wal_size, or by a command)."""
     with connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT blks_read, blks_hit, current_setting('block_size')::int, "
                            "pg_database_size(current_database()), blk_read_time FROM pg_stat_database "
                            "WHERE datname = current_database()").fetchone()
         out: dict[str, float] = dict(zip(("blocks_read", "blocks_hit", "block_bytes", "database_bytes"), map(int, row[:4])))
         out["read_time_ms"] = float(row[4])
-        if conn.info.server_version >= 140000:
+        version = conn.info.server_version
+        if 140000 <= version < 180000:  # 18 moved the WAL's write and sync counts to pg_stat_io
             syncs, sync_ms, writes, write_ms = conn.execute(
                 "SELECT wal_sync, wal_sync_time, wal_write, wal_write_time FROM pg_stat_wal").fetchone()
             out |= {"wal_syncs": int(syncs), "wal_sync_ms": float(sync_ms), "wal_writes": int(writes),
                     "wal_write_ms": float(write_ms)}
+        if version >= 140000:
+            records, fpi, wal_bytes = conn.execute("SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal").fetchone()
+            out |= {"wal_records": int(records), "wal_fpi": int(fpi), "wal_bytes": int(wal_bytes)}
+        # 17 moved the checkpoint counters to a view of their own.
+        timed, requested = conn.execute("SELECT num_timed, num_requested FROM pg_stat_checkpointer" if version >= 170000
+                                        else "SELECT checkpoints_timed, checkpoints_req FROM pg_stat_bgwriter").fetchone()
+        out |= {"checkpoints_timed": int(timed), "checkpoints_requested": int(requested)}
     return out
 
 

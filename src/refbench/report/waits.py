@@ -71,7 +71,8 @@ def tables(records: list) -> list[Table]:
             "profiler times them. Log flushes: PostgreSQL's WAL "
             "fsync/fdatasync (pg_stat_wal, track_wal_io_timing); InnoDB's redo log writes (Innodb_log_writes), their time "
             "the share of samples in which a server thread was writing or flushing the log file (its system call, "
-            "read from /proc), times the interval, over their count. The device's "
+            "read from /proc), times the interval, over their count. PostgreSQL's WAL written and its checkpoints "
+            "requested by WAL volume (max_wal_size reached; pg_stat_wal, pg_stat_bgwriter). The device's "
             "own IOPS, await (ms per request, queueing included) and average queue beside them, from /proc/diskstats "
             "over the same interval, whoever issued the requests.")))
     return out
@@ -101,7 +102,8 @@ def latency_rows(records: list) -> list[dict[str, Any]]:
             continue
         rows.append({"case": r.case_id, "block reads": io.get("reads"), "ms per read": io.get("ms_per_read"),
                      "WAL flushes": io.get("flushes"), "flushes per s": io.get("flushes_per_s"),
-                     "ms per flush": io.get("ms_per_flush"), "device": storage.get("device"),
+                     "ms per flush": io.get("ms_per_flush"), "WAL MB/s": io.get("wal_mb_per_s"),
+                     "checkpoints requested": io.get("checkpoints_requested"), "device": storage.get("device"),
                      "device read IOPS": storage.get("device_r_iops"), "device read await ms": storage.get("device_r_await_ms"),
                      "device write IOPS": storage.get("device_w_iops"), "device write await ms": storage.get("device_w_await_ms"),
                      "device queue": storage.get("device_avg_queue")})

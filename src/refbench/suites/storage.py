@@ -250,6 +250,8 @@ def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, second
         reads = int(delta("timed_reads"))
     read_ms, flushes, flush_ms = delta("read_time_ms"), delta("wal_syncs"), delta("wal_sync_ms")
     writes, write_ms = delta("wal_writes"), delta("wal_write_ms")
+    # Counters that restart with the server (a crash, an immediate restart) would give a negative count.
+    wal_bytes, records, fpi = (max(0, delta(k)) if k in after else None for k in ("wal_bytes", "wal_records", "wal_fpi"))
     sampled = flush_ms is None and log_busy_pct is not None and bool(flushes)
     if sampled:
         flush_ms = log_busy_pct / 100 * seconds * 1000
@@ -259,7 +261,12 @@ def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, second
             **({"flush_ms_basis": "sampled: the share of samples with the log in flight"} if sampled else {}),
             "ms_per_flush": round(flush_ms / flushes, 4) if flushes and flush_ms else None,
             "flushes_per_s": round(flushes / seconds, 1) if flushes is not None else None,
-            "log_writes": writes, "ms_per_log_write": round(write_ms / writes, 4) if writes and write_ms else None}
+            "log_writes": writes, "ms_per_log_write": round(write_ms / writes, 4) if writes and write_ms else None,
+            **({"wal_mb": round(wal_bytes / 1e6, 1), "wal_mb_per_s": round(wal_bytes / 1e6 / seconds, 2),
+                "full_page_image_pct": round(100 * fpi / records, 1) if records else None} if wal_bytes is not None else {}),
+            **({"checkpoints_timed": max(0, int(delta("checkpoints_timed"))),
+                "checkpoints_requested": max(0, int(delta("checkpoints_requested")))} if "checkpoints_timed" in after
+               else {})}
 
 
 def verdicts(records: list) -> list[str]:

@@ -43,7 +43,7 @@ def host_knobs(suite: str, device: str | None, root: SysRoot | None = None) -> l
 
     def offer(name: str, paths: list[str], choices: list[str], addresses: tuple[str, ...], why: str) -> None:
         paths = [p for p in paths if root.path(p).exists()]
-        current = {_read(root, p) for p in paths}
+        current = {setting_value(root, p) for p in paths}
         choices = [c for c in choices if current != {c}]
         if paths and choices and os.access(root.path(paths[0]), os.W_OK):
             out.append(Knob(name, "host", "", addresses, why, tuple(choices), paths=tuple(paths),
@@ -83,7 +83,7 @@ def _disk(root: SysRoot, device: str) -> str | None:
     return parent if root.path(f"/sys/block/{parent}/queue").exists() else None
 
 
-def _read(root: SysRoot, relative: str) -> str:
+def setting_value(root: SysRoot, relative: str) -> str:
     text = root.read(relative) or ""
     return (bracketed(text) if "[" in text else text.strip()) or ""
 
@@ -98,14 +98,14 @@ class HostChanges:
 
     def check_alone(self) -> None:
         """Refuses to start while another refbench's host changes are out: its "before" values would be ours."""
-        from refbench.children import _start_time
+        from refbench.children import start_time
         from refbench.errors import UserError
 
         try:
             owner = json.loads(self.journal.read_text()).get("owner") or {}
         except (OSError, ValueError, AttributeError):
             return
-        if owner.get("pid") not in (None, os.getpid()) and _start_time(owner["pid"]) == owner.get("start"):
+        if owner.get("pid") not in (None, os.getpid()) and start_time(owner["pid"]) == owner.get("start"):
             raise UserError(f"another refbench tune (pid {owner['pid']}) is changing this host's settings "
                             f"({self.journal}); wait for it to end, or tune without --apply-host.")
 
@@ -113,7 +113,7 @@ class HostChanges:
         self.check_alone()
         entries = _entries(self.journal)
         for relative in knob.paths:
-            original = _read(self.root, relative)
+            original = setting_value(self.root, relative)
             if not any(e["path"] == relative for e in entries):  # the first value seen is the one to go back to
                 entries.append({"path": relative, "original": original, "setting": knob.name})
             self._write_journal(entries)
@@ -131,14 +131,14 @@ class HostChanges:
 
     def _write_journal(self, entries: list[dict[str, Any]]) -> None:
         self.journal.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.journal, json.dumps({"owner": _owner(), "root": str(self.root.root),
+        atomic_write_text(self.journal, json.dumps({"owner": owner_identity(), "root": str(self.root.root),
                                                     "changes": entries}, indent=1))
 
 
-def _owner() -> dict[str, int | None]:
-    from refbench.children import _start_time
+def owner_identity() -> dict[str, int | None]:
+    from refbench.children import start_time
 
-    return {"pid": os.getpid(), "start": _start_time(os.getpid())}
+    return {"pid": os.getpid(), "start": start_time(os.getpid())}
 
 
 def _entries(journal: Path) -> list[dict[str, Any]]:
@@ -151,7 +151,7 @@ def _entries(journal: Path) -> list[dict[str, Any]]:
 def restore_journal(journal: Path | None = None, root: SysRoot | None = None, owner_alive_ok: bool = False) -> list[str]:
     """Puts back what the journal holds, unless its owner still runs (another tune at work) and ``owner_alive_ok`` is
     not given. Each value is taken out of the journal once written back; the journal goes when it is empty."""
-    from refbench.children import _start_time
+    from refbench.children import start_time
 
     journal = journal or journal_path()
     try:
@@ -161,7 +161,7 @@ def restore_journal(journal: Path | None = None, root: SysRoot | None = None, ow
     except (OSError, ValueError):
         return [f"the host-changes journal {journal} cannot be read; check the settings it named by hand"]
     owner = data.get("owner") or {}
-    if not owner_alive_ok and owner.get("pid") and _start_time(owner["pid"]) == owner.get("start"):
+    if not owner_alive_ok and owner.get("pid") and start_time(owner["pid"]) == owner.get("start"):
         return []
     root = root or SysRoot(data.get("root") or "/")
     entries, said = list(data.get("changes", [])), []

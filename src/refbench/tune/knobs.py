@@ -53,12 +53,12 @@ ENGINE_KNOBS = [
     Knob("wal_buffers", "engine", "postgres", ("flush", "contention"),
          "WAL written before it is flushed waits in wal_buffers; a larger one lets a busy server write WAL in fewer, "
          "larger writes", choices=("16MB", "64MB")),
-    Knob("wal_compression", "engine", "postgres", ("flush", "write"),
-         "full-page images after each checkpoint are most of the WAL written; compressed, less is flushed per commit",
-         choices=("on",)),
     Knob("max_wal_size", "engine", "postgres", ("write", "flush"),
          "checkpoints come every max_wal_size of WAL; fewer of them write fewer dirty pages and full-page images",
          low=1024, high=16384, unit="MB"),
+    Knob("wal_compression", "engine", "postgres", ("flush", "write"),
+         "full-page images after each checkpoint are most of the WAL written; compressed, less is flushed per commit",
+         choices=("on",)),
     Knob("checkpoint_timeout", "engine", "postgres", ("write", "flush"),
          "a checkpoint also comes every checkpoint_timeout: further apart, fewer dirty pages and full-page images are "
          "written for the same work", choices=("15min", "30min")),
@@ -99,10 +99,12 @@ ENGINE_KNOBS = [
          suites=("dss",)),
 ]
 
+
 def placement(directory: str) -> Knob:
-    """The WAL on another device (the oltp suite's wal_dir): commits' flushes no longer queue behind data I/O."""
+    """The WAL (MariaDB: the redo log) on another device (the oltp suite's wal_dir): commits' flushes no longer queue
+    behind data I/O."""
     return Knob("wal_dir", "option", "", ("flush", "write", "device"),
-                "WAL flushes share the data's device; on a device of their own, commits do not wait behind data reads "
+                "log flushes share the data's device; on a device of their own, commits do not wait behind data reads "
                 "and checkpoint writes", choices=(directory,), suites=("oltp",))
 
 
@@ -178,9 +180,41 @@ def number(text: str) -> float | None:
     return float(m.group(1)) * {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20}[m.group(2).upper()] if m else None
 
 
-def ranked(knobs: list[Knob], bottleneck: list[str]) -> list[Knob]:
-    """The knobs addressing the first named resource first, then the second's…, then the rest in catalog order."""
-    def rank(k: Knob) -> int:
+def option_value(text: str) -> Any:
+    """A suite option's value as a plan holds it: a number where the text is one."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def ranked(knobs: list[Knob], bottleneck: list[str], evidence: dict[str, str] | None = None) -> list[Knob]:
+    """The knobs addressing the first named resource first, then the second's…, then the rest in catalog order; ahead
+    of them all, those addressing a named resource that the baseline's own counters point at (``evidence``)."""
+    def rank(k: Knob) -> tuple[int, int]:
         hits = [i for i, what in enumerate(bottleneck) if what in k.addresses]
-        return hits[0] if hits else len(bottleneck)
+        return (0 if hits and k.name in (evidence or {}) else 1), hits[0] if hits else len(bottleneck)
     return sorted(knobs, key=rank)
+
+
+# A share of WAL records with a full-page image above which compressing them is worth a trial first.
+FULL_PAGE_IMAGES_PCT = 10
+
+
+def evidence(storage: dict[str, Any]) -> dict[str, str]:
+    """What the baseline's measured interval says about a knob, from the server's own counters, in a DBA's words:
+    checkpoints requested because the WAL reached max_wal_size (PostgreSQL also logs "checkpoints are occurring too
+    frequently"), and the full-page images that follow each checkpoint."""
+    io = storage.get("io_latency") or {}
+    seconds = storage.get("interval_s")
+    found = {}
+    if io.get("checkpoints_requested"):
+        # Requested, not timed: refbench issues no CHECKPOINT while it measures, so the WAL reached max_wal_size.
+        rate = f" ({io['wal_mb_per_s']} MB/s of WAL)" if io.get("wal_mb_per_s") is not None else ""
+        found["max_wal_size"] = (f"{io['checkpoints_requested']} checkpoint(s) requested by WAL volume"
+                                 + (f" in the measured {seconds:.0f} s" if seconds else "") + rate)
+    if (io.get("full_page_image_pct") or 0) >= FULL_PAGE_IMAGES_PCT:
+        found["wal_compression"] = f"{io['full_page_image_pct']:g}% of the WAL records carried a full-page image"
+    return found

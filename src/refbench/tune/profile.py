@@ -26,7 +26,8 @@ def write_outputs(tune_dir: Path, journey: dict[str, Any]) -> list[Path]:
     options = tuned_options(journey)
     head = (f"refbench tune {journey['suite']} ({journey['profile']} profile): {journey.get('answer', '')}\n"
             f"baseline {journey.get('baseline', '')}; the journey: {tune_dir / 'report.html'}")
-    atomic_write_text(written[0], plan_text(journey["profile"], journey["suite"], options, head))
+    atomic_write_text(written[0], plan_text(journey["profile"], journey["suite"], options, head,
+                                            journey.get("plan_keys")))
     server = kept_settings(journey, "engine") if journey.get("server") else {}
     if server:
         written.append(tune_dir / "tuned-server.sql")
@@ -43,7 +44,6 @@ def write_outputs(tune_dir: Path, journey: dict[str, Any]) -> list[Path]:
 def tuned_options(journey: dict[str, Any]) -> dict[str, Any]:
     """The plan options the kept engine settings and suite options come to (the confirmed ones; none otherwise)."""
     from refbench.tune import knobs as K
-    from refbench.tune.tuner import _typed
 
     base = journey.get("base_options", {})
     engine = {} if journey.get("server") else kept_settings(journey, "engine")  # a DSN's: tuned-server.sql
@@ -51,7 +51,7 @@ def tuned_options(journey: dict[str, Any]) -> dict[str, Any]:
     if engine:
         changed = K.with_settings(journey["suite"], journey.get("engine", ""), base, engine)
         out = {k: v for k, v in changed.items() if base.get(k) != v}
-    out |= {name: _typed(value) for name, value in kept_settings(journey, "option").items()}
+    out |= {name: K.option_value(value) for name, value in kept_settings(journey, "option").items()}
     return out
 
 
@@ -159,7 +159,9 @@ def page(journey: dict[str, Any]) -> str:
     facts = [("suite", f"{journey['suite']} ({journey['profile']} profile)"), ("engine", journey.get("engine") or "—"),
              ("objective", f"{objective.get('label', '')}: {h.fmt(objective.get('value'))} {objective.get('unit', '')} at the baseline"),
              ("limited by", journey.get("bottleneck", "")), ("baseline", journey.get("baseline", "")),
-             ("trial runs", f"{journey.get('repeats')} a side, A B A B …; options {json.dumps(journey.get('trial_options', {}))}"),
+             ("trial runs", f"{journey.get('repeats')} a side, A B A B …; options {json.dumps(journey.get('trial_options', {}))}"
+                            + (f"; {journey['data']}" if journey.get("data") else "")),
+             ("counted at the baseline", "; ".join(journey.get("evidence", {}).values()) or "—"),
              ("budget", f"{journey.get('budget_s', 0) / 60:,.0f} min, used {journey.get('elapsed_s', 0) / 60:,.1f} min"),
              ("not tried", ", ".join(journey.get("untried", [])) or "—")]
     body = (f"<h1>refbench tune: {h.esc(journey['suite'])}</h1><p class=\"banner {'pass' if journey.get('confirmed') else 'none'}\">"

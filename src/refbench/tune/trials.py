@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from refbench.children import die_with_parent
+from refbench.children import die_with_parent, watchdog
 from refbench.report.compare import SAME_WITHIN, Figure, direction, repeats_to_resolve, significance
 from refbench.suites import get_suite, is_figure
 
@@ -73,17 +73,22 @@ def toml_value(value: Any) -> str:
     return json.dumps(str(value))  # a TOML basic string is a JSON string
 
 
-def plan_text(profile: str, suite: str, options: dict[str, Any], comment: str = "") -> str:
+def plan_text(profile: str, suite: str, options: dict[str, Any], comment: str = "",
+              top: dict[str, Any] | None = None) -> str:
+    """A plan of ``suite`` with ``options``; ``top``: the plan's own keys besides (its targets, work_dir…)."""
     # repeats = 1: tune repeats runs itself, A B A B; a profile's own repeats would measure each run's case again.
     lines = [f"# {line}" for line in comment.splitlines()] + [f"profile = {toml_value(profile)}",
-                                                               f"suites = [{toml_value(suite)}]", "repeats = 1", "",
-                                                               f"[{suite}]"]
+                                                               f"suites = [{toml_value(suite)}]", "repeats = 1"]
+    lines += [f"{key} = {toml_value(value)}" for key, value in (top or {}).items()] + ["", f"[{suite}]"]
     # Only what differs from the suite's defaults at the profile: a plan says what it changes (and a plan may not
     # write some defaults back, such as an empty list of settings).
     schema = get_suite(suite).options
     lines += [f"{key} = {toml_value(value)}" for key, value in options.items()
               if value is not None and (key not in schema or value != schema[key].default_for(profile))]
     return "\n".join(lines) + "\n"
+
+
+RUN_STOP_S = 60.0  # what a run is given to stop its server cleanly after a SIGTERM
 
 
 def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Objective | None, side: str) -> SideRun:
@@ -97,6 +102,8 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
                                   str(runs_dir), "--name", name, "--json"], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE, stderr=out,
                                  preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+        # Should tune be killed, its watchdog waits for the run to stop its server before it removes what tune made.
+        guard = watchdog().register(pid=child.pid, grace_s=RUN_STOP_S)
         try:
             stdout, _ = child.communicate()
         except KeyboardInterrupt:
@@ -106,6 +113,8 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
                 child.send_signal(signal.SIGINT)
                 child.wait()
             raise
+        finally:
+            guard.release()
         out.write(stdout)
     lines = [line for line in stdout.decode(errors="replace").splitlines() if line.strip()]
     wall = time.monotonic() - started

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
+import subprocess
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +29,8 @@ LIMIT_WORDS = {**PHRASES, "device": "a busy device", "neither": "the load offere
 # A tuning trial of a long profile measures less than a rating run: enough for a steady state, short enough for
 # several trials in a working day (the journey says so).
 TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s": 120}}
+PLAN_KEYS = ("targets", "work_dir", "engines", "scheduler")
+DATA_COPIED = "oltp-data"  # the one loaded database each oltp run starts from a copy of
 
 
 @dataclass
@@ -43,7 +47,7 @@ class Request:
     runs_dir: str = "runs"
     apply_host: bool = False
     allow_server_changes: bool = False  # a DSN's server: its settings that need no restart
-    wal_dir: str = ""  # another device's directory to try the WAL on (oltp on PostgreSQL)
+    wal_dir: str = ""  # another device's directory to try the WAL (or redo log) on (oltp, a managed server)
     seed: int = 1
 
 
@@ -81,7 +85,7 @@ def parse_budget(text: str) -> float:
 
 class Tuner:
     def __init__(self, request: Request, say: Callable[[str], None]):
-        from refbench.plan import load_plan
+        from refbench.plan import Plan, load_plan
 
         self.request, self.say = request, say
         self.started = time.monotonic()
@@ -97,6 +101,11 @@ class Tuner:
         plan = load_plan(request.plan_path, flags={"profile": profile}, sets=request.sets, suites=[request.suite])
         self.profile = plan.profile
         self.options = dict(plan.options[request.suite])
+        # The plan's own keys that say where and how its runs run (targets, work_dir…): every trial run keeps them,
+        # a given baseline's first, this command's plan's over them.
+        bare = Plan()
+        self.top = {k: getattr(source, k) for source in ([given.plan] if given is not None else []) + [plan]
+                    for k in PLAN_KEYS if getattr(source, k) != getattr(bare, k)}
         # What this command sets (a plan, --set), as against the profile's defaults.
         self.chosen = {k for k in self.options if not plan.origins[f"{request.suite}.{k}"].startswith(
             ("default", "profile default"))}
@@ -104,6 +113,8 @@ class Tuner:
             # The baseline's configuration, with what this command sets on top of it.
             chosen = {k: self.options[k] for k in self.chosen}
             self.options = {**given.plan.options[request.suite], **chosen}
+            if "data_dir" not in chosen and _tune_copy(self.options.get("data_dir")):
+                self.options["data_dir"] = ""  # a tune's copy of its database, gone with that tune
             if given.plan.options[request.suite].get("dsn") and "dsn" not in chosen:
                 raise UserError("the baseline ran on your own server (dsn), whose password its run does not keep: "
                                 "give the dsn again (--set SUITE.dsn=…).")
@@ -124,6 +135,7 @@ class Tuner:
         self.dir.mkdir(parents=True, exist_ok=False)
         (self.dir / "runs").mkdir()
         self.log = self.dir / "tune.log"
+        self.template = self.dir / DATA_COPIED if self.copies_data() else None
 
         self.steps: list[Step] = []
         self.run_wall_s: list[float] = []
@@ -136,12 +148,67 @@ class Tuner:
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
 
-    def run_once(self, label: str, options: dict[str, Any], outside: dict[str, tuple[K.Knob, str]], side: str) -> SideRun:
-        """One run of ``options``, with the host's and a DSN server's settings of ``outside`` changed around it."""
+    def copies_data(self) -> bool:
+        """Whether oltp runs start from copies of one loaded database: a managed server at its default place (a
+        target, a work_dir or a data_dir of the user's keeps each run's own load there; a wal_dir's WAL would be one
+        for every copy), which can reach the tune's directory."""
+        from refbench.engines import get_engine
+        from refbench.suites.oltp import engine_name
+
+        if self.request.suite != "oltp" or any(self.options.get(k) for k in ("dsn", "data_dir", "wal_dir", "rebuild",
+                                                                              "reload_each_case")) or \
+                self.top.get("targets") or self.top.get("work_dir"):
+            return False
+        return get_engine(engine_name(self.options)).reaches(self.dir)
+
+    def data_for(self, copied: bool) -> tuple[Path | None, float]:
+        """The data directory a run starts from, and the seconds it took to make: the template itself while it is not
+        loaded yet (the run loads it), else a fresh copy of it, with ownership kept and its pages written out and
+        dropped from the page cache, so that the run reads it from storage as after a load. None: the run loads its
+        own (no copies, or not ``copied``)."""
+        if self.template is None or not copied:
+            return None, 0.0
+        if not self.template.exists():
+            self.template.mkdir()  # made here, so a run takes it as given data and leaves it
+            return self.template, 0.0
+        from refbench.host import pagecache
+
+        started = time.monotonic()
+        copy = self.dir / f"{DATA_COPIED}-run"
+        shutil.rmtree(copy, ignore_errors=True)
+        # Copied block by block (no reflink: shared extents would be written copy-on-write, another layout than a
+        # load's), ownership and modes kept.
+        done = subprocess.run(["cp", "-a", "-T", "--reflink=never", str(self.template), str(copy)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            shutil.rmtree(copy, ignore_errors=True)
+            raise UserError(f"copying the trial runs' database failed: {done.stderr.strip() or done.returncode}.")
+        for tree, write_back in ((copy, True), (self.template, False)):
+            pagecache.evict([p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()], write_back=write_back)
+        return copy, time.monotonic() - started
+
+    def load_data(self) -> None:
+        """A given baseline's data is gone with its run: a run that loads the database and measures a second makes
+        the one every trial run copies (its time is not a trial run's)."""
+        self.say("loading the database every trial run starts from a copy of")
+        result = self.run_once("load", {**self.options, **self.shape, "rampup_s": 0, "duration_s": 1}, {}, "A",
+                               judged=False)
+        self.run_wall_s.pop()
+        if result.error:
+            raise UserError(f"loading the trial runs' database failed: {result.error} (its output: {self.log}).")
+
+    def run_once(self, label: str, options: dict[str, Any], outside: dict[str, tuple[K.Knob, str]], side: str,
+                 judged: bool = True, copied: bool = True) -> SideRun:
+        """One run of ``options``, with the host's and a DSN server's settings of ``outside`` changed around it;
+        ``judged``: its objective read (not for a run that only loads); ``copied``: from a copy of the loaded
+        database where tune keeps one."""
         self.numbered += 1
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.numbered:03d}-{label}")[:60]
         plan = self.dir / "runs" / f"{name}.toml"
-        text = plan_text(self.profile, self.request.suite, options)
+        data, copying_s = self.data_for(copied)
+        if data is not None:
+            options = {**options, "data_dir": str(data)}
+        text = plan_text(self.profile, self.request.suite, options, top=self.top)
         if self.server is not None:  # the plan holds the DSN: private, and gone once its run has read it
             write_private(plan, text)
         else:
@@ -152,7 +219,8 @@ class Tuner:
                     self.host.apply(knob, value)
                 else:
                     self.server.apply(knob.name, value)
-            result = run_side(plan, self.dir / "runs", name, self.log, getattr(self, "objective", None), side)
+            result = run_side(plan, self.dir / "runs", name, self.log,
+                              getattr(self, "objective", None) if judged else None, side)
         finally:
             if any(knob.kind == "host" for knob, _ in outside.values()):
                 self.host.restore()
@@ -160,7 +228,9 @@ class Tuner:
                 plan.unlink(missing_ok=True)
                 if outside:
                     self.server.restore()
-        self.run_wall_s.append(result.wall_s)
+            if data is not None and data != self.template:
+                shutil.rmtree(data, ignore_errors=True)
+        self.run_wall_s.append(result.wall_s + copying_s)
         return result
 
     def options_for(self, config: dict[str, tuple[K.Knob, str]]) -> tuple[dict[str, Any], dict[str, tuple[K.Knob, str]]]:
@@ -172,7 +242,7 @@ class Tuner:
             options = K.with_settings(self.request.suite, self.engine, options, engine_changes)
         for name, (knob, value) in config.items():
             if knob.kind == "option":
-                options[name] = _typed(value)
+                options[name] = K.option_value(value)
         outside = {name: kv for name, kv in config.items()
                    if kv[0].kind == "host" or (kv[0].kind == "engine" and self.server is not None)}
         return options, outside
@@ -208,8 +278,10 @@ class Tuner:
     def ab(self, label: str, a: dict[str, tuple[K.Knob, str]], b: dict[str, tuple[K.Knob, str]],
            repeats: int = 0) -> tuple[list[SideRun], Judgement]:
         configs = {"A": self.options_for(a), "B": self.options_for(b)}
+        # A WAL placed elsewhere needs a database made for it: then both sides load their own, alike.
+        copied = not any(knob.name == "wal_dir" for config in (a, b) for knob, _ in config.values())
         runs = interleaved(repeats or self.request.repeats,
-                           lambda side, i: self.run_once(f"{label}-{side}{i}", *configs[side], side))
+                           lambda side, i: self.run_once(f"{label}-{side}{i}", *configs[side], side, copied=copied))
         return runs, judge(self.objective.metric, runs)
 
     # ---- the tune -------------------------------------------------------------------------------------------------
@@ -242,7 +314,10 @@ class Tuner:
         self.engine = str(record.params.get("engine") or self.options.get("engine") or
                           (self.server.engine if self.server else "postgres" if self.request.suite == "oltp" else ""))
         self.limits = what_limits(run, self.request.suite, headline["case"])
+        self.evidence = K.evidence(self.storage) if self.engine == "postgres" else {}
         self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile, self.chosen)
+        if self.request.baseline and self.template is not None:
+            self.load_data()
         if self.run_wall_s:  # the whole suite's time: scaled to one trial run's by the suite's own estimates
             whole, trial = self.estimated_s(self.options), self.estimated_s({**self.options, **self.shape})
             if whole and trial:
@@ -250,7 +325,12 @@ class Tuner:
         self.journey |= {"baseline": str(run.path), "objective": {"label": headline["label"], "metric": headline["metric"],
                                                                   "unit": headline["unit"], "value": headline["value"]},
                          "bottleneck": verdict.get("bottleneck", ""), "limits": self.limits, "engine": self.engine,
-                         "trial_options": self.shape,
+                         "evidence": self.evidence,
+                         "trial_options": self.shape, "plan_keys": self.top,
+                         "data": (f"each trial run started from a copy of the database "
+                                  f"{'a load run' if self.request.baseline else 'the baseline'} loaded (and ran), its "
+                                  "pages dropped from the page cache" if self.template is not None else
+                                  "each run loaded its own database"),
                          "base_options": {**self.options, **({"dsn": redact(self.options["dsn"])} if self.server else {})},
                          "server": redact(self.options["dsn"]) if self.server is not None else ""}
         self.say(f"tuning for {headline['label']}: {fmt(headline['value'])} {headline['unit']}; limited by "
@@ -265,13 +345,19 @@ class Tuner:
             self.settings = self.server.changeable([k.name for k in found])
             found = [k for k in found if k.name in self.settings]
         found += list(getattr(get_suite(suite), "tune_knobs", []))
-        if self.request.wal_dir and suite == "oltp" and self.engine == "postgres":
+        if self.request.wal_dir and suite == "oltp" and self.server is None:
             found.append(K.placement(self.request.wal_dir))
         if self.request.apply_host:
             found += host_knobs(suite, self.storage.get("device"))
-        return K.ranked(found, self.limits)
+        return K.ranked(found, self.limits, self.evidence)
 
     def tune(self) -> dict[str, Any]:
+        from refbench.children import watchdog
+
+        # The loaded database and its copy go at the end, and with refbench's watchdog if tune is killed (after the
+        # run using them has stopped: run_side registers each run after this).
+        data = [self.dir.absolute() / f"{DATA_COPIED}{end}" for end in ("", ".log", "-run", "-run.log")]
+        guard = watchdog().register(remove=data) if self.template is not None else None
         try:
             return self._tune()
         except KeyboardInterrupt:
@@ -280,6 +366,11 @@ class Tuner:
             self.save()
             self.remove_work_left()
             raise
+        finally:
+            if guard is not None:
+                for path in data:
+                    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                guard.release()
 
     def remove_work_left(self) -> None:
         """The run an interrupt stopped kept its data for a resume that tune never makes: it goes (its records and
@@ -327,6 +418,8 @@ class Tuner:
         label = f"{knob.name}={value}"
         addressed = next((limit for limit in self.limits if limit in knob.addresses), "")
         why = f"addresses {LIMIT_WORDS.get(addressed, addressed)}: {knob.why}" if addressed else knob.why
+        if knob.name in self.evidence:
+            why = f"{self.evidence[knob.name]}; {why}"
         self.say(f"trial {len(self.steps) + 1}: {label} — {why}")
         runs, judgement = self.ab(label, dict(kept), {**kept, knob.name: (knob, value)})
         if runs and runs[0].error and runs[0].side == "A":
@@ -404,7 +497,8 @@ def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], pro
     capped (TRIAL_LIMITS), unless the command set them (``chosen``)."""
     shape: dict[str, Any] = {}
     if suite == "oltp" and "users" in params:
-        shape["users"] = [params["users"]]
+        # The baseline's warehouses, not a count chosen again from the free space (a copy of the database takes some).
+        shape |= {"users": [params["users"]], **({"warehouses": params["warehouses"]} if "warehouses" in params else {})}
     elif suite == "dss" and "engine" in params:
         shape |= {"engines": [params["engine"]], "modes": [params.get("mode", "power")]}
     elif suite == "dw" and "engine" in params:
@@ -422,30 +516,31 @@ def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], pro
 def first_guess(knob: K.Knob, low: float, high: float, storage: dict[str, Any]) -> float:
     """The rule of thumb a DBA starts from: a quarter of the host's memory for shared_buffers (pgtune), but most of a
     cache bound (the page cache beside it would only hold the same pages twice); most of the memory for InnoDB's
-    buffer pool; half the measured WAL flush time for commit_delay…"""
-    per_flush_ms = (storage.get("io_latency") or {}).get("ms_per_flush")
+    buffer pool; half the measured WAL flush time for commit_delay; room for twice a checkpoint_timeout's WAL at the
+    measured rate for max_wal_size…"""
+    io = storage.get("io_latency") or {}
+    per_flush_ms, wal_rate = io.get("ms_per_flush"), io.get("wal_mb_per_s")
     bounded = bool((storage.get("bound") or {}).get("bound_mb"))
     guesses = {"shared_buffers": high if bounded else high / 3, "innodb_buffer_pool_size": high, "memory_limit": high,
-               "commit_delay": per_flush_ms * 500 if per_flush_ms else 100, "max_wal_size": 4096, "work_mem": 256,
+               "commit_delay": per_flush_ms * 500 if per_flush_ms else 100,
+               # room for a checkpoint_timeout's (5 min) WAL twice over: checkpoints come by the clock, spread out
+               "max_wal_size": 2 * 300 * wal_rate if wal_rate else 4096, "work_mem": 256,
                "innodb_log_file_size": 4096, "innodb_io_capacity": 2000, "threads": os.cpu_count() or 2}
     return float(guesses.get(knob.name, math.sqrt(low * high)))
-
-
-def _typed(value: str) -> Any:
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
 
 
 def _option_or_host_value(knob: K.Knob, options: dict[str, Any]) -> str:
     if knob.kind == "option":
         return str(options.get(knob.name, ""))
-    from refbench.tune.host import _read, sysroot
+    from refbench.tune.host import setting_value, sysroot
 
-    return _read(sysroot(), knob.paths[0]) if knob.paths else ""
+    return setting_value(sysroot(), knob.paths[0]) if knob.paths else ""
+
+
+def _tune_copy(data_dir: str | None) -> bool:
+    """Whether ``data_dir`` is one a tune gave its runs: its database or that database's copy."""
+    path = Path(data_dir or "")
+    return bool(data_dir) and path.name in (DATA_COPIED, f"{DATA_COPIED}-run") and path.parent.parent.name == TUNE_DIR
 
 
 def _read_json(path: Path) -> Any:

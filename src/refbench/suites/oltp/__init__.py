@@ -180,8 +180,9 @@ class OltpSuite:
                                "postgresql://… for PostgreSQL, mysql://user:password@host:port/database for MariaDB.",
                       check=server_dsn_problem),
         "data_dir": Option(str, "", "Data directory of the managed server (default: in the work directory); put it on the storage under test."),
-        "wal_dir": Option(str, "", "An existing directory, on another device than the data, for the managed PostgreSQL's "
-                                   "write-ahead log (in DIR/oltp-pgwal, initdb --waldir; default: with the data)."),
+        "wal_dir": Option(str, "", "An existing directory, on another device than the data, for the managed server's "
+                                   "log: PostgreSQL's write-ahead log (in DIR/oltp-pgwal, initdb --waldir), MariaDB's "
+                                   "redo log (in DIR/oltp-redo, innodb_log_group_home_dir); default: with the data."),
         "shared_buffers": Option(str, "128MB", "Managed server's buffer cache (MariaDB: innodb_buffer_pool_size): the "
                                  "memory cap that pushes I/O to storage.", check=pg_size_problem),
         "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str,
@@ -209,19 +210,19 @@ class OltpSuite:
         if o["dsn"] and plan.targets:
             raise PlanError(f"[oltp] dsn and the target {plan.targets[0]} exclude each other: the target places the managed "
                             "server, dsn replaces it.")
+        name = engine_name(o)
         check_one_directory_target(plan, self.name, "data_dir")
         if o["wal_dir"]:
-            if o["dsn"] or engine_name(o) != "postgres":
-                raise PlanError("[oltp] wal_dir places the WAL of the PostgreSQL server refbench manages; "
-                                + ("with dsn the server is yours." if o["dsn"] else "MariaDB's redo log stays with its data."))
+            if o["dsn"]:
+                raise PlanError("[oltp] wal_dir places the WAL (or redo log) of the server refbench manages; with dsn "
+                                "the server is yours.")
             if not Path(o["wal_dir"]).is_dir():
                 raise PlanError(f"[oltp] wal_dir {o['wal_dir']} is not an existing directory.")
-            require_server_reach(Path(o["wal_dir"]), "wal_dir")
+            require_server_reach(Path(o["wal_dir"]), "wal_dir", name)
         if plan.targets:
-            require_server_reach(Path(plan.targets[0]), "target")
+            require_server_reach(Path(plan.targets[0]), "target", name)
         elif o["data_dir"]:
-            require_server_reach(Path(o["data_dir"]).parent, "the directory of data_dir")
-        name = engine_name(o)
+            require_server_reach(Path(o["data_dir"]).parent, "the directory of data_dir", name)
         where = _load_dir(plan)
         if o["warehouses"] == 0:
             # Resolved once, here, before the plan is written into the run: a resumed run keeps this count.
@@ -264,7 +265,7 @@ class OltpSuite:
         if o["dsn"]:
             place = Placement(Path(), dsn=o["dsn"])
         else:
-            wal = Path(o["wal_dir"]) / "oltp-pgwal" if o["wal_dir"] else None
+            wal = Path(o["wal_dir"]) / WAL_DIR_NAMES[name] if o["wal_dir"] else None
             if wal is not None:
                 ctx.claim(wal)
             place = Placement(self._data_dir(ctx, name), settings=_server_settings(o),
@@ -408,6 +409,7 @@ class OltpSuite:
 
 # The managed server's data directory, by engine, under the work directory or a target.
 DATA_DIR_NAMES = {"postgres": "pgdata", "mariadb": "mariadb-data"}
+WAL_DIR_NAMES = {"postgres": "oltp-pgwal", "mariadb": "oltp-redo"}
 # How each engine's transactions run and what its own commit counters are, for a record's method.
 METHOD = {"postgres": ("PL/pgSQL functions called as prepared statements", "pg_stat_database commits + rollbacks"),
           "mariadb": ("stored procedures, one CALL each", "the server's Com_commit + Com_rollback")}
