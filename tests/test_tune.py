@@ -78,6 +78,8 @@ def test_a_budget_too_small_for_any_trial_still_answers(refbench, tmp_path):
     result = refbench("tune", *SLEEPY, "--plan", str(tmp_path / "mine.toml"), "--budget", "5s", "--json")
     journey = _journey(result)
     assert journey["steps"] == [] and set(journey["untried"]) == {"speed", "sleep_s"}
+    only = _journey(refbench("tune", *SLEEPY, "--only", "sleep_s", "--budget", "5s", "--json"))
+    assert only["untried"] == ["sleep_s"]
     assert journey["answer"].startswith("keep the defaults") and journey["confirmed"] is None
     tune_dir = tmp_path / journey["dir"]
     for plan in (tune_dir / "runs" / "001-baseline.toml", tune_dir / "tuned-plan.toml"):
@@ -87,6 +89,7 @@ def test_a_budget_too_small_for_any_trial_still_answers(refbench, tmp_path):
 def test_bad_input_is_one_sentence_and_writes_nothing(refbench, tmp_path):
     for args, words in [((*SLEEPY, "--budget", "soon"), "is not a duration"), (("--suite", "nope"), "is not a suite"),
                         ((*SLEEPY, "--set", "sleepy.nope=1"), "nope"),
+                        ((*SLEEPY, "--only", "speed,nope"), "--only nope: not a setting tune tries for sleepy"),
                         (("--suite", "oltp", "--set", "oltp.dsn=host=db1 dbname=x"), "--allow-server-changes")]:
         result = refbench("tune", *args)
         assert result.code == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

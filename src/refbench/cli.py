@@ -707,7 +707,9 @@ def host(
                               "refbench tune --suite oltp --profile standard --budget 3h",
                               "refbench tune --suite dss --set 'dss.engines=[\"postgres\"]' --budget 1h",
                               "refbench tune --suite oltp --set oltp.data_dir=/mnt/data/pg --wal-dir /mnt/log --budget 2h",
-                              "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --apply-host"))
+                              "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --apply-host",
+                              "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --only shared_buffers "
+                              "--repeats 3"))
 def tune(
     suite: str = typer.Option(..., "--suite", metavar="SUITE", help="The suite to tune for: oltp, dss, dw, analytics or device."),
     budget: str = typer.Option("30m", "--budget", metavar="TIME", help="How long the whole tune may take (2h, 90m, 600s); "
@@ -722,6 +724,9 @@ def tune(
     repeats: int = typer.Option(3, "--repeats", metavar="N", min=2, max=20, help="Runs on each side of every A/B trial."),
     points: int = typer.Option(2, "--points", metavar="N", min=1, max=20, help="Values tried per numeric setting (Optuna's TPE)."),
     trials: int = typer.Option(0, "--trials", metavar="N", min=0, help="At most N trials (0: as many as the budget allows)."),
+    only: Optional[str] = typer.Option(None, "--only", metavar="NAME[,NAME…]", help="Try only these settings, by the "
+                                       "names the journey gives them (shared_buffers,max_wal_size; wal_dir; "
+                                       "vm.dirty_ratio…), in the order of what limits the baseline."),
     apply_host: bool = typer.Option(False, "--apply-host", help="Also try host settings (dirty ratios, I/O scheduler, "
                                     "read-ahead, transparent huge pages, CPU governor): root only; each one is put back "
                                     "after its runs, and by the next refbench start if tune is killed."),
@@ -752,7 +757,8 @@ def tune(
         raise UserError("--apply-host changes kernel settings, which needs root; run tune without it, or as root.")
     request = tuning.Request(suite, profile or "", tuning.parse_budget(budget), repeats, points, trials, plan_path,
                              list(sets or []) + ([f"{suite}.engine={engine}"] if engine else []), baseline or "",
-                             runs_dir, apply_host, allow_server_changes, wal_dir or "")
+                             runs_dir, apply_host, allow_server_changes, wal_dir or "",
+                             [name.strip() for name in (only or "").split(",") if name.strip()])
     tuner = tuning.Tuner(request, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
     try:
         journey = tuner.tune()

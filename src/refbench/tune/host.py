@@ -35,6 +35,12 @@ def journal_path() -> Path:
     return state_dir() / "host-changes.json"
 
 
+# The host settings tune may offer, by the names host_knobs gives them (a device's own after its name: "I/O scheduler
+# (vda)"), for --only to be checked before the baseline runs.
+HOST_SETTINGS = ("vm.dirty_background_ratio", "vm.dirty_ratio", "Transparent huge pages", "CPU frequency governor",
+                 "I/O scheduler", "Read-ahead")
+
+
 def host_knobs(suite: str, device: str | None, root: SysRoot | None = None) -> list[Knob]:
     """The host settings worth a trial on this host: those it exposes, at another value than the one tried; named as
     the tuning audit (refbench host) names them, and those it flags first."""

@@ -48,6 +48,7 @@ class Request:
     apply_host: bool = False
     allow_server_changes: bool = False  # a DSN's server: its settings that need no restart
     wal_dir: str = ""  # another device's directory to try the WAL (or redo log) on (oltp, a managed server)
+    only: list[str] = field(default_factory=list)  # try only these settings
     seed: int = 1
 
 
@@ -130,6 +131,9 @@ class Tuner:
         self.host = HostChanges()
         if request.apply_host:
             self.host.check_alone()
+        if unknown := [name for name in request.only if name not in known_settings(request.suite)]:
+            raise UserError(f"--only {', '.join(unknown)}: not a setting tune tries for {request.suite}; it tries "
+                            f"{', '.join(known_settings(request.suite))}.")
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.dir = Path(request.runs_dir) / TUNE_DIR / f"{stamp}-{request.suite}"
         self.dir.mkdir(parents=True, exist_ok=False)
@@ -349,6 +353,8 @@ class Tuner:
             found.append(K.placement(self.request.wal_dir))
         if self.request.apply_host:
             found += host_knobs(suite, self.storage.get("device"))
+        if self.request.only:
+            found = [k for k in found if k.name.split(" (")[0] in self.request.only]
         return K.ranked(found, self.limits, self.evidence)
 
     def tune(self) -> dict[str, Any]:
@@ -535,6 +541,16 @@ def _option_or_host_value(knob: K.Knob, options: dict[str, Any]) -> str:
     from refbench.tune.host import setting_value, sysroot
 
     return setting_value(sysroot(), knob.paths[0]) if knob.paths else ""
+
+
+def known_settings(suite: str) -> list[str]:
+    """Every setting name tune may try for ``suite`` (which it offers depends on the engine, the host and the flags)."""
+    from refbench.suites import get_suite
+    from refbench.tune.host import HOST_SETTINGS
+
+    names = [k.name for k in K.ENGINE_KNOBS if suite in k.suites]
+    names += [k.name for k in getattr(get_suite(suite), "tune_knobs", [])]
+    return list(dict.fromkeys(names + (["wal_dir"] if suite == "oltp" else []) + list(HOST_SETTINGS)))
 
 
 def _tune_copy(data_dir: str | None) -> bool:

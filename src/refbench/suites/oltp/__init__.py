@@ -265,10 +265,11 @@ class OltpSuite:
         if o["dsn"]:
             place = Placement(Path(), dsn=o["dsn"])
         else:
+            data = self._data_dir(ctx, name)
             wal = Path(o["wal_dir"]) / WAL_DIR_NAMES[name] if o["wal_dir"] else None
-            if wal is not None:
+            if wal is not None and not data.exists():  # an existing data directory is kept, and its log with it
                 ctx.claim(wal)
-            place = Placement(self._data_dir(ctx, name), settings=_server_settings(o),
+            place = Placement(data, settings=_server_settings(o),
                               password_file=ctx.run.secret_path(f"{ctx.suite}-{name}.password"),
                               cache_bytes=storage.ServerMemory.cache_bytes(memory), log_dir=wal)
         engine: Engine = open_engine(name, TPCC, place)
