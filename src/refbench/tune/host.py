@@ -48,6 +48,7 @@ def host_knobs(suite: str, device: str | None, root: SysRoot | None = None) -> l
     out = []
 
     def offer(name: str, paths: list[str], choices: list[str], addresses: tuple[str, ...], why: str) -> None:
+        assert name.split(" (")[0] in HOST_SETTINGS, name  # the list --only is checked against
         paths = [p for p in paths if root.path(p).exists()]
         current = {setting_value(root, p) for p in paths}
         choices = [c for c in choices if current != {c}]
@@ -104,14 +105,13 @@ class HostChanges:
 
     def check_alone(self) -> None:
         """Refuses to start while another refbench's host changes are out: its "before" values would be ours."""
-        from refbench.children import start_time
         from refbench.errors import UserError
 
         try:
             owner = json.loads(self.journal.read_text()).get("owner") or {}
         except (OSError, ValueError, AttributeError):
             return
-        if owner.get("pid") not in (None, os.getpid()) and start_time(owner["pid"]) == owner.get("start"):
+        if owner.get("pid") != os.getpid() and owner_running(owner):
             raise UserError(f"another refbench tune (pid {owner['pid']}) is changing this host's settings "
                             f"({self.journal}); wait for it to end, or tune without --apply-host.")
 
@@ -147,6 +147,13 @@ def owner_identity() -> dict[str, int | None]:
     return {"pid": os.getpid(), "start": start_time(os.getpid())}
 
 
+def owner_running(owner: dict[str, Any]) -> bool:
+    """Whether the process a journal's owner_identity() names still runs (its pid not taken by another since)."""
+    from refbench.children import start_time
+
+    return bool(owner.get("pid")) and start_time(owner["pid"]) == owner.get("start")
+
+
 def _entries(journal: Path) -> list[dict[str, Any]]:
     try:
         return list(json.loads(journal.read_text()).get("changes", []))
@@ -157,8 +164,6 @@ def _entries(journal: Path) -> list[dict[str, Any]]:
 def restore_journal(journal: Path | None = None, root: SysRoot | None = None, owner_alive_ok: bool = False) -> list[str]:
     """Puts back what the journal holds, unless its owner still runs (another tune at work) and ``owner_alive_ok`` is
     not given. Each value is taken out of the journal once written back; the journal goes when it is empty."""
-    from refbench.children import start_time
-
     journal = journal or journal_path()
     try:
         data = json.loads(journal.read_text())
@@ -166,8 +171,7 @@ def restore_journal(journal: Path | None = None, root: SysRoot | None = None, ow
         return []
     except (OSError, ValueError):
         return [f"the host-changes journal {journal} cannot be read; check the settings it named by hand"]
-    owner = data.get("owner") or {}
-    if not owner_alive_ok and owner.get("pid") and start_time(owner["pid"]) == owner.get("start"):
+    if not owner_alive_ok and owner_running(data.get("owner") or {}):
         return []
     root = root or SysRoot(data.get("root") or "/")
     entries, said = list(data.get("changes", [])), []

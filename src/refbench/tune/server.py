@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.redaction import read_private, write_private
-from refbench.tune.host import owner_identity, state_dir
+from refbench.tune.host import owner_identity, owner_running, state_dir
 
 RELOADABLE = ("user", "superuser", "sighup")  # PostgreSQL contexts a reload applies to new sessions
 RELOAD_S = 0.5  # a reload is a signal the postmaster acts on a moment later; sessions started after it see the value
@@ -109,7 +109,6 @@ def _entries(journal: Path) -> list[dict[str, Any]]:
 def restore_journal(journal: Path | None = None, owner_alive_ok: bool = False) -> list[str]:
     """Puts back what the journal holds (unless its owner still runs and ``owner_alive_ok`` is not given); a server
     that does not answer keeps the journal for the next start."""
-    from refbench.children import start_time
     from refbench.errors import UserError
 
     journal = journal or journal_path()
@@ -117,8 +116,7 @@ def restore_journal(journal: Path | None = None, owner_alive_ok: bool = False) -
     if text is None:
         return []
     data = json.loads(text)
-    owner = data.get("owner") or {}
-    if not owner_alive_ok and owner.get("pid") and start_time(owner["pid"]) == owner.get("start"):
+    if not owner_alive_ok and owner_running(data.get("owner") or {}):
         return []
     server = ServerChanges(data["engine"], data["dsn"], journal)
     entries, said = list(data.get("changes", [])), []

@@ -31,6 +31,7 @@ LIMIT_WORDS = {**PHRASES, "device": "a busy device", "neither": "the load offere
 TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s": 120}}
 PLAN_KEYS = ("targets", "work_dir", "engines", "scheduler")
 DATA_COPIED = "oltp-data"  # the one loaded database each oltp run starts from a copy of
+DATA_COPY = f"{DATA_COPIED}-run"  # that copy, while a run uses it
 
 
 @dataclass
@@ -131,9 +132,10 @@ class Tuner:
         self.host = HostChanges()
         if request.apply_host:
             self.host.check_alone()
-        if unknown := [name for name in request.only if name not in known_settings(request.suite)]:
+        known = known_settings(request.suite)
+        if unknown := [name for name in request.only if name not in known]:
             raise UserError(f"--only {', '.join(unknown)}: not a setting tune tries for {request.suite}; it tries "
-                            f"{', '.join(known_settings(request.suite))}.")
+                            f"{', '.join(known)}.")
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.dir = Path(request.runs_dir) / TUNE_DIR / f"{stamp}-{request.suite}"
         self.dir.mkdir(parents=True, exist_ok=False)
@@ -178,7 +180,7 @@ class Tuner:
         from refbench.host import pagecache
 
         started = time.monotonic()
-        copy = self.dir / f"{DATA_COPIED}-run"
+        copy = self.dir / DATA_COPY
         shutil.rmtree(copy, ignore_errors=True)
         # Copied block by block (no reflink: shared extents would be written copy-on-write, another layout than a
         # load's), ownership and modes kept.
@@ -362,7 +364,8 @@ class Tuner:
 
         # The loaded database and its copy go at the end, and with refbench's watchdog if tune is killed (after the
         # run using them has stopped: run_side registers each run after this).
-        data = [self.dir.absolute() / f"{DATA_COPIED}{end}" for end in ("", ".log", "-run", "-run.log")]
+        # (The managed servers keep their log beside their data directory: NAME.log.)
+        data = [self.dir.absolute() / f"{name}{end}" for name in (DATA_COPIED, DATA_COPY) for end in ("", ".log")]
         guard = watchdog().register(remove=data) if self.template is not None else None
         try:
             return self._tune()
@@ -556,7 +559,7 @@ def known_settings(suite: str) -> list[str]:
 def _tune_copy(data_dir: str | None) -> bool:
     """Whether ``data_dir`` is one a tune gave its runs: its database or that database's copy."""
     path = Path(data_dir or "")
-    return bool(data_dir) and path.name in (DATA_COPIED, f"{DATA_COPIED}-run") and path.parent.parent.name == TUNE_DIR
+    return bool(data_dir) and path.name in (DATA_COPIED, DATA_COPY) and path.parent.parent.name == TUNE_DIR
 
 
 def _read_json(path: Path) -> Any:
