@@ -168,9 +168,9 @@ def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot: with the pid, it names one process, not its successors."""
     try:
         stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return int(stat_line[stat_line.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):  # no such process (any more)
         return None
-    return int(stat_line[stat_line.rindex(")") + 2:].split()[19])
 
 
 def owned_temp_dir(prefix: str, account_uid: int | None = None) -> Path:

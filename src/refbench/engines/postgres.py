@@ -521,11 +521,11 @@ def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
     """(command name, parent pid, own CPU ticks, reaped children's CPU ticks) of a process, from /proc."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]), int(fields[11]) + int(fields[12]),
+                int(fields[13]) + int(fields[14]))
+    except (OSError, ValueError, IndexError):  # gone between the listing and the read
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]), int(fields[11]) + int(fields[12]),
-            int(fields[13]) + int(fields[14]))
 
 
 def postmaster_pid(conn: Any) -> int | None:

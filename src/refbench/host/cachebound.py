@@ -357,11 +357,16 @@ def process_tree_io(pid: int) -> dict[str, int]:
 
 
 def children(pid: int) -> list[int]:
-    """The live children of a process, from each of its threads' /proc children list."""
+    """The live children of a process, from each of its threads' /proc children list. A process or thread may end
+    at any instant between two reads: what is gone by then has no children."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
     pids: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    for thread in threads:
         try:
-            pids += [int(p) for p in (task / "children").read_text().split()]
+            pids += [int(p) for p in Path(f"/proc/{pid}/task/{thread}/children").read_text().split()]
         except (OSError, ValueError):
             pass
     return pids

@@ -42,9 +42,9 @@ def read_process_io(pid: int | str) -> dict[str, int]:
     with the counts of the children it has reaped. Empty when the process is gone."""
     try:
         text = Path(f"/proc/{pid}/io").read_text()
-    except OSError:
+        return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
+    except (OSError, ValueError):  # gone, or ended while it was read
         return {}
-    return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
 def read_disks(proc: Path) -> dict[str, tuple[int, ...]]:

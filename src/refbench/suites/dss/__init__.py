@@ -4,7 +4,8 @@ row stores (PostgreSQL, MariaDB). The 22 queries run one by one cold and warm, a
 
 Where things are: queries.py holds the 22 queries, their parameters and the stream orders; the engines are
 refbench.engines' (asked for by name), with the schema and index SQL in sql/ (sql/<engine>/ for a dialect's own);
-refresh.py RF1 and RF2; answers.py the answer checks; summary.py the tables and charts. Figures are
+refresh.py RF1 and RF2; answers.py the rules answers are compared by and the answers refbench keeps, checks.py the
+check of every answer a run computed; summary.py the tables and charts. Figures are
 "power", "throughput" and their combination — never QphH: this is a derived workload, not an audited result.
 """
 
@@ -13,10 +14,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,8 @@ from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,
 )
 from refbench.suites.dss import answers, datagen, refresh
+from refbench.suites.dss.answers import LOADED, refresh_free, with_rf1
+from refbench.suites.dss.checks import answer_check, check_answers, data_seen, save_answer
 from refbench.suites.dss.queries import min_streams, stream_queries
 
 MODES = ("individual", "power", "throughput")
@@ -48,9 +49,9 @@ class DssSuite:
     # Wall time on the 2-core VM: quick measured with `refbench dss --profile quick` (README); the others as README says.
     summary = ("Decision support like the DSS paper (derived from TPC-H): the 22 queries on DuckDB (column store), "
                "PostgreSQL and MariaDB (row stores) — each query cold and warm, one stream with the refresh functions (power), "
-               "parallel streams in the specification's orders (throughput) — with the answers checked: against the TPC-H "
-               "reference answers at SF 1, and at full precision between engines and between the streams wherever the "
-               "same query ran on the same data.")
+               "parallel streams in the specification's orders (throughput) — with every answer of every stream checked "
+               "at full precision against the answers refbench keeps (SF 0.01, 0.1, 1 and 10; elsewhere against the "
+               "other engines'), and at SF 1 against the TPC-H reference answers too.")
     targets_help = ("One directory for the data (existing): the generated data, the DuckDB database and "
                     "the managed PostgreSQL and MariaDB go there, like --data-dir DIR, and are removed at the end unless "
                     "--keep-work.")
@@ -156,7 +157,8 @@ class DssSuite:
         engine = ctx.state["engines"][case.params["engine"]]
         sf = ctx.options["sf"]
         extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
-                 "target_description": ctx.state.get("target_description"), "answer_check": answer_check(ctx)}
+                 "target_description": ctx.state.get("target_description"),
+                 "answer_check": answer_check(sf, engine_names(ctx))}
         # A stream lasts seconds; one query, milliseconds: too short for samples ten times a second.
         probe = engine_probe(ctx, engine, sessions=ctx.options["sample_sessions"] and case.params["mode"] != "individual")
         with storage.bounded(engine.server):
@@ -179,7 +181,7 @@ class DssSuite:
         cold_rows, cold = self._observed(ctx, lambda: engine.run(text, timeout_s))
         # A query that ran past the limit cold is not run again warm: it would only hold the run up once more.
         warm_rows, warm = (None, {}) if cold_rows is None else self._observed(ctx, lambda: engine.run(text, timeout_s))
-        _save_answer(ctx, engine.name, "", query, text, LOADED, cold_rows if warm_rows is None else warm_rows)
+        save_answer(ctx, engine.name, "", query, text, LOADED, cold_rows if warm_rows is None else warm_rows)
         timed_out = [when for when, seen in (("cold", cold), ("warm", warm)) if seen.get("timed_out")]
         metrics = {"query": query, "cold_s": round(cold["seconds"], 4),
                    "warm_s": round(warm["seconds"], 4) if "seconds" in warm else None,
@@ -225,7 +227,7 @@ class DssSuite:
             task.advance()
             for q, text in stream_queries(0, sf):
                 rows, seen = self._observed(ctx, lambda: engine.run(text, timeout_s))
-                _save_answer(ctx, engine.name, "power-", q, text, LOADED if _refresh_free(text) else _with_rf1(0), rows)
+                save_answer(ctx, engine.name, "power-", q, text, LOADED if refresh_free(text) else with_rf1(0), rows)
                 times[f"Q{q}"] = seen.pop("seconds")
                 if seen.pop("timed_out", False):
                     timed_out.append(f"Q{q}")
@@ -250,10 +252,10 @@ class DssSuite:
         timed_out: list[str] = []
         seed = ctx.options["seed"]
         timeout_s = ctx.options["query_timeout_s"] or None
-        # Each answer with when it was asked and answered, and when the refresh stream changed the data: which data an
-        # answer was computed on (_data_seen) is known only once every stream has ended.
+        # Each answer with when it was asked and answered, and when each refresh pair changed the data (its number,
+        # RF1's start, RF2's end): which data an answer was computed on (data_seen) is known once every stream has ended.
         answered: dict[tuple[int, int], tuple[str, float, float, list[list[str]] | None]] = {}
-        refreshing: list[float] = []
+        refreshes: list[tuple[int, float, float]] = []
 
         def query_stream(s: int) -> None:
             session = engine.session()
@@ -277,12 +279,12 @@ class DssSuite:
             session = engine.session()
             try:
                 t0 = time.perf_counter()
-                refreshing.append(t0)
                 for pair in range(1, streams + 1):
+                    started = time.perf_counter()
                     refresh.rf1(session.run, sf, pair, engine.name)
                     refresh.rf2(session.run, sf, pair)
-                refreshing.append(time.perf_counter())
-                results["refresh_stream_s"] = refreshing[1] - t0
+                    refreshes.append((pair, started, time.perf_counter()))
+                results["refresh_stream_s"] = time.perf_counter() - t0
             except Exception as exc:
                 errors.append(f"refresh stream: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
             finally:
@@ -301,7 +303,8 @@ class DssSuite:
         if errors:
             raise UserError(f"the throughput test on {engine.name} failed: {errors[0]}.")
         for (s, q), (text, asked, done, rows) in answered.items():
-            _save_answer(ctx, engine.name, f"stream{s}-", q, text, _data_seen(text, asked, done, refreshing), rows)
+            data, could_see = data_seen(text, asked, done, refreshes)
+            save_answer(ctx, engine.name, f"stream{s}-", q, text, data, rows, could_see)
         extra["stream_orders"] = {s: [q for q, _ in stream_queries(s, sf, seed)] for s in range(1, streams + 1)}
         metrics = {"streams": streams, "elapsed_s": round(elapsed, 3),
                    "throughput": round(throughput_at_size(sf, streams, elapsed), 1), **_space_used(before, engine.usage()),
@@ -606,152 +609,6 @@ def prepare_data_and_engines(ctx) -> None:
     ctx.state["loads"] = loads
 
 
-def answer_check(ctx) -> str:
-    """Which check the run's answers get, in words (the official answers exist at SF 1 only)."""
-    names = [e for e in ENGINES if e in engine_names(ctx)]
-    against = (f"cross-engine agreement query by query, each engine against {names[0]}" if len(names) > 2 else
-               "cross-engine agreement query by query")
-    streams = ("; the power and throughput streams' answers against every other answer to the same query text on the "
-               "same data" + (", between engines" if len(names) > 1 else ""))
-    if ctx.options["sf"] == 1.0:
-        return "the TPC-H reference answers at SF 1" + (f", and {against}" if len(names) > 1 else "") + streams
-    if len(names) > 1:
-        return (f"{against} (the TPC-H reference answers exist only at SF 1, this run is SF {ctx.options['sf']:g})"
-                + streams)
-    if ctx.options["sf"] in answers.ANSWER_SETS:
-        return (f"the answers kept with refbench for SF {ctx.options['sf']:g} (DuckDB's, which the other engines agree "
-                "with)" + streams)
-    return f"none: at SF {ctx.options['sf']:g} only a second engine could check the answers" + streams
-
-
-def check_answers(ctx) -> list[Finding]:
-    """Stream 0's answers of every engine: against the reference set at SF 1 (the specification's rules), and at every
-    scale each engine against the first one run (the column store when it ran) query by query at full precision
-    (cross-engine agreement; rows tied on the ORDER BY as a set); then the power and throughput streams' answers
-    (_stream_findings). A query that ran past the time limit has no answer: its checks fail as "not checked"."""
-    sf = ctx.options["sf"]
-    timeout_s = ctx.options.get("query_timeout_s") or None
-    got: dict[str, dict[int, list[tuple] | None]] = {}
-    for name, engine in ctx.state["engines"].items():
-        got[name] = {}
-        for q, text in stream_queries(0, sf):
-            saved = _load_answer(ctx, name, "", q)
-            if saved is _MISSING:
-                try:
-                    saved = [tuple(r) for r in engine.run(text, timeout_s)[0]]
-                except QueryTimeout:
-                    saved = None
-            else:
-                saved = saved["rows"]
-            got[name][q] = saved
-    findings = []
-    if sf == 1.0:
-        for name, by_query in got.items():
-            wrong = {q: "timed out, not checked" if rows is None else d for q, rows in by_query.items()
-                     if rows is None or (d := answers.compare(q, rows, answers.reference_answer(q)))}
-            findings.append(Finding(f"{name}: stream 0 answers match the TPC-H reference answers at SF1", not wrong,
-                                    _detail(wrong, "all 22 queries within TPC-H 2.1.3.5's tolerances (singletons and "
-                                                   "counts exact, sums within 100, averages and ratios within 1% after "
-                                                   "rounding to 1/100)")))
-    if sf != 1.0 and sf in answers.ANSWER_SETS and len(got) == 1:  # nothing else to check one engine against
-        (name, by_query), = got.items()
-        wrong = {q: "timed out, not checked" if rows is None else d for q, rows in by_query.items()
-                 if rows is None or (d := answers.compare(q, rows, answers.reference_answer(q, sf), between_engines=True))}
-        findings.append(Finding(f"{name}: stream 0 answers match the answers kept for SF {sf:g}", not wrong,
-                                _detail(wrong, f"all 22 queries at full precision ({AGREEMENT})")))
-    (a, rows_a), *others = got.items()
-    for b, rows_b in others:
-        for q in range(1, 23):
-            check = f"cross-engine agreement Q{q} ({a} and {b}, stream 0, SF {sf:g})"
-            late = [name for name, rows in ((a, rows_a[q]), (b, rows_b[q])) if rows is None]
-            if late:
-                findings.append(Finding(check, False, f"not checked: Q{q} ran past the {timeout_s:g} s query timeout "
-                                                      f"on {' and '.join(late)}"))
-                continue
-            wrong = answers.compare(q, rows_b[q], answers.as_expected(rows_a[q]), between_engines=True)
-            findings.append(Finding(check, wrong is None, wrong or f"the same {len(rows_a[q])} rows ({AGREEMENT})"))
-    findings += _stream_findings(ctx, got)
-    if not findings:
-        findings.append(Finding("answers checked", False, f"at SF {sf:g} with one engine there is nothing to check "
-                                "answers against: run two engines or more, or SF 1 for the reference answers"))
-    return findings
-
-
-AGREEMENT = (f"strings, counts, keys and singleton values exact; sums, averages and ratios within a relative "
-             f"{answers.RELATIVE_TEXT}, averages and ratios also within half the last decimal place of a rounded decimal")
-# The data an answer was computed on: the data as loaded (the refresh functions' rows deleted again), or with one
-# refresh pair's RF1 rows in it (the power stream's queries, between its RF1 and RF2).
-LOADED = "loaded"
-
-
-def _with_rf1(pair: int) -> str:
-    return f"after RF1 of refresh pair {pair}"
-
-
-def _refresh_free(text: str) -> bool:
-    """A query that reads neither orders nor lineitem, the only tables the refresh functions change."""
-    return not re.search(r"\b(orders|lineitem)\b", text)
-
-
-def _data_seen(text: str, asked: float, answered: float, refreshing: list[float]) -> str | None:
-    """The data a throughput stream's query read: the loaded data, unless the refresh stream (``refreshing``: its
-    start and end) ran while it did — then its snapshot may hold some pair's RF1 rows or not, and None says so."""
-    if _refresh_free(text) or len(refreshing) < 2 or answered < refreshing[0] or asked > refreshing[1]:
-        return LOADED
-    return None
-
-
-def _stream_findings(ctx, single: dict[str, dict[int, list[tuple] | None]]) -> list[Finding]:
-    """The power and throughput streams' answers, each compared at full precision with the first answer (in the order:
-    engines as run, then single queries, power stream, throughput streams) to the same query text on the same data:
-    an engine's power stream with its own single-query answers where the refresh functions cannot change the answer,
-    and with the first engine's power stream otherwise; a throughput stream with the first engine's same stream. One
-    finding per engine and stream kind that had an answer to compare."""
-    sf = ctx.options["sf"]
-    first: dict[tuple[str, str], tuple[str, str, list]] = {}  # (text, data) -> (engine, where, rows)
-    outcomes: dict[tuple[str, str], dict[str, list]] = {}  # (engine, stream kind) -> what happened to its answers
-    for name in single:
-        kept = [("single queries", q, {"text": text, "data": LOADED, "rows": single[name][q]})
-                for q, text in stream_queries(0, sf)]
-        for path in sorted((ctx.work_dir / "answers").glob(f"{name}-*-q*.json")):
-            where, q = path.stem.removeprefix(f"{name}-").rsplit("-q", 1)
-            saved = _load_answer(ctx, name, f"{where}-", int(q))
-            if saved is not _MISSING:
-                kept.append(("power stream" if where == "power" else f"throughput stream {where.removeprefix('stream')}",
-                             int(q), saved))
-        for where, q, saved in kept:
-            kind = "single" if where == "single queries" else where.split()[0]
-            outcome = outcomes.setdefault((name, kind), {"compared": [], "wrong": [], "timed out": [], "refreshed": []})
-            if saved["rows"] is None or saved["data"] is None:
-                outcome["timed out" if saved["rows"] is None else "refreshed"].append(q)
-                continue
-            engine, source, rows = first.setdefault((saved["text"], saved["data"]), (name, where, saved["rows"]))
-            if kind == "single" or rows is saved["rows"]:
-                continue  # stream 0's single queries have their own checks; the first answer is what others meet
-            owner = "its" if engine == name else f"{engine}'s"
-            against = f"{owner} {source.replace('queries', 'query answers')}"
-            outcome["compared"].append(against)
-            wrong = answers.compare(q, saved["rows"], answers.as_expected(rows), between_engines=True)
-            if wrong:
-                outcome["wrong"].append(f"Q{q} of the {where}, against {against}: {wrong}")
-    findings = []
-    for (name, kind), outcome in outcomes.items():
-        if kind == "single" or not outcome["compared"]:
-            continue
-        against = Counter(outcome["compared"])
-        skipped = [f"{len(qs)} {why}" for why, qs in (
-            ("ran past the query timeout", outcome["timed out"]),
-            ("ran while the refresh stream changed the data", outcome["refreshed"])) if qs]
-        detail = "; ".join(outcome["wrong"]) or (
-            f"{len(outcome['compared'])} answer{'s' * (len(outcome['compared']) != 1)} equal to the same query's on the "
-            "same data ("
-            + ", ".join(f"{n} to {what}" for what, n in against.items()) + f"; {AGREEMENT})")
-        findings.append(Finding(f"{name}: {kind} stream answers agree with the other answers to the same query on the "
-                                "same data", not outcome["wrong"],
-                                detail + (f"; not compared: {', '.join(skipped)}" if skipped else "")))
-    return findings
-
-
 def close_engines(ctx) -> None:
     for engine in ctx.state.pop("engines", {}).values():
         engine.stop()
@@ -784,37 +641,6 @@ def _evict_data_files(engine) -> str:
         return "the OS page cache of a server refbench does not manage was kept (it may be on another host)"
     pagecache.evict(files, write_back=True)
     return f"its {len(files)} data file(s) evicted from the OS page cache"
-
-
-def _answer_path(ctx, engine: str, where: str, query: int) -> Path:
-    return ctx.work_dir / "answers" / f"{engine}-{where}q{query:02d}.json"
-
-
-_MISSING: Any = object()  # no answer saved: the check runs the query itself
-
-
-def _save_answer(ctx, engine: str, where: str, query: int, text: str, data: str | None, rows: list | None) -> None:
-    """Keeps a query's answer at full precision for the checks, with its SQL text and the data it was computed on
-    (_data_seen); rows None (JSON null) says it ran past the time limit. ``where``: "" for a single query, "power-"
-    or "streamS-"."""
-    path = _answer_path(ctx, engine, where, query)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"sf": ctx.options["sf"], "text": text, "data": data,
-                                "rows": None if rows is None else answers.as_expected(rows)}))
-
-
-def _load_answer(ctx, engine: str, where: str, query: int) -> dict[str, Any]:
-    """A saved answer of this run's scale factor (a work directory given with --work-dir may hold another run's)."""
-    try:
-        saved = json.loads(_answer_path(ctx, engine, where, query).read_text())
-    except (OSError, ValueError):
-        return _MISSING
-    # A list: an answer saved by an older refbench, at 2 decimals.
-    return saved if isinstance(saved, dict) and saved.get("sf") == ctx.options["sf"] else _MISSING
-
-
-def _detail(wrong: dict[int, str], ok: str) -> str:
-    return "; ".join(f"Q{q}: {d}" for q, d in sorted(wrong.items())) if wrong else ok
 
 
 def _placement(ctx, name: str, base: Path) -> Placement:

@@ -1,0 +1,276 @@
+"""The dss suite's answer checks, as strict for one engine alone as for three.
+
+Every answer a run computed — stream 0's single queries, the power stream's and each throughput stream's, of every
+engine — is compared at full precision (answers.engine_rule) with the answer refbench keeps for that query text on
+that data (answers.kept_answer). Where it keeps none (a scale factor or seed without a kept set), the other engines'
+answers to the same text on the same data decide: an answer is right when it agrees with at least half of them, so
+that with three engines the odd one out fails, and with two that disagree both do (which one is wrong cannot be told).
+At SF 1 stream 0 is also held to the TPC-H reference answers by the specification's own rules (2.1.3.5).
+
+A throughput query that ran while the refresh stream changed orders and lineitem may have seen one refresh pair's
+RF1 rows or none: it is compared with the answer for the loaded data, and when that differs, with the answers
+recomputed on the same engine for each data state it could have seen (that pair's RF1 inserted in a transaction that
+is rolled back).
+
+One finding per engine and kind of answer, named for that engine only; it says how many answers it compared and
+against what, and how many it could not and why. A finding that compared nothing fails, and so does stream 0 with a
+query that ran past the time limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from refbench.engines import QueryTimeout
+from refbench.suites import Finding
+from refbench.suites.dss import answers, refresh
+from refbench.suites.dss.answers import LOADED
+from refbench.suites.dss.queries import min_streams, stream_queries
+
+KINDS = ("stream 0", "power stream", "throughput streams")
+SHOWN_WRONG = 5  # answers named in a failing finding; the rest are counted
+
+
+@dataclass
+class Answer:
+    """One answer a run computed, as saved: ``data`` None when it ran while the refresh stream changed the data (then
+    ``could_see`` lists the data states its snapshot may have held); ``rows`` None when it ran past the time limit."""
+
+    kind: str
+    where: str  # "stream 0", "the power stream", "throughput stream 2"
+    query: int
+    text: str
+    data: str | None
+    rows: list[list[str]] | None
+    could_see: list[str] = field(default_factory=list)
+
+
+# ---- saving and reading a run's answers ---------------------------------------------------------------------------
+
+
+def answer_path(work_dir: Path, engine: str, where: str, query: int) -> Path:
+    """``where``: "" for a single query, "power-" or "streamS-"."""
+    return work_dir / "answers" / f"{engine}-{where}q{query:02d}.json"
+
+
+def save_answer(ctx, engine: str, where: str, query: int, text: str, data: str | None, rows: list | None,
+                could_see: list[str] = ()) -> None:
+    """Keeps a query's answer at full precision for the checks, with its SQL text and the data it was computed on
+    (data_seen); rows None (JSON null) says it ran past the time limit."""
+    path = answer_path(ctx.work_dir, engine, where, query)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"sf": ctx.options["sf"], "text": text, "data": data, "could_see": list(could_see),
+                                "rows": None if rows is None else answers.as_expected(rows)}))
+
+
+def load_answer(ctx, engine: str, where: str, query: int) -> dict[str, Any] | None:
+    """A saved answer of this run's scale factor (a work directory given with --work-dir may hold another run's)."""
+    try:
+        saved = json.loads(answer_path(ctx.work_dir, engine, where, query).read_text())
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) and saved.get("sf") == ctx.options["sf"] else None
+
+
+def data_seen(text: str, asked: float, answered: float, refreshes: list[tuple[int, float, float]]) \
+        -> tuple[str | None, list[str]]:
+    """The data a throughput stream's query read, and if that is not known, the states it could have read: the
+    loaded data, unless a refresh pair (``refreshes``: its number, RF1's start and RF2's end) ran while it did — then
+    its snapshot may hold that pair's RF1 rows or not."""
+    if answers.refresh_free(text):
+        return LOADED, []
+    pairs = [pair for pair, start, end in refreshes if start <= answered and asked <= end]
+    return (None, [LOADED] + [answers.with_rf1(pair) for pair in pairs]) if pairs else (LOADED, [])
+
+
+def run_answers(ctx, name: str, engine, timeout_s: float | None) -> list[Answer]:
+    """Every answer engine ``name`` gave in this run: stream 0's (asked now where the run saved none: a run without
+    the individual mode, or dw's), the power stream's and the throughput streams'."""
+    sf = ctx.options["sf"]
+    out = []
+    for q, text in stream_queries(0, sf):
+        saved = load_answer(ctx, name, "", q)
+        if saved is None:
+            try:
+                rows = answers.as_expected(engine.run(text, timeout_s)[0])
+            except QueryTimeout:
+                rows = None
+            saved = {"text": text, "data": LOADED, "rows": rows}
+        out.append(Answer("stream 0", "stream 0", q, saved["text"], saved["data"], saved["rows"]))
+    for path in sorted((ctx.work_dir / "answers").glob(f"{name}-*-q*.json")):
+        where, q = path.stem.removeprefix(f"{name}-").rsplit("-q", 1)
+        saved = load_answer(ctx, name, f"{where}-", int(q))
+        if saved is None:
+            continue
+        kind, shown = (("power stream", "the power stream") if where == "power" else
+                       ("throughput streams", f"throughput stream {where.removeprefix('stream')}"))
+        out.append(Answer(kind, shown, int(q), saved["text"], saved["data"], saved["rows"],
+                          saved.get("could_see") or []))
+    return out
+
+
+# ---- the checks ----------------------------------------------------------------------------------------------------
+
+
+def check_answers(ctx) -> list[Finding]:
+    sf = ctx.options["sf"]
+    timeout_s = ctx.options.get("query_timeout_s") or None
+    engines = ctx.state["engines"]
+    given = {name: run_answers(ctx, name, engine, timeout_s) for name, engine in engines.items()}
+    findings = []
+    if sf == 1.0:
+        for name, theirs in given.items():
+            wrong = {a.query: "timed out, not checked" if a.rows is None else d for a in theirs
+                     if a.kind == "stream 0" and (a.rows is None or
+                                                  (d := answers.compare(a.query, a.rows, answers.reference_answer(a.query))))}
+            findings.append(Finding(f"{name}: stream 0 answers match the TPC-H reference answers at SF1", not wrong,
+                                    "; ".join(f"Q{q}: {d}" for q, d in sorted(wrong.items())) or
+                                    "all 22 queries within TPC-H 2.1.3.5's tolerances (singletons and counts exact, sums "
+                                    "within 100, averages and ratios within 1% after rounding to 1/100)"))
+    judge = Judge(ctx, engines, given, timeout_s)
+    for name, theirs in given.items():
+        for kind in KINDS:
+            mine = [a for a in theirs if a.kind == kind]
+            if mine:
+                findings.append(judge.finding(name, kind, mine))
+    return findings
+
+
+class Judge:
+    """Judges each answer of an engine against the kept set, the other engines' answers or recomputed ones."""
+
+    def __init__(self, ctx, engines: dict[str, Any], given: dict[str, list[Answer]], timeout_s: float | None):
+        self.sf, self.engines, self.timeout_s = ctx.options["sf"], engines, timeout_s
+        # (text, data) -> {engine: rows}: the first answer each engine gave to a query text on known data.
+        self.by_text: dict[tuple[str, str], dict[str, list[list[str]]]] = {}
+        for name, theirs in given.items():
+            for a in theirs:
+                if a.rows is not None and a.data is not None:
+                    self.by_text.setdefault((a.text, a.data), {}).setdefault(name, a.rows)
+        self.recomputed: dict[tuple[str, str, str], list[list[str]] | None] = {}
+
+    def finding(self, name: str, kind: str, mine: list[Answer]) -> Finding:
+        against: Counter = Counter()
+        wrong: list[str] = []
+        unchecked: Counter = Counter()
+        for a in mine:
+            verdict, said = self.judge(name, a)
+            if verdict == "right":
+                against[said] += 1
+            elif verdict == "wrong":
+                wrong.append(f"Q{a.query} of {a.where}: {said}")
+            else:
+                unchecked[said] += 1
+        compared = sum(against.values()) + len(wrong)
+        not_compared = "; not compared: " + ", ".join(f"{n} {why}" for why, n in unchecked.items()) if unchecked else ""
+        check = f"{name}: {kind} answers checked at full precision"
+        if wrong:
+            shown = "; ".join(wrong[:SHOWN_WRONG]) + (f"; and {len(wrong) - SHOWN_WRONG} more" if len(wrong) > SHOWN_WRONG
+                                                       else "")
+            return Finding(check, False, f"{len(wrong)} of {compared} answers compared are wrong: {shown}{not_compared}")
+        if not compared:
+            return Finding(check, False, f"compared with nothing: {len(mine)} answers, none of which could be compared"
+                                         f"{not_compared.replace('; not compared', '')}")
+        late = kind == "stream 0" and unchecked.get(self.late_words(), 0)
+        detail = (f"{compared} answer{'s' * (compared != 1)} compared at full precision: "
+                  + ", ".join(f"{n} against {what}" for what, n in against.items()) + not_compared)
+        return Finding(check, not late, detail)
+
+    def late_words(self) -> str:
+        return f"ran past the {self.timeout_s:g} s query timeout" if self.timeout_s else "ran past the query timeout"
+
+    def judge(self, name: str, a: Answer) -> tuple[str, str]:
+        """("right", what it was compared with) | ("wrong", the difference and against what) | ("unchecked", why)."""
+        if a.rows is None:
+            return "unchecked", self.late_words()
+        if a.data is not None:
+            return self.against_reference(name, a, a.data)
+        during = "ran while the refresh stream changed the data"
+        verdict, said = self.against_reference(name, a, LOADED)
+        if verdict == "right":
+            return "right", f"{said} for the loaded data (these {during})"
+        if verdict == "unchecked":
+            return "unchecked", f"{during} and {said}"
+        states = [s for s in a.could_see if s != LOADED]
+        for state in states:
+            rows = self.recompute(name, a, state)
+            if rows is not None and answers.compare(a.query, a.rows, rows, between_engines=True) is None:
+                return "right", f"answers recomputed on {name} for the data a refresh pair's RF1 made (these {during})"
+        if not states or any(self.recompute(name, a, s) is None for s in states):
+            return "unchecked", f"{during}, differ from the loaded data's answer, and what they saw cannot be recomputed"
+        return "wrong", (f"{said}; it {during}, and no answer recomputed for the data it could have seen "
+                         f"({', '.join(states)}) matches it either")
+
+    def against_reference(self, name: str, a: Answer, data: str) -> tuple[str, str]:
+        kept = answers.kept_answer(self.sf, a.query, a.text, data)
+        if kept is not None:
+            difference = answers.compare(a.query, a.rows, kept, between_engines=True)
+            source = f"the answers kept for SF {self.sf:g}"
+            return ("wrong", f"{difference}, against {source}") if difference else ("right", source)
+        others = {other: rows for other, rows in self.by_text.get((a.text, data), {}).items() if other != name}
+        if not others:
+            return "unchecked", self.why_no_reference()
+        agree = [other for other, rows in others.items()
+                 if answers.compare(a.query, a.rows, rows, between_engines=True) is None]
+        if agree and 2 * len(agree) >= len(others):
+            return "right", f"{_possessive(agree)} answers"
+        first = next(other for other in others if other not in agree)
+        difference = answers.compare(a.query, a.rows, others[first], between_engines=True)
+        return "wrong", (f"{difference}, against {first}'s answer"
+                         + (f" (and {len(others) - 1} other engine{'s' * (len(others) > 2)}: {len(agree)} agree)"
+                            if len(others) > 1 else f"; with no kept answer at SF {self.sf:g} which of the two is right "
+                                                    "cannot be told"))
+
+    def why_no_reference(self) -> str:
+        if self.sf in answers.KEPT_SCALE_FACTORS:
+            return (f"had no kept answer (refbench keeps stream 0 and streams 1-{min_streams(self.sf)} at seed 1 for "
+                    f"SF {self.sf:g}) and no other engine's")
+        kept = ", ".join(f"{sf:g}" for sf in answers.KEPT_SCALE_FACTORS)
+        return f"had no kept answer (refbench keeps answers at SF {kept}) and no other engine's"
+
+    def recompute(self, name: str, a: Answer, state: str) -> list[list[str]] | None:
+        """The answer of ``a``'s query on engine ``name`` for the data with refresh pair ``state``'s RF1 rows in it,
+        in a transaction that is rolled back; None when it cannot be had (the engine is gone, the time limit)."""
+        key = (name, a.text, state)
+        if key not in self.recomputed:
+            engine, pair = self.engines.get(name), answers.rf1_pair(state)
+            rows = None
+            if engine is not None and pair is not None:
+                engine.run("BEGIN")
+                try:
+                    for statement in refresh.rf1_statements(self.sf, pair, name):
+                        engine.run(statement)
+                    rows = answers.as_expected(engine.run(a.text, self.timeout_s)[0])
+                except QueryTimeout:
+                    rows = None
+                finally:
+                    engine.run("ROLLBACK")
+            self.recomputed[key] = rows
+        return self.recomputed[key]
+
+
+def _possessive(names: list[str]) -> str:
+    return " and ".join(f"{n}'s" for n in names)
+
+
+def answer_check(sf: float, names: list[str]) -> str:
+    """Which check a run's answers get, in words, for a record's method."""
+    kept = (f"the answers refbench keeps for SF {sf:g} (stream 0, the power stream, throughput streams 1-"
+            f"{min_streams(sf)} at seed 1)" if sf in answers.KEPT_SCALE_FACTORS else "")
+    others = "the other engines' answers to the same query text on the same data" if len(names) > 1 else ""
+    rules = f" ({answers.AGREEMENT})"
+    spec = "; stream 0 also against the TPC-H reference answers by 2.1.3.5's rules" if sf == 1.0 else ""
+    if kept:
+        head = f"every answer of every stream at full precision{rules} against {kept}" + (
+            f", and where it keeps none against {others}" if others else "")
+    elif others:
+        head = (f"every answer of every stream at full precision{rules} against {others} (refbench keeps no answers "
+                f"at SF {sf:g})")
+    else:
+        head = (f"none: refbench keeps no answers at SF {sf:g} and no other engine ran, so the answers are compared "
+                "with nothing and the check fails")
+    return head + spec
