@@ -355,6 +355,8 @@ CORRUPTIONS = {
                                   "records/sleepy/case-001.json", "has a record whose 'metrics' is a string"),
     "record that is a list": ("records/sleepy/case-001.json", lambda p: p.write_text("[1, 2]"),
                               "records/sleepy/case-001.json", "holds a list where a record (a JSON object) belongs"),
+    "record nested 100,000 deep": ("records/sleepy/case-001.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+                                   "records/sleepy/case-001.json", "nests JSON arrays or objects too deeply"),
     "truncated findings": ("findings/sleepy.json", _truncate, "findings/sleepy.json line", "is not valid JSON"),
     "truncated run.json": ("run.json", _truncate, "run.json line", "is not valid JSON"),
     "run.json without a plan": ("run.json", lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "plan": 3})),
@@ -578,3 +580,49 @@ def test_every_declared_constraint_of_every_option_is_enforced_before_anything_i
             assert result is not None, f"[{suite}] {key} = {bad!r} was accepted"
             assert f"plan.toml:2: [{suite}] {key}" in result.stderr, result.stderr
             assert _tree(cwd) == {"plan.toml"}
+
+
+# ---- hostile files handed to refbench: plans, acceptance files --------------------------------------------------------
+
+HOSTILE_FILES = {
+    # name: (how the file is made, what the one sentence says)
+    "arrays nested 5,000 deep": (lambda p: p.write_text("[accept]\nx = " + "[" * 5000 + "]" * 5000 + "\n"),
+                                 "nested more than 32 deep"),
+    "inline tables nested 3,000 deep": (lambda p: p.write_text("a = " + "{b = " * 3000 + "1" + "}" * 3000 + "\n"),
+                                        "nested more than 32 deep"),
+    "a dotted key of 200,000 parts": (lambda p: p.write_text("[accept]\n" + "a" + ".a" * 200_000 + ' = ">= 1"\n'),
+                                      "more than 64 dots"),
+    "a table header of 100,000 parts": (lambda p: p.write_text("[" + "a." * 100_000 + "a]\n"), "more than 64 dots"),
+    "a file of 2 MB": (lambda p: p.write_text("# comment\n" * 200_000), "larger than 1,024 KiB"),
+    "a binary file": (lambda p: p.write_bytes(b"\xff\xfe\x00[accept]"), "is not text (not UTF-8)"),
+    "a directory": (lambda p: p.mkdir(), "is a directory, not a file"),
+    "the zero device": (lambda p: p.symlink_to("/dev/zero"), "is a device, not a file"),
+    "a FIFO": (lambda p: os.mkfifo(p), "is a FIFO, not a file"),
+    "an empty [accept] table": (lambda p: p.write_text("[accept]\n"), "is empty: nothing to check"),
+}
+
+
+@pytest.mark.parametrize("kind", HOSTILE_FILES)
+def test_a_hostile_acceptance_or_plan_file_costs_one_sentence(runs, refbench, tmp_path, kind):
+    """`check --accept FILE` and `run --plan FILE` with a file made to hurt: one sentence, exit 2, nothing written,
+    and no hang (a FIFO is not waited on; the zero device not read until memory runs out)."""
+    make, said = HOSTILE_FILES[kind]
+    hostile = tmp_path / "hostile.toml"
+    make(hostile)
+    run = next(runs.glob("*-base"))
+    before = sorted(p.name for p in runs.iterdir())
+    for args in (("check", str(run), "--accept", str(hostile)), ("run", "--plan", str(hostile), "--runs-dir", str(runs))):
+        result = refbench(*args, timeout=60)
+        assert result.code == 2, (args, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        if kind == "an empty [accept] table" and args[0] == "run":
+            said_here = "[accept] must be a table" if "must be a table" in result.stderr else said
+        else:
+            said_here = said
+        assert len(lines) == 1 and said_here in lines[0] and "internal error" not in lines[0], (args, result.stderr)
+    assert sorted(p.name for p in runs.iterdir()) == before
+
+
+def test_a_set_value_nested_too_deeply_is_one_sentence(cli):
+    result = cli("sleepy", "--set", "sleepy.sleep_s=" + "[" * 5000 + "]" * 5000)
+    assert result.code == 2 and "nested more than 32 deep" in result.stderr and len(result.stderr.splitlines()) == 1

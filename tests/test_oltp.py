@@ -457,3 +457,33 @@ def test_the_full_profile_sizes_its_warehouses_to_the_free_space():
         if w < AUTO_WAREHOUSES_MAX:
             assert 3 * load_bytes(w + 1) > free_gb * 10**9 - 3 * 64 * 2**20  # and not one more
     assert auto_warehouses(310 * 10**9) >= 1000  # the paper's size where it fits
+
+
+def _mix_record(users: int, counts: dict[str, int]):
+    from refbench.suites import Record
+
+    metrics = {"users": users, "new_order_rollbacks": round(counts["new_order"] / 100)}
+    for tx in TX:
+        metrics |= {f"{tx}_count": counts[tx], f"{tx}_lat_p90_ms": 10.0}
+    return Record(metrics)
+
+
+def test_a_mix_check_on_a_window_too_short_to_judge_says_so_instead_of_passing():
+    """The window's edges may cut a partial 23-card deck per user at each end: with 8 users and 300 transactions, a
+    share of 0% would pass Delivery's 4%. Such a check says it cannot judge, and does not pass; on a window long enough
+    the same shares are judged."""
+    from refbench.suites.oltp import mix_findings
+
+    def shares(total: int, delivery_pct: float) -> dict[str, int]:
+        delivery = round(total * delivery_pct / 100)
+        return {"new_order": round(total * 0.45), "payment": round(total * 0.43), "order_status": round(total * 0.04),
+                "stock_level": round(total * 0.04), "delivery": delivery}
+
+    short = {f.check: f for f in mix_findings([_mix_record(8, shares(300, 3.3))])}
+    delivery = short["mix: delivery ≥ 4%"]
+    assert not delivery.passed and delivery.detail.startswith("too short to judge the mix: "), delivery.detail
+    assert "it takes more than 400 transactions to judge" in delivery.detail
+    long_low = {f.check: f for f in mix_findings([_mix_record(8, shares(20000, 3.3))])}
+    assert not long_low["mix: delivery ≥ 4%"].passed and " of 19860 transactions (deck share" in long_low["mix: delivery ≥ 4%"].detail
+    long_ok = {f.check: f for f in mix_findings([_mix_record(8, shares(20000, 4.3))])}
+    assert long_ok["mix: delivery ≥ 4%"].passed and long_ok["mix: payment ≥ 43%"].passed

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from refbench.errors import UserError
+from refbench.fileio import parse_toml, read_user_file
 from refbench.suites import is_figure
 from refbench.thresholds import OPERATORS, Threshold, parse
 
@@ -22,20 +23,12 @@ if TYPE_CHECKING:
     from refbench.runstore import Run
 
 EXIT_THRESHOLD_FAILED = 3  # distinct from 1 (a correctness check failed) and 2 (bad input)
+
+
 def load_file(path: str) -> list[Threshold]:
     """The thresholds of a file's [accept] table: a file holding only that table, or a whole plan (whose other
     tables are not read: the run already says what it measured)."""
-    import tomllib
-    from pathlib import Path
-
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"the acceptance file {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"the acceptance file {path} cannot be read: {exc}.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: not valid TOML: {str(exc).rstrip('.')}.") from None
+    data = parse_toml(read_user_file(path, "the acceptance file"), path)
     if "accept" not in data:
         raise UserError(f"nothing to check: {path} has no [accept] table (write one as [accept] then "
                         f"oltp.nopm = \">= 50000\").")

@@ -1,9 +1,11 @@
-"""Writing files so that a crash (even kill -9) leaves either the old content or the new, never half."""
+"""Writing files so that a crash (even kill -9) leaves either the old content or the new, never half; and reading the
+files a user hands refbench so that a hostile one costs one sentence."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,3 +88,107 @@ def writable_directory(path: Path, what: str) -> None:
         raise UserError(f"cannot create {what} {path}: {exc.strerror}.") from None
     if not os.access(path, os.W_OK):
         raise UserError(f"{what} {path} is not writable.")
+
+
+# ---- files a user hands refbench (plans, acceptance files) -----------------------------------------------------------
+
+# A plan or an acceptance file is a page of text: anything near this size is not one, and parsing it would only cost.
+USER_FILE_LIMIT = 1 << 20
+# TOML nests tables and arrays, and Python's TOML reader recurses for each level (a few thousand levels end in
+# RecursionError) and takes time quadratic in a dotted key's parts (200,000 took minutes and gigabytes). No plan comes
+# near these: the reader is not handed a file that goes past them.
+TOML_MAX_NESTING = 32
+TOML_MAX_DOTS_PER_LINE = 64
+
+
+def read_user_file(path: str | Path, what: str, limit: int = USER_FILE_LIMIT) -> str:
+    """The text of a file a user named (``what``: how to call it in a sentence): a regular file of at most ``limit``
+    bytes, in UTF-8. A FIFO, a device (/dev/zero), a directory, a larger file or another encoding is one sentence
+    (UserError), read no further; opening never blocks."""
+    from refbench.errors import UserError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist.") from None
+    except OSError as exc:
+        raise UserError(f"{what} {path} cannot be read: {exc.strerror}.") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
+            "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file"
+        raise UserError(f"{what} {path} is {kind}, not a file: give a regular file.")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            raise UserError(f"{what} {path} cannot be read: {exc.strerror}.") from None
+    if len(data) > limit:
+        raise UserError(f"{what} {path} is larger than {limit // 1024:,} KiB: not a file refbench reads.")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path} is not text (not UTF-8).") from None
+
+
+def toml_shape_problem(text: str) -> str | None:
+    """Where a TOML text nests deeper than TOML_MAX_NESTING tables and arrays, or a line holds more than
+    TOML_MAX_DOTS_PER_LINE dots (a key of that many parts), outside strings and comments: "line N: …"; else None.
+    Read in one pass, without recursion."""
+    depth, dots, line, i, n = 0, 0, 1, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line, dots = line + 1, 0
+        elif c == "#":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif c in "\"'":
+            quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else c
+            i += len(quote)
+            while i < n and not text.startswith(quote, i):
+                if text[i] == "\\" and quote[0] == '"':
+                    i += 1
+                elif text[i] == "\n":
+                    line += 1
+                i += 1
+            i += len(quote)
+            continue
+        elif c in "[{":
+            depth += 1
+            if depth > TOML_MAX_NESTING:
+                return f"line {line}: tables and arrays nested more than {TOML_MAX_NESTING} deep"
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        elif c == ".":
+            dots += 1
+            if dots > TOML_MAX_DOTS_PER_LINE:
+                return f"line {line}: more than {TOML_MAX_DOTS_PER_LINE} dots (a key of that many parts)"
+        i += 1
+    return None
+
+
+def parse_toml(text: str, label: str) -> dict[str, Any]:
+    """A TOML text a user gave (``label``: the file's name in messages), read as tomllib reads it once its shape is
+    bounded (toml_shape_problem). A text that is not TOML, or too deeply made, is one sentence (UserError) naming the
+    line."""
+    import re
+    import tomllib
+
+    from refbench.errors import UserError
+
+    if problem := toml_shape_problem(text):
+        raise UserError(f"{label}: not a file refbench reads: {problem}.")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
+        if m:
+            message = message[: m.start()] + message[m.end():]
+            raise UserError(f"{label}:{m.group(1)}:{m.group(2)}: not valid TOML: {message.rstrip('.')}.") from None
+        raise UserError(f"{label}: not valid TOML: {message.rstrip('.')}.") from None
+    except RecursionError:  # the shape check keeps this out of reach; should tomllib recurse more, still one sentence
+        raise UserError(f"{label}: not a file refbench reads: nested too deeply.") from None

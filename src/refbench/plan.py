@@ -33,6 +33,7 @@ from refbench import timings
 from refbench.thresholds import parse as parse_accept
 from refbench.engines import names as engine_names
 from refbench.errors import UserError
+from refbench.fileio import parse_toml, read_user_file, toml_shape_problem
 from refbench.suites import get_suite, suite_names
 
 PROFILES = ("quick", "standard", "full")
@@ -264,12 +265,12 @@ def load_plan(
     if path is not None:
         label = str(path)
         try:
-            text = Path(path).read_text()
-        except FileNotFoundError:
-            raise PlanError(f"plan file {label} does not exist.") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PlanError(f"plan file {label} cannot be read: {exc}.") from None
-        raw = _parse_toml(text, label)
+            text = read_user_file(path, "plan file")
+            raw = parse_toml(text, label)
+        except PlanError:
+            raise
+        except UserError as exc:
+            raise PlanError(str(exc)) from None
 
     def where(table: str, key: str) -> str:
         shown = f"[{table}] {_shown_key(key)}" if table else _shown_key(key)
@@ -366,18 +367,6 @@ def load_plan(
     return plan
 
 
-def _parse_toml(text: str, label: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        m = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
-        if m:
-            message = message[: m.start()] + message[m.end():]
-            raise PlanError(f"{label}:{m.group(1)}:{m.group(2)}: not valid TOML: {message.rstrip('.')}.") from None
-        raise PlanError(f"{label}: not valid TOML: {message.rstrip('.')}.") from None
-
-
 def _parse_sets(sets: list[str], known: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for item in sets:
@@ -387,6 +376,8 @@ def _parse_sets(sets: list[str], known: list[str]) -> dict[str, dict[str, Any]]:
         section, key, value_text = m.group(1), m.group(2), m.group(3).strip()
         if section not in known:
             raise _not_known(f"--set {item!r} names '{section}', which", section, known, "suite")
+        if problem := toml_shape_problem(value_text):
+            raise PlanError(f"--set {section}.{key}: not a value refbench reads: {problem.removeprefix('line 1: ')}.")
         try:
             value = tomllib.loads(f"v = {value_text}")["v"]
         except tomllib.TOMLDecodeError:

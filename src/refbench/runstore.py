@@ -167,6 +167,9 @@ class Run:
         except json.JSONDecodeError as exc:
             problem = f"is not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
             raise CorruptRunFile(self.path, path, problem, exc.lineno) from None
+        except RecursionError:  # arrays or objects nested thousands deep: no file refbench writes
+            raise CorruptRunFile(self.path, path, "nests JSON arrays or objects too deeply to be one refbench "
+                                 "wrote") from None
 
     def update(self, **fields: Any) -> None:
         meta = self.meta

@@ -29,6 +29,9 @@ def parse(table: Any, where: Callable[[str], str]) -> list[Threshold]:
     """The [accept] table's thresholds; ``where(key)`` names a key for an error (file:line)."""
     if not isinstance(table, dict):
         raise UserError(f"{where('')} must be a table ([accept]) of figure = \">= number\" lines.")
+    if not _flatten(table):
+        raise UserError(f"{where('')} is empty: nothing to check (write figure = \">= number\" lines under it, e.g. "
+                        "oltp.nopm = \">= 50000\").")
     out = []
     for figure, condition in _flatten(table).items():
         if figure.count(".") < 1:
@@ -41,13 +44,18 @@ def parse(table: Any, where: Callable[[str], str]) -> list[Threshold]:
     return out
 
 
-def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """TOML reads oltp.nopm = "…" as a table oltp holding nopm: back to dotted names."""
+def _flatten(table: dict[str, Any]) -> dict[str, Any]:
+    """TOML reads oltp.nopm = "…" as a table oltp holding nopm: back to dotted names (in the file's order; a loop,
+    not recursion, however deep the tables)."""
     out: dict[str, Any] = {}
-    for key, value in table.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{name}."))
+    stack = [("", iter(table.items()))]
+    while stack:
+        prefix, items = stack[-1]
+        for key, value in items:
+            if isinstance(value, dict):
+                stack.append((f"{prefix}{key}.", iter(value.items())))
+                break
+            out[f"{prefix}{key}"] = value
         else:
-            out[name] = value
+            stack.pop()
     return out

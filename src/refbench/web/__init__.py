@@ -175,24 +175,24 @@ class Dashboard:
         return HTMLResponse(pages.progress_page(Run(run_dir(self.root, request.path_params["run"]))))
 
     def tunes(self, request: Request) -> Response:
-        """Every `refbench tune` in the runs directory, newest first, with its answer."""
-        import json
-
+        """Every `refbench tune` in the runs directory, newest first, with its answer; a damaged one is one entry."""
         journeys = []
         for path in sorted((self.root / "tune").glob("*/tune.json"), reverse=True):
             try:
-                journeys.append({**json.loads(path.read_text()), "name": path.parent.name})
-            except (OSError, ValueError):
-                continue  # one being written, or damaged: the others are still listed
+                journeys.append({**read_journey(path), "name": path.parent.name})
+            except ValueError as exc:
+                journeys.append({"name": path.parent.name, "damaged": str(exc)})
         return HTMLResponse(pages.tunes_page(journeys))
 
     def tune_report(self, request: Request) -> Response:
-        import json
-
         from refbench.tune.profile import page as tune_page
 
-        journey = json.loads((tune_dir(self.root, request.path_params["name"]) / "tune.json").read_text())
-        return HTMLResponse(pages.framed(tune_page(journey)))
+        name = request.path_params["name"]
+        try:
+            return HTMLResponse(pages.framed(tune_page(read_journey(tune_dir(self.root, name) / "tune.json"))))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return HTMLResponse(pages.message("Cannot show this tune", f"{name}: its tune.json is damaged ({exc})."),
+                                422)
 
     def run_file(self, request: Request) -> Response:
         name, relative = request.path_params["run"], request.path_params["path"] or "report.html"
@@ -206,6 +206,30 @@ class Dashboard:
             bar = pages.report_bar(run_dir(self.root, name).name, others)
             return HTMLResponse(pages.framed(text, bar))
         return FileResponse(run_file(self.root, name, relative), content_disposition_type="inline")
+
+
+TUNE_FILE_LIMIT = 64 << 20  # a journey of hundreds of trials is a few megabytes
+
+
+def read_journey(path: Path) -> dict:
+    """A tune's tune.json as the pages show it; ValueError saying why when it is not one a tune wrote (cut short, not
+    an object, nested past reading, too large, not a file)."""
+    import json
+
+    from refbench.fileio import read_user_file
+
+    try:
+        journey = json.loads(read_user_file(path, "tune.json", TUNE_FILE_LIMIT))
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix(f"tune.json {path} ").rstrip(".")) from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(journey, dict) or not isinstance(journey.get("suite"), str) or \
+            not isinstance(journey.get("steps", []), list) or not all(isinstance(s, dict) for s in journey.get("steps", [])):
+        raise ValueError("not the journey of a tune (an object with its suite and steps)")
+    return journey
 
 
 def _filters(request: Request) -> dict:

@@ -46,9 +46,10 @@ def framed(report: str, nav: str = NAV) -> str:
 
 
 def tunes_page(journeys: list[dict[str, Any]]) -> str:
-    rows = [{"tune": f'<a href="{link("/tune/" + j["name"])}">{h.esc(j["name"])}</a>', "suite": h.esc(j.get("suite", "")),
-             "profile": h.esc(j.get("profile", "")), "trials": len(j.get("steps", [])),
-             "answer": h.esc(j.get("answer", "running…"))} for j in journeys]
+    rows = [{"tune": f'<a href="{link("/tune/" + j["name"])}">{h.esc(j["name"])}</a>', "suite": h.esc(str(j.get("suite", ""))),
+             "profile": h.esc(str(j.get("profile", ""))), "trials": len(j.get("steps", [])),
+             "answer": h.esc(f"damaged: {j['damaged']}" if "damaged" in j else str(j.get("answer", "running…")))}
+            for j in journeys]
     body = "<h1>Tunes</h1>" + (_html_table(rows) if rows else
                                "<p>No tunes in this runs directory yet: <code>refbench tune --suite oltp</code>.</p>")
     return page("refbench tunes", body)
