@@ -364,3 +364,81 @@ def test_sigterm_during_a_mariadb_load_leaves_no_directory_in_the_temp_directory
     assert ended["code"] == 130, ended["stderr"]
     assert ended["survivors"] == []
     assert _left_in(private_tmpdir) == []
+
+
+# ---- a run's maker cannot aim root's clean at what they could not remove themselves ---------------------------------
+
+
+def _forged(run: Run, path: Path) -> dict:
+    """A work.json entry for ``path`` with its real identity, sealed with the run's own key: what the run's maker can
+    write, since the key is theirs."""
+    place = {"path": str(path), "suite": "dss", "created": True, "parent": removal.parent_identity(path),
+             "found": removal.identity(os.lstat(path))}
+    return run._seal(place)
+
+
+def test_root_cleaning_another_users_run_removes_only_what_that_user_could(tmp_path, reachable_dir, other_user):
+    """Another user's run names, in entries sealed with its own key, a directory of root's, one of a third user's
+    kind in a directory only root may write, and one of its own: root's clean removes only the last, and says why it
+    kept the others."""
+    victim = _victim(reachable_dir)
+    theirs = reachable_dir / "home" / "theirs"  # the maker's own, in a directory of theirs
+    (theirs / "sub").mkdir(parents=True)
+    (theirs / "sub" / "file").write_text("")
+    in_roots = reachable_dir / "roots" / "owned-by-maker"  # the maker's, in a directory only root may write
+    (in_roots / "inner").mkdir(parents=True)
+    (in_roots / "inner" / "file").write_text("")
+    for path in (reachable_dir / "home", theirs, theirs / "sub", theirs / "sub" / "file", in_roots, in_roots / "inner",
+                 in_roots / "inner" / "file"):
+        os.chown(path, other_user.pw_uid, other_user.pw_gid)
+    run = _new_run(tmp_path)
+    run.work_file.write_text(json.dumps([_forged(run, p) for p in (victim / "tpch-sf0.01", theirs, in_roots)]))
+    for path in [run.path, *run.path.rglob("*")]:  # the run is the other user's, its key and records included
+        os.chown(path, other_user.pw_uid, other_user.pw_gid, follow_symlinks=False)
+
+    removed, said = _clean_saying(run)
+    assert _victim_intact(victim)
+    assert f"kept {victim / 'tpch-sf0.01'}: it belongs to user root, not to this run" in said
+    assert theirs in removed and not theirs.exists()  # the maker could remove it: it goes
+    assert in_roots.exists() and not (in_roots / "inner").exists()  # the maker could empty it, not remove it
+    assert f"could not remove {in_roots}: {in_roots}: Permission denied" in said
+
+
+def test_a_work_key_another_user_wrote_seals_nothing(tmp_path, reachable_dir, other_user):
+    run = _new_run(tmp_path)
+    run.claim_work([reachable_dir / "made"], "dss")
+    assert run.work_sealed(run.work_places()[0])
+    os.chown(run.secret_path("work.key"), other_user.pw_uid, other_user.pw_gid)
+    assert not run.work_sealed(run.work_places()[0])
+
+
+WATCHED = """
+import sys, time
+from refbench.children import watchdog
+watchdog().register(remove=[sys.argv[1]])
+print("registered", flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_watchdog_removes_through_no_link_swapped_in_above_what_it_was_given(tmp_path, reachable_dir):
+    """A tune registers its database's copy with the watchdog; if someone swaps a directory above it for a link once
+    refbench is killed, the watchdog does not follow it into the link's target."""
+    victim = _victim(reachable_dir)
+    place = reachable_dir / "tune" / "oltp-data-run"
+    (place / "base").mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", WATCHED, str(place)], env=cli_env(), stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "registered"
+        (reachable_dir / "tune").rename(reachable_dir / "tune-moved")
+        (reachable_dir / "tune").symlink_to(victim)
+        (victim / "oltp-data-run").mkdir()  # what the link now leads to, of the same name
+        holder.kill()
+        holder.wait()
+        time.sleep(2)  # the watchdog acts as soon as its parent is gone; give it time to do the wrong thing
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (victim / "oltp-data-run").is_dir() and _victim_intact(victim)
+    assert (reachable_dir / "tune-moved" / "oltp-data-run" / "base").is_dir()  # moved away: not the place given

@@ -129,6 +129,17 @@ def test_a_libpq_message_about_a_bad_dsn_does_not_quote_a_piece_of_its_password(
     assert problem is not None and "'s" not in problem and '"***"' in problem, problem
 
 
+@settings(max_examples=200, deadline=None)
+@given(secret=passwords())
+def test_a_postgresql_uri_with_a_raw_at_in_its_password_is_refused_in_words_that_hold_no_piece_of_it(secret):
+    """libpq ends a URI's password at its first '@' and takes the rest for the host, which its own errors then quote
+    ("failed to resolve host 'ss@db1'"): such a URI is refused before it is tried, asking for %40."""
+    password, markers = secret
+    password = "".join(c for c in password if c not in "/?#") + "@x"  # '/', '?', '#' would end the host part first
+    problem = dsn_problem(f"postgresql://bench:{password}@db1.example:5432/tpcc")
+    assert problem is not None and "%40" in problem and _shown_in(problem, password, markers) == [], problem
+
+
 # ---- end to end: a run through a DSN with such a password, and everything it shows and writes ------------------------
 
 TINY_OLTP = ["oltp", "--warehouses", "1", "--rampup-s", "0", "--duration-s", "1", "--users", "1"]

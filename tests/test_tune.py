@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_env, refbench_command, wait_for
+from test_least_privilege import other_user  # noqa: F401 (a fixture)
 from test_dashboard import Server
 from refbench.children import die_with_parent
 from refbench.tune import knobs as K
@@ -214,6 +216,105 @@ def test_a_tune_killed_with_sigkill_leaves_no_host_setting_changed(tmp_path):
     assert not journal.exists()
 
 
+HOLDER = """
+import sys, time
+from pathlib import Path
+from refbench.host.sysfs import SysRoot
+from refbench.tune.host import HostChanges, host_knobs
+root = SysRoot(sys.argv[1])
+changes = HostChanges(root, Path(sys.argv[2]))
+changes.claim()
+changes.apply({k.name: k for k in host_knobs("oltp", None, root)}["vm.dirty_ratio"], "10")
+print("changed", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--apply-host needs root")
+def test_two_tunes_at_once_never_put_back_each_others_host_settings(tmp_path):
+    """A tune in the middle of a host trial (here a process holding the host as tune does, its dirty_ratio changed):
+    another tune that ends meanwhile leaves its setting and journal alone, and a second --apply-host tune is refused
+    while the first holds the host. Once the first is killed, its watchdog puts the setting back."""
+    root = _fake_host(tmp_path / "root")
+    journal = tmp_path / "state/host-changes.json"
+    env = cli_env(REFBENCH_SYSROOT=str(tmp_path / "root"), REFBENCH_STATE_DIR=str(tmp_path / "state"))
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root.root), str(journal)], env=env,
+                              stdout=subprocess.PIPE, text=True,
+                              preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+    try:
+        assert holder.stdout.readline().strip() == "changed"
+        plain = subprocess.run(refbench_command("tune", *SLEEPY, "--budget", "5s"), cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=300)
+        assert plain.returncode == 0, plain.stderr
+        assert "host settings put back" not in plain.stderr
+        assert root.read("/proc/sys/vm/dirty_ratio") == "10" and journal.exists()  # the holder's, still out
+        second = subprocess.run(refbench_command("tune", *SLEEPY, "--apply-host", "--budget", "5s"), cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=300)
+        assert second.returncode == 2 and f"another refbench tune (pid {holder.pid}) is changing this host's " \
+            "settings" in second.stderr, second.stderr
+        assert root.read("/proc/sys/vm/dirty_ratio") == "10" and journal.exists()
+        holder.kill()
+        holder.wait()
+        wait_for(lambda: not journal.exists(), 60, "the holder's watchdog putting its setting back")
+        assert root.read("/proc/sys/vm/dirty_ratio") == "20"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_non_root_user_is_never_stopped_by_roots_tune_state(reachable_dir, other_user):
+    """Root's state directory closed (0700, as an older refbench made it), or open with a journal a killed root tune
+    left: another user's refbench command still works, with one warning saying what it cannot do."""
+    from refbench.cli import main
+
+    tmp_path = reachable_dir  # a directory the other user can reach (pytest's own is closed to them)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "host-changes.json").write_text(json.dumps({"owner": {"pid": 1, "start": -1}, "root": "/", "changes": [
+        {"path": "/proc/sys/vm/dirty_ratio", "original": "20", "setting": "vm.dirty_ratio"}]}))
+    (state / "server-changes-1.json").write_text("{}")
+    os.chmod(state / "server-changes-1.json", 0o600)
+
+    def as_other_user(*args: str) -> tuple[int, str]:
+        """refbench ARGS in a child that has become the other user (its modules loaded by root first: the other user
+        cannot read this Python's own files)."""
+        err = tmp_path / f"err-{len(list(tmp_path.glob('err-*')))}"
+        err.touch(mode=0o666)
+        err.chmod(0o666)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setresgid(other_user.pw_gid, other_user.pw_gid, other_user.pw_gid)
+                os.setresuid(other_user.pw_uid, other_user.pw_uid, other_user.pw_uid)
+                sys.stderr, sys.stdout = open(err, "w"), open(os.devnull, "w")
+                os.environ.update(REFBENCH_STATE_DIR=str(state), HOME=str(tmp_path))
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                code = 99
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status), err.read_text()
+
+    with pytest.raises(SystemExit):  # loads what --help needs while root can read it
+        main(["--help"])
+    code, said = as_other_user("--help")
+    assert code == 0 and said.strip().splitlines() == [
+        f"refbench: warning: the host-changes journal {state / 'host-changes.json'} cannot be read (Permission "
+        "denied); skipped"], said
+    state.chmod(0o755)
+    (state / "host-changes.json").chmod(0o644)
+    code, said = as_other_user("--help")
+    assert code == 0 and said.strip().splitlines() == [
+        f"refbench: warning: a tune that was killed left host settings changed ({state / 'host-changes.json'}); run "
+        "any refbench command as root to put them back"], said
+    assert json.loads((state / "host-changes.json").read_text())["changes"]  # left for root
+
+
 def test_a_tune_stopped_with_sigterm_stops_its_run_and_exits_130(tmp_path):
     """A signal sent to tune alone (kill PID, not Ctrl-C in a terminal, which reaches the run too) stops the run it
     waits for, which stops cleanly; tune never resumes a trial, so that run's work data goes (its records stay)."""
@@ -387,3 +488,45 @@ def test_a_users_mariadb_gets_its_global_variables_back(reachable_dir, tmp_path)
         assert changes.restore() == [f"innodb_io_capacity: {before}"] and value() == before
     finally:
         server.stop()
+
+
+def test_the_data_a_killed_tune_left_goes_at_the_next_tune_or_clean(refbench, tmp_path):
+    """A tune killed with its watchdog leaves its loaded database and its copy (hundreds of MB at the quick profile):
+    `clean --all-work` removes them — never those of a tune that still runs (it holds its directory's lock) — and
+    keeps the journey and the runs."""
+    import fcntl
+
+    tunes = tmp_path / "runs" / "tune"
+    for name in ("20261127T000000Z-oltp", "20261127T000100Z-oltp"):
+        (tunes / name / "oltp-data" / "base").mkdir(parents=True)
+        (tunes / name / "oltp-data-run").mkdir()
+        (tunes / name / "oltp-data.log").write_text("")
+        (tunes / name / "tune.json").write_text("{}")
+        (tunes / name / "tune.lock").write_text("")
+    running = os.open(tunes / "20261127T000100Z-oltp" / "tune.lock", os.O_RDWR)
+    fcntl.flock(running, fcntl.LOCK_EX)
+    try:
+        cleaned = refbench("clean", "--all-work", "--runs-dir", "runs")
+        assert cleaned.code == 0, cleaned.stderr
+        killed = tunes / "20261127T000000Z-oltp"
+        assert sorted(p.name for p in killed.iterdir()) == ["tune.json", "tune.lock"]
+        said = " ".join(cleaned.stderr.split())
+        assert "removed runs/tune/20261127T000000Z-oltp/oltp-data, the data of a tune that was killed" in said
+        assert said.endswith("(the data of 1 killed tune(s) removed)"), said
+        assert (tunes / "20261127T000100Z-oltp" / "oltp-data" / "base").is_dir()  # still running: left alone
+    finally:
+        os.close(running)
+    again = refbench("tune", *SLEEPY, "--budget", "5s")  # the next tune removes them too
+    assert again.code == 0, again.stderr
+    assert not (tunes / "20261127T000100Z-oltp" / "oltp-data").exists()
+
+
+def test_tune_refuses_a_host_setting_without_apply_host_and_an_unwritable_runs_dir_in_one_sentence(refbench, tmp_path):
+    only_host = refbench("tune", *SLEEPY, "--only", "vm.dirty_ratio", "--budget", "5m")
+    assert only_host.code == 2 and "--only vm.dirty_ratio: a host setting, which tune tries only with --apply-host" \
+        in only_host.stderr and not (tmp_path / "runs").exists(), only_host.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    unwritable = refbench("tune", *SLEEPY, "--runs-dir", str(blocker / "runs"), "--budget", "5m")
+    assert unwritable.code == 2 and "internal error" not in unwritable.stderr, unwritable.stderr
+    assert len(unwritable.stderr.strip().splitlines()) == 1 and "cannot create the tunes directory" in unwritable.stderr

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from refbench.removal import remove_quietly
+
 PR_SET_PDEATHSIG = 1
 # Looked up once here: a child forked from a process with threads must not dlopen (another thread may have held the
 # loader's lock at the fork, and the child would wait for it forever).
@@ -294,13 +296,9 @@ def _undo(entry: _Entry) -> None:
         while time.monotonic() < deadline and not _gone(entry):
             time.sleep(0.05)
     for path in entry.remove:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        # Walked down from "/" by descriptor, following no link on the way or inside: whoever can write a directory
+        # above cannot aim the removal elsewhere by swapping a link in.
+        remove_quietly(Path(path))
     if entry.pidfd is not None:
         os.close(entry.pidfd)
 

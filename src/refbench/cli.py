@@ -138,6 +138,9 @@ def _start_and_execute(plan_kwargs: dict[str, Any], as_json: bool = False, dry_r
     if dry_run:
         _dry_run(plan)
         return
+    from refbench.tune.tuner import remove_data_of_dead_tunes
+
+    remove_data_of_dead_tunes(Path(plan.runs_dir) / "tune", lambda line: err.print(line, soft_wrap=True))
     run = runner.start(plan, sys.argv, err)
     _execute(run, as_json)
 
@@ -369,9 +372,15 @@ def clean(
         raise UserError("name a RUN or give --all-work (not both).")
     runs = list_runs(runs_dir) if all_work else [Run.find(run_ref or "", runs_dir)]
     removed = runner.clean(runs, err, each=all_work)
+    tunes = []
+    if all_work:  # and what tunes killed with their watchdog left: their loaded database and its copy
+        from refbench.tune.tuner import remove_data_of_dead_tunes
+
+        tunes = remove_data_of_dead_tunes(Path(runs_dir) / "tune", lambda line: err.print(line, soft_wrap=True))
     where = f"{len(runs)} run(s) in {runs_dir}" if all_work else str(runs[0].path)
     err.print(f"work data removed: {sum(size for _, size in removed) / 1e6:,.1f} MB from {where}" if removed
-              else f"no work data left by {where}", soft_wrap=True)
+              else f"no work data left by {where}" + (f" (the data of {len({p.parent for p in tunes})} killed tune(s) removed)" if tunes else ""),
+              soft_wrap=True)
 
 
 RUNS_TABLE_LIMIT = 50  # a screenful or two; 1,000 runs as a table take Rich 0.7 s to lay out
@@ -765,6 +774,7 @@ def tune(
     finally:
         if said := tuner.host.restore():
             err.print("host settings put back: " + "; ".join(said), markup=False, highlight=False)
+        tuner.host.release()
         if tuner.server is not None and (said := tuner.server.restore()):
             err.print("server settings put back: " + "; ".join(said), markup=False, highlight=False)
     from refbench.tune.profile import write_outputs
@@ -923,14 +933,11 @@ def _interrupted_again(signum: int, frame: Any) -> None:
 
 def _restore_host_settings() -> None:
     """Host and server settings a tune changed and could not put back (it, and for the host its watchdog, were
-    killed) go back now."""
+    killed) go back now; what this user cannot put back or read is said, and the command goes on."""
     from refbench.tune import host, server
 
-    left = [(host.restore_journal, None, "a host setting")] if host.journal_path().exists() else []
-    left += [(server.restore_journal, journal, "a setting of your server") for journal in server.journals()]
-    for restore, journal, what in left:
-        for line in restore(journal):
-            print(f"refbench: a tune that was killed had changed {what}, now put back: {line}", file=sys.stderr)
+    for line in host.left_by_a_killed_tune() + server.left_by_a_killed_tune():
+        print(f"refbench: {line}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,17 +4,23 @@ A path is walked down from "/" one component at a time with O_NOFOLLOW, each dir
 and what is removed is compared with what the run recorded of it (device, inode, owner) on the opened descriptor
 itself: a symbolic link, or a directory renamed in by whoever can write a parent, is never followed nor emptied.
 Path-based removal (shutil.rmtree(path)) checks the last component only, and follows every link above it.
+
+A run's records are written by whoever made the run, and so vouch for nothing beyond that user's own rights: root
+removing another user's run data does it as that user (remove_as), so that no record can aim root's rights at a
+directory its maker could not remove.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pwd
 import stat
 from pathlib import Path
 from typing import Any
 
+NOGROUP = 65534
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -133,7 +139,8 @@ def open_place(path: Path, *, parent: dict[str, Any] | None = None, recorded: di
         place.__exit__()
         raise Kept(f"it is now {_what(st)} of {_user(st.st_uid)}, not the one this run created (device "
                    f"{recorded.get('dev')}, inode {recorded.get('ino')})")
-    if recorded is None and owners is not None and st.st_uid not in owners:
+    # Whatever a record says: the run's maker writes its records, and can record anyone's directory.
+    if owners is not None and st.st_uid not in owners:
         place.__exit__()
         raise Kept(f"it belongs to {_user(st.st_uid)}, not to this run")
     return place
@@ -150,6 +157,48 @@ def remove(place: Place, shown: Path) -> tuple[int, str]:
     size = _empty(place.fd, shown, errors)
     _try(errors, shown, os.rmdir, place.name, dir_fd=place.parent_fd)
     return size, "; ".join(errors[:3])
+
+
+def remove_as(place: Place, shown: Path, uid: int | None) -> tuple[int, str]:
+    """remove(), with the rights of user ``uid`` alone (None: this process's own): root cleaning another user's run
+    removes only what that user could remove, whatever the run's records say — the kernel judges each unlink and rmdir
+    against that user's rights, in a child process that has become the user. Returns what remove() does."""
+    if uid is None or uid == os.geteuid():
+        return remove(place, shown)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: become the user, remove, say how it went, and end without running anything else
+        try:
+            os.close(read_end)
+            _become(uid)
+            result = remove(place, shown)
+        except BaseException as exc:  # noqa: BLE001 - whatever happened is said to the parent
+            result = (0, f"{shown}: {exc}")
+        try:
+            os.write(write_end, json.dumps(result).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        said = f.read()
+    os.waitpid(pid, 0)
+    try:
+        size, problem = json.loads(said)
+        return int(size), str(problem)
+    except (ValueError, TypeError):
+        return 0, f"{shown}: the removal as {_user(uid)} ended without a word"
+
+
+def _become(uid: int) -> None:
+    """This process takes user ``uid``'s identity for good: its groups, its group, then the user itself."""
+    try:
+        account = pwd.getpwuid(uid)
+        groups, gid = os.getgrouplist(account.pw_name, account.pw_gid), account.pw_gid
+    except KeyError:  # a user without an entry in the user database: no group of its own, nobody's
+        groups, gid = [], NOGROUP
+    os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
 
 
 def _try(errors: list[str], shown: Path, fn: Any, *args: Any, **kwargs: Any) -> bool:
@@ -220,20 +269,20 @@ def parent_identity(path: Path) -> dict[str, int] | None:
         os.close(fd)
 
 
-def remove_path(path: Path, **expected: Any) -> str:
-    """open_place (``expected``: its keywords), then remove; returns what failed ("" when nothing did, or the place
-    was gone). Kept when the place is no longer the run's."""
+def remove_path(path: Path, as_user: int | None = None, **expected: Any) -> str:
+    """open_place (``expected``: its keywords), then remove (remove_as ``as_user``); returns what failed ("" when
+    nothing did, or the place was gone). Kept when the place is no longer the run's."""
     place = open_place(path, **expected)
     if place is None:
         return ""
     with place:
-        return remove(place, path)[1]
+        return remove_as(place, path, as_user)[1]
 
 
-def remove_quietly(path: Path) -> None:
-    """Removes a directory tree refbench made for a moment (a job's WORK), entering no link on the way to it or in
-    it; what it cannot remove stays, as shutil.rmtree(ignore_errors=True) would leave it."""
+def remove_quietly(path: Path, as_user: int | None = None) -> None:
+    """Removes a directory tree refbench made for a moment (a job's WORK, a tune's copy of its database), entering no
+    link on the way to it or in it; what it cannot remove stays, as shutil.rmtree(ignore_errors=True) would leave it."""
     try:
-        remove_path(Path(path).absolute())
+        remove_path(Path(path).absolute(), as_user)
     except (OSError, Kept):
         pass

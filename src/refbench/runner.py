@@ -7,6 +7,7 @@ skips exactly the recorded cases and measures the rest: none lost, none duplicat
 from __future__ import annotations
 
 import hashlib
+import os
 import pwd
 import shutil
 import socket
@@ -245,6 +246,8 @@ def remove_work_data(run: Run, console: Console) -> list[tuple[Path, int]]:
     others = [r for r in list_runs(run.path.parent) if r.path.resolve() != run.path.resolve()]
     claims = {other: _places_of(other) for other in others}
     owners = run_owners(run)
+    maker = run.path.stat().st_uid
+    as_user = maker if os.geteuid() == 0 and maker != 0 else None  # root removes another's only as that user could
     removed, done = [], set()
     # The run directory is the one the user named, so the way to it is theirs to trust; the rest is walked.
     places = [(run.path / "work", "", dict(owners=owners, trusted_parent=True)),
@@ -272,7 +275,7 @@ def remove_work_data(run: Run, console: Console) -> list[tuple[Path, int]]:
                 if why.startswith("created again"):
                     done.add(claimed)  # the later run's now: this run must not remove it on another try either
                 continue
-            size, problem = removal.remove(place, path)
+            size, problem = removal.remove_as(place, path, as_user)
         if problem:
             console.print(f"[yellow]could not remove[/yellow] {path}: {problem}", soft_wrap=True)
         else:
@@ -284,9 +287,12 @@ def remove_work_data(run: Run, console: Console) -> list[tuple[Path, int]]:
 
 
 def run_owners(run: Run) -> set[int]:
-    """Who may own a place a run created: the account that made the run (which owns its directory), and the accounts
-    its managed servers run as (they own their data directories)."""
+    """Who may own a place a run created: the account that made the run (which owns its directory), and, for a run
+    root made, the accounts its managed servers run as (they own their data directories); another user's servers
+    run as that user."""
     owners = {run.path.stat().st_uid}
+    if owners != {0}:
+        return owners
     for account in SERVER_ACCOUNTS.values():
         try:
             owners.add(pwd.getpwnam(account).pw_uid)

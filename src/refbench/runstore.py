@@ -355,7 +355,13 @@ class Run:
             atomic_write_json(self.work_file, places)
 
     def _work_key(self, create: bool) -> bytes | None:
+        """The run's sealing key. One its maker (the run directory's owner) did not write seals nothing."""
         key = read_private(self.secret_path("work.key"))
+        try:
+            if key is not None and self.secret_path("work.key").stat().st_uid != self.path.stat().st_uid:
+                return None
+        except OSError:
+            return None
         if key is None and create:
             key = secrets.token_hex(32)
             write_private(self.secret_path("work.key"), key)

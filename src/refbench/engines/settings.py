@@ -93,6 +93,12 @@ def dsn_problem(value: str) -> str | None:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
+    scheme, _, rest = value.strip().partition("://")
+    if rest and scheme.lower() in ("postgresql", "postgres") and re.split(r"[/?]", rest, maxsplit=1)[0].count("@") > 1:
+        # libpq ends the user and password at the first '@' and takes the rest for the host, which its errors then
+        # repeat: a piece of the password would be shown.
+        return ("holds '@' in its user name or password, which a postgresql:// URI must write as %40 "
+                "(postgresql://bench:p%40ss@db1/tpch)")
     try:
         conninfo_to_dict(value)
     except psycopg.Error as exc:

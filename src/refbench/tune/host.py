@@ -9,6 +9,7 @@ a file system's data.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -23,7 +24,26 @@ from refbench.tune.knobs import Knob
 
 
 def state_dir() -> Path:
-    return Path(os.environ.get("REFBENCH_STATE_DIR") or "/var/lib/refbench")
+    """Where tune keeps its journals: REFBENCH_STATE_DIR; else root's /var/lib/refbench, which holds the host's journal
+    (only root changes host settings) and root's own; else the user's own state directory (XDG_STATE_HOME,
+    ~/.local/state): a user's journals are the user's, and root's never stand in another user's way."""
+    if os.environ.get("REFBENCH_STATE_DIR"):
+        return Path(os.environ["REFBENCH_STATE_DIR"])
+    if os.geteuid() == 0:
+        return Path(HOST_STATE_DIR)
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "refbench"
+
+
+HOST_STATE_DIR = "/var/lib/refbench"
+
+
+def make_state_dir(path: Path) -> Path:
+    """``path`` made if missing, readable by everyone (0755): the host journal in it is read by every user's refbench
+    (which says when a killed tune left host settings changed); what is private in it is so by its own mode."""
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if path.stat().st_uid == os.geteuid() and path.stat().st_mode & 0o755 != 0o755:
+        path.chmod(path.stat().st_mode | 0o755)  # made 0700 by an older refbench
+    return path
 
 
 def sysroot() -> SysRoot:
@@ -32,7 +52,12 @@ def sysroot() -> SysRoot:
 
 
 def journal_path() -> Path:
-    return state_dir() / "host-changes.json"
+    """The host's one journal, root's, where every user's refbench looks for it."""
+    return Path(os.environ.get("REFBENCH_STATE_DIR") or HOST_STATE_DIR) / "host-changes.json"
+
+
+def lock_path() -> Path:
+    return journal_path().with_name("host-tune.lock")
 
 
 # The host settings tune may offer, by the names host_knobs gives them (a device's own after its name: "I/O scheduler
@@ -96,22 +121,46 @@ def setting_value(root: SysRoot, relative: str) -> str:
 
 
 class HostChanges:
-    """The host settings a trial changed, put back by ``restore`` (and by whoever finds the journal later)."""
+    """The host settings a trial changed, put back by ``restore`` (and by whoever finds the journal later, once this
+    process is gone). While it may change them (``claim``) it holds the host's lock: two tunes never change the host
+    at once, so neither measures the other's change nor puts back the other's values."""
 
     def __init__(self, root: SysRoot | None = None, journal: Path | None = None):
         self.root = root or sysroot()
         self.journal = journal or journal_path()
         self._guard = None
+        self._lock: int | None = None
+
+    def claim(self) -> None:
+        """Takes the host's lock for as long as this process lives (or until ``release``); refuses, in one sentence,
+        while another tune holds it or its journal is still out."""
+        from refbench.errors import UserError
+
+        make_state_dir(self.journal.parent)
+        fd = os.open(self.journal.with_name(lock_path().name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise UserError(f"another refbench tune (pid {holder}) is changing this host's settings; wait for it to "
+                            "end, or tune without --apply-host.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock = fd
+        self.check_alone()
+
+    def release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def check_alone(self) -> None:
         """Refuses to start while another refbench's host changes are out: its "before" values would be ours."""
         from refbench.errors import UserError
 
-        try:
-            owner = json.loads(self.journal.read_text()).get("owner") or {}
-        except (OSError, ValueError, AttributeError):
-            return
-        if owner.get("pid") != os.getpid() and owner_running(owner):
+        owner = _journal_owner(self.journal)
+        if owner and owner != owner_identity() and owner_running(owner):
             raise UserError(f"another refbench tune (pid {owner['pid']}) is changing this host's settings "
                             f"({self.journal}); wait for it to end, or tune without --apply-host.")
 
@@ -128,15 +177,16 @@ class HostChanges:
             self._guard = _watch(self.journal)
 
     def restore(self) -> list[str]:
-        """Puts every journaled value back; returns "setting: value" for each."""
-        said = restore_journal(self.journal, self.root, owner_alive_ok=True)
+        """Puts back every value this process journaled; returns "setting: value" for each. Another tune's journal is
+        never touched: it is that tune's to put back, or, once it is gone, the next refbench's."""
+        said = restore_journal(self.journal, self.root, mine=True)
         if self._guard is not None:
             self._guard.release()
             self._guard = None
         return said
 
     def _write_journal(self, entries: list[dict[str, Any]]) -> None:
-        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        make_state_dir(self.journal.parent)
         atomic_write_text(self.journal, json.dumps({"owner": owner_identity(), "root": str(self.root.root),
                                                     "changes": entries}, indent=1))
 
@@ -154,39 +204,82 @@ def owner_running(owner: dict[str, Any]) -> bool:
     return bool(owner.get("pid")) and start_time(owner["pid"]) == owner.get("start")
 
 
+def read_journal(journal: Path) -> dict[str, Any]:
+    """A journal's {"owner", "changes", …}; FileNotFoundError when there is none, ValueError (or another OSError)
+    when it cannot be read as one."""
+    data = json.loads(journal.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("owner") or {}, dict) or \
+            not isinstance(data.get("changes", []), list):
+        raise ValueError(f"{journal} is not a journal of changes")
+    return data
+
+
+def _journal_owner(journal: Path) -> dict[str, Any]:
+    try:
+        return read_journal(journal).get("owner") or {}
+    except (OSError, ValueError):
+        return {}
+
+
 def _entries(journal: Path) -> list[dict[str, Any]]:
     try:
-        return list(json.loads(journal.read_text()).get("changes", []))
-    except (OSError, ValueError, AttributeError):
+        return list(read_journal(journal).get("changes", []))
+    except (OSError, ValueError):
         return []
 
 
-def restore_journal(journal: Path | None = None, root: SysRoot | None = None, owner_alive_ok: bool = False) -> list[str]:
-    """Puts back what the journal holds, unless its owner still runs (another tune at work) and ``owner_alive_ok`` is
-    not given. Each value is taken out of the journal once written back; the journal goes when it is empty."""
+def restore_journal(journal: Path | None = None, root: SysRoot | None = None, mine: bool = False) -> list[str]:
+    """Puts back what the journal holds: with ``mine``, only if this process wrote it; else only if the process that
+    wrote it is gone (a tune that still runs puts back its own). Each value is taken out of the journal once written
+    back; the journal goes when it is empty."""
     journal = journal or journal_path()
     try:
-        data = json.loads(journal.read_text())
+        data = read_journal(journal)
     except FileNotFoundError:
         return []
     except (OSError, ValueError):
         return [f"the host-changes journal {journal} cannot be read; check the settings it named by hand"]
-    if not owner_alive_ok and owner_running(data.get("owner") or {}):
+    owner = data.get("owner") or {}
+    if (owner != owner_identity()) if mine else owner_running(owner):
         return []
     root = root or SysRoot(data.get("root") or "/")
     entries, said = list(data.get("changes", [])), []
-    while entries:
-        entry = entries[-1]
-        try:
-            root.path(entry["path"]).write_text(entry["original"])
-            said.append(f"{entry['setting']}: {entry['original']}")
-        except OSError as exc:
-            said.append(f"{entry['setting']}: could not be put back to {entry['original']} ({exc.strerror})")
-        entries.pop()
-        if entries:
-            atomic_write_text(journal, json.dumps({**data, "changes": entries}, indent=1))
-    journal.unlink(missing_ok=True)
+    try:
+        while entries:
+            entry = entries[-1]
+            try:
+                root.path(entry["path"]).write_text(entry["original"])
+                said.append(f"{entry['setting']}: {entry['original']}")
+            except OSError as exc:
+                said.append(f"{entry['setting']}: could not be put back to {entry['original']} ({exc.strerror})")
+            entries.pop()
+            if entries:
+                atomic_write_text(journal, json.dumps({**data, "changes": entries}, indent=1))
+        journal.unlink(missing_ok=True)
+    except OSError as exc:
+        said.append(f"the journal {journal} could not be updated ({exc.strerror}); check the settings it names by hand")
     return list(dict.fromkeys(said))
+
+
+def left_by_a_killed_tune() -> list[str]:
+    """What any refbench command does first: puts back the host settings of a tune that was killed with its watchdog
+    (its journal's writer is gone), as sentences to print. A user who cannot (not root) is told once; a journal it
+    cannot read is skipped with one warning; neither stops the command."""
+    journal = journal_path()
+    try:
+        owner = read_journal(journal).get("owner") or {}
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        return [f"warning: the host-changes journal {journal} cannot be read "
+                f"({getattr(exc, 'strerror', None) or exc}); skipped"]
+    if owner_running(owner):
+        return []
+    if os.geteuid() != 0 and not os.environ.get("REFBENCH_SYSROOT"):
+        return [f"warning: a tune that was killed left host settings changed ({journal}); run any refbench command as "
+                "root to put them back"]
+    return [f"a tune that was killed had changed a host setting, now put back: {line}"
+            for line in restore_journal(journal)]
 
 
 def _watch(journal: Path):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.redaction import read_private, write_private
-from refbench.tune.host import owner_identity, owner_running, state_dir
+from refbench.tune.host import make_state_dir, owner_identity, owner_running, state_dir
 
 RELOADABLE = ("user", "superuser", "sighup")  # PostgreSQL contexts a reload applies to new sessions
 RELOAD_S = 0.5  # a reload is a signal the postmaster acts on a moment later; sessions started after it see the value
@@ -53,12 +53,14 @@ class ServerChanges:
         entries = _entries(self.journal)
         if not any(e["setting"] == name for e in entries):
             entries.append({"setting": name, "original": self._saved(name)})
+            make_state_dir(self.journal.parent)
             write_private(self.journal, json.dumps({"owner": owner_identity(), "engine": self.engine, "dsn": self.dsn,
                                                     "changes": entries}))
         self._set(name, value)
 
     def restore(self) -> list[str]:
-        return restore_journal(self.journal, owner_alive_ok=True)
+        """Puts back what this process journaled (never another tune's)."""
+        return restore_journal(self.journal, mine=True)
 
     # ---- the engines' statements ------------------------------------------------------------------------------
 
@@ -98,25 +100,32 @@ class ServerChanges:
                 cursor.execute(f"SET GLOBAL {name} = {value if number else '%s'}", () if number else (value,))
 
 
-def _entries(journal: Path) -> list[dict[str, Any]]:
+def _read(journal: Path) -> dict[str, Any] | None:
+    """A journal this user may read, or None (none, another user's, or not one a tune wrote)."""
     text = read_private(journal)
     try:
-        return list(json.loads(text).get("changes", [])) if text else []
-    except (ValueError, AttributeError):
-        return []
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("changes", []), list) else None
 
 
-def restore_journal(journal: Path | None = None, owner_alive_ok: bool = False) -> list[str]:
-    """Puts back what the journal holds (unless its owner still runs and ``owner_alive_ok`` is not given); a server
-    that does not answer keeps the journal for the next start."""
+def _entries(journal: Path) -> list[dict[str, Any]]:
+    data = _read(journal)
+    return list(data.get("changes", [])) if data else []
+
+
+def restore_journal(journal: Path | None = None, mine: bool = False) -> list[str]:
+    """Puts back what the journal holds: with ``mine``, only if this process wrote it; else only if the process that
+    wrote it is gone. A server that does not answer keeps the journal for the next start."""
     from refbench.errors import UserError
 
     journal = journal or journal_path()
-    text = read_private(journal)
-    if text is None:
+    data = _read(journal)
+    if data is None:
         return []
-    data = json.loads(text)
-    if not owner_alive_ok and owner_running(data.get("owner") or {}):
+    owner = data.get("owner") or {}
+    if (owner != owner_identity()) if mine else owner_running(owner):
         return []
     server = ServerChanges(data["engine"], data["dsn"], journal)
     entries, said = list(data.get("changes", [])), []
@@ -135,3 +144,14 @@ def restore_journal(journal: Path | None = None, owner_alive_ok: bool = False) -
         return said + [f"the server's settings could not all be put back yet ({exc}); the next refbench start tries again"]
     os.unlink(journal)
     return said
+
+
+def left_by_a_killed_tune() -> list[str]:
+    """What any refbench command does first: puts back the settings a killed tune changed on this user's servers, as
+    sentences to print; a state directory it cannot read is skipped with one warning."""
+    try:
+        found = journals()
+    except OSError as exc:
+        return [f"warning: tune's state directory {state_dir()} cannot be read ({exc.strerror}); skipped"]
+    return [f"a tune that was killed had changed a setting of your server, now put back: {line}"
+            for journal in found for line in restore_journal(journal)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -14,12 +13,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from refbench.errors import UserError
-from refbench.fileio import atomic_write_text
+from refbench.fileio import atomic_write_text, writable_directory
+from refbench.removal import remove_quietly
 from refbench.report.html import fmt
 from refbench.redaction import redact, write_private
 from refbench.report.waits import PHRASES
 from refbench.tune import knobs as K
-from refbench.tune.host import HostChanges, host_knobs
+from refbench.tune.host import HOST_SETTINGS, HostChanges, host_knobs
 from refbench.tune.server import ServerChanges
 from refbench.tune.trials import Judgement, Objective, SideRun, interleaved, judge, plan_text, run_side
 
@@ -32,6 +32,9 @@ TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s"
 PLAN_KEYS = ("targets", "work_dir", "engines", "scheduler")
 DATA_COPIED = "oltp-data"  # the one loaded database each oltp run starts from a copy of
 DATA_COPY = f"{DATA_COPIED}-run"  # that copy, while a run uses it
+# What of a tune's directory is its data (the managed servers keep their log beside their data directory: NAME.log).
+DATA_LEFT = tuple(f"{name}{end}" for name in (DATA_COPIED, DATA_COPY) for end in ("", ".log"))
+ALIVE_LOCK = "tune.lock"  # held (flock) by the tune process while it runs: a tune directory without a holder is over
 
 
 @dataclass
@@ -131,15 +134,26 @@ class Tuner:
             self.server = ServerChanges(engine_for_dsn(self.options["dsn"]), self.options["dsn"])
         self.host = HostChanges()
         if request.apply_host:
-            self.host.check_alone()
+            self.host.claim()  # held to the end: no other tune changes the host meanwhile
         known = known_settings(request.suite)
         if unknown := [name for name in request.only if name not in known]:
             raise UserError(f"--only {', '.join(unknown)}: not a setting tune tries for {request.suite}; it tries "
                             f"{', '.join(known)}.")
+        if host_only := [name for name in request.only if name in HOST_SETTINGS]:
+            if not request.apply_host:
+                raise UserError(f"--only {', '.join(host_only)}: a host setting, which tune tries only with "
+                                "--apply-host (as root).")
+        tunes = Path(request.runs_dir) / TUNE_DIR
+        writable_directory(tunes, "the tunes directory")
+        remove_data_of_dead_tunes(tunes, lambda line: self.say(line))
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        self.dir = Path(request.runs_dir) / TUNE_DIR / f"{stamp}-{request.suite}"
-        self.dir.mkdir(parents=True, exist_ok=False)
-        (self.dir / "runs").mkdir()
+        self.dir = tunes / f"{stamp}-{request.suite}"
+        try:
+            self.dir.mkdir(exist_ok=False)
+            (self.dir / "runs").mkdir()
+        except OSError as exc:
+            raise UserError(f"cannot create the tune's directory {self.dir}: {exc.strerror}.") from None
+        self._alive = hold_alive_lock(self.dir)
         self.log = self.dir / "tune.log"
         self.template = self.dir / DATA_COPIED if self.copies_data() else None
 
@@ -181,13 +195,13 @@ class Tuner:
 
         started = time.monotonic()
         copy = self.dir / DATA_COPY
-        shutil.rmtree(copy, ignore_errors=True)
+        remove_quietly(copy)
         # Copied block by block (no reflink: shared extents would be written copy-on-write, another layout than a
         # load's), ownership and modes kept.
         done = subprocess.run(["cp", "-a", "-T", "--reflink=never", str(self.template), str(copy)],
                               capture_output=True, text=True)
         if done.returncode != 0:
-            shutil.rmtree(copy, ignore_errors=True)
+            remove_quietly(copy)
             raise UserError(f"copying the trial runs' database failed: {done.stderr.strip() or done.returncode}.")
         for tree, write_back in ((copy, True), (self.template, False)):
             pagecache.evict([p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()], write_back=write_back)
@@ -235,7 +249,7 @@ class Tuner:
                 if outside:
                     self.server.restore()
             if data is not None and data != self.template:
-                shutil.rmtree(data, ignore_errors=True)
+                remove_quietly(data)
         self.run_wall_s.append(result.wall_s + copying_s)
         return result
 
@@ -363,9 +377,9 @@ class Tuner:
         from refbench.children import watchdog
 
         # The loaded database and its copy go at the end, and with refbench's watchdog if tune is killed (after the
-        # run using them has stopped: run_side registers each run after this).
-        # (The managed servers keep their log beside their data directory: NAME.log.)
-        data = [self.dir.absolute() / f"{name}{end}" for name in (DATA_COPIED, DATA_COPY) for end in ("", ".log")]
+        # run using them has stopped: run_side registers each run after this); with both killed, at the next tune or
+        # clean --all-work (remove_data_of_dead_tunes).
+        data = [self.dir.absolute() / name for name in DATA_LEFT]
         guard = watchdog().register(remove=data) if self.template is not None else None
         try:
             return self._tune()
@@ -378,7 +392,7 @@ class Tuner:
         finally:
             if guard is not None:
                 for path in data:
-                    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                    remove_quietly(path)
                 guard.release()
 
     def remove_work_left(self) -> None:
@@ -582,3 +596,48 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
     lines.append(f"answer: {journey.get('answer', 'none')}")
     lines.append(f"tuned plan: {Path(journey['dir']) / 'tuned-plan.toml'}; the journey: {Path(journey['dir']) / 'report.html'}")
     return lines
+
+
+
+def hold_alive_lock(directory: Path) -> int:
+    """Takes the tune directory's lock for as long as this process lives: whoever finds it free knows the tune ended,
+    however it ended (a kill -9 of tune and its watchdog too)."""
+    import fcntl
+
+    fd = os.open(directory / ALIVE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def remove_data_of_dead_tunes(tunes: Path, say: Callable[[str], None]) -> list[Path]:
+    """Removes the loaded database and its copy that a tune killed with its watchdog left in its directory (a tune
+    that still runs holds its lock); its journey, runs and log stay. Returns what it removed."""
+    import fcntl
+
+    removed = []
+    try:
+        found = sorted(p for p in tunes.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    for directory in found:
+        left = [directory / name for name in DATA_LEFT if os.path.lexists(directory / name)]
+        if not left:
+            continue
+        try:
+            fd = os.open(directory / ALIVE_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # no lock to tell whether it runs (an older refbench's tune): left alone
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # it runs
+        finally:
+            os.close(fd)
+        maker = directory.stat().st_uid  # root cleaning another user's tune removes only what that user could
+        for path in left:
+            remove_quietly(path, maker if os.geteuid() == 0 and maker != 0 else None)
+            if not os.path.lexists(path):
+                removed.append(path)
+                say(f"removed {path}, the data of a tune that was killed")
+    return removed
