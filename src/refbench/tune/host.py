@@ -5,6 +5,11 @@ taken out of it once the value is back. The journal is undone: after each trial 
 Ctrl-C, by refbench's watchdog when tune is killed with SIGKILL, and at the start of any later refbench command when
 its owner is gone (the watchdog was killed too). Only /proc/sys and /sys files are written, never a block device or
 a file system's data.
+
+A journal belongs to the process that wrote it (its pid and start time): no other process puts it back while that
+one lives, and a tune that may change the host holds the host's lock for its whole life, so two tunes never change
+it at once. Every user's refbench reads the journal (it is root's, readable by all) and says, when it cannot put it
+back itself, who can.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from refbench.host.sysfs import SysRoot, bracketed
 from refbench.host.tuning import CHANGE, audit
 from refbench.tune.knobs import Knob
 
+HOST_STATE_DIR = "/var/lib/refbench"
+
 
 def state_dir() -> Path:
     """Where tune keeps its journals: REFBENCH_STATE_DIR; else root's /var/lib/refbench, which holds the host's journal
@@ -31,10 +38,12 @@ def state_dir() -> Path:
         return Path(os.environ["REFBENCH_STATE_DIR"])
     if os.geteuid() == 0:
         return Path(HOST_STATE_DIR)
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "refbench"
-
-
-HOST_STATE_DIR = "/var/lib/refbench"
+    if os.environ.get("XDG_STATE_HOME"):
+        return Path(os.environ["XDG_STATE_HOME"]) / "refbench"
+    try:
+        return Path.home() / ".local" / "state" / "refbench"
+    except (RuntimeError, KeyError):  # no home directory known: nothing to find, and a journal cannot be written
+        return Path("/nonexistent") / "refbench"
 
 
 def make_state_dir(path: Path) -> Path:

@@ -53,9 +53,15 @@ class ServerChanges:
         entries = _entries(self.journal)
         if not any(e["setting"] == name for e in entries):
             entries.append({"setting": name, "original": self._saved(name)})
-            make_state_dir(self.journal.parent)
-            write_private(self.journal, json.dumps({"owner": owner_identity(), "engine": self.engine, "dsn": self.dsn,
-                                                    "changes": entries}))
+            try:
+                make_state_dir(self.journal.parent)
+                write_private(self.journal, json.dumps({"owner": owner_identity(), "engine": self.engine,
+                                                        "dsn": self.dsn, "changes": entries}))
+            except OSError as exc:
+                from refbench.errors import UserError
+
+                raise UserError(f"cannot write the journal that puts your server's settings back ({self.journal}: "
+                                f"{exc.strerror}); nothing was changed.") from None
         self._set(name, value)
 
     def restore(self) -> list[str]:
