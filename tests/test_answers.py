@@ -29,10 +29,17 @@ SMALL_VALUES = {"Q12 line count": (12, 1, 2), "Q18 quantity": (18, 1, 6), "Q1 av
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    """DuckDB on the suite's own SF 0.01 data (tpchgen-cli)."""
-    base = tmp_path_factory.mktemp("tpch-sf0.01")
-    datagen.generate(base / "data", SF)
+def sf_001_data(tmp_path_factory):
+    """The suite's own SF 0.01 data (tpchgen-cli's CSVs)."""
+    data = tmp_path_factory.mktemp("tpch-sf0.01") / "data"
+    datagen.generate(data, SF)
+    return data
+
+
+@pytest.fixture(scope="module")
+def engine(sf_001_data):
+    """DuckDB on the suite's own SF 0.01 data."""
+    base = sf_001_data.parent
     duck = DuckDbEngine(base / "tpch.duckdb", datagen.TPCH)
     duck.load(base / "data", SF)
     duck.open()
@@ -382,3 +389,41 @@ def test_a_stream_0_query_past_the_time_limit_fails_its_check(tmp_path, engine, 
     save(tmp_path, "duckdb", {"": {**runs[""], 18: (text, data, None)}})
     late = findings_of(ctx)["duckdb: stream 0 answers checked at full precision"]
     assert not late.passed and late.detail.endswith("; not compared: 1 ran past the 60 s query timeout"), late.detail
+
+
+# Errors injected into one engine's loaded data, by SQL on its database: one line item's price 5%, 0.5% or a cent
+# (1e-6 of it) off, one line item missing, two line items' status swapped.
+INJECTED_INTO_DATA = {
+    "5%": "UPDATE lineitem SET l_extendedprice = l_extendedprice * 1.05 WHERE l_orderkey = 1 AND l_linenumber = 1",
+    "0.5%": "UPDATE lineitem SET l_extendedprice = l_extendedprice * 1.005 WHERE l_orderkey = 1 AND l_linenumber = 1",
+    "1e-6 relative": "UPDATE lineitem SET l_extendedprice = l_extendedprice * 1.000001 WHERE l_orderkey = 1 AND "
+                     "l_linenumber = 1",
+    "a missing row": "DELETE FROM lineitem WHERE l_orderkey = 1 AND l_linenumber = 1",
+    "two rows swapped": "UPDATE lineitem SET l_linestatus = CASE l_linestatus WHEN 'O' THEN 'F' ELSE 'O' END "
+                        "WHERE l_linenumber = 1 AND l_orderkey IN ((SELECT min(l_orderkey) FROM lineitem WHERE "
+                        "l_linestatus = 'O' AND l_linenumber = 1), (SELECT min(l_orderkey) FROM lineitem WHERE "
+                        "l_linestatus = 'F' AND l_linenumber = 1))",
+}
+
+
+@pytest.mark.parametrize("error", list(INJECTED_INTO_DATA))
+def test_an_error_injected_into_one_engines_loaded_data_fails_that_engine(tmp_path, sf_001_data, error):
+    """A freshly loaded DuckDB with one error made in its data, beside a sound one: the answer check (stream 0, asked
+    at check time as for a run without the individual mode) fails the engine whose data is wrong, naming it, and
+    passes the other."""
+    engines = {}
+    for name in ("duckdb", "other"):
+        duck = DuckDbEngine(tmp_path / f"{name}.duckdb", datagen.TPCH)
+        duck.load(sf_001_data, SF)
+        duck.open()
+        engines[name] = duck
+    changed_rows = engines["duckdb"].run(INJECTED_INTO_DATA[error])[0]
+    assert changed_rows == [(2 if error == "two rows swapped" else 1,)]  # it hit the row(s) it was written for
+    try:
+        ctx = SimpleNamespace(options={"sf": SF}, state={"engines": engines}, work_dir=tmp_path)
+        found = findings_of(ctx)
+    finally:
+        for duck in engines.values():
+            duck.close()
+    assert [c for c, f in found.items() if not f.passed] == ["duckdb: stream 0 answers checked at full precision"]
+    assert "against the answers kept for SF 0.01" in found["duckdb: stream 0 answers checked at full precision"].detail

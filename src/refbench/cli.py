@@ -138,7 +138,7 @@ def _start_and_execute(plan_kwargs: dict[str, Any], as_json: bool = False, dry_r
     if dry_run:
         _dry_run(plan)
         return
-    from refbench.tune.tuner import remove_data_of_dead_tunes
+    from refbench.tune.leftovers import remove_data_of_dead_tunes
 
     remove_data_of_dead_tunes(Path(plan.runs_dir) / "tune", lambda line: err.print(line, soft_wrap=True))
     run = runner.start(plan, sys.argv, err)
@@ -374,7 +374,7 @@ def clean(
     removed = runner.clean(runs, err, each=all_work)
     tunes = []
     if all_work:  # and what tunes killed with their watchdog left: their loaded database and its copy
-        from refbench.tune.tuner import remove_data_of_dead_tunes
+        from refbench.tune.leftovers import remove_data_of_dead_tunes
 
         tunes = remove_data_of_dead_tunes(Path(runs_dir) / "tune", lambda line: err.print(line, soft_wrap=True))
     where = f"{len(runs)} run(s) in {runs_dir}" if all_work else str(runs[0].path)
