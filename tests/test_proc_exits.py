@@ -80,7 +80,7 @@ def test_every_proc_reader_survives_processes_ending_at_any_instant(churning_tre
     from refbench.suites.oltp.driver import rss_bytes
 
     root = churning_tree
-    deadline, walks, seen = time.monotonic() + 4, 0, set()
+    deadline, walks, seen = time.monotonic() + 3, 0, set()
     while time.monotonic() < deadline:
         assert process_tree_io(root).keys() == {"read_bytes", "write_bytes"}
         kids = children(root)
