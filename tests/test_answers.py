@@ -334,52 +334,45 @@ def test_a_stream_answer_computed_during_a_refresh_is_compared_with_the_data_it_
 
 
 @pytest.fixture(scope="module")
-def unkept(tmp_path_factory):
-    """DuckDB on SF 0.02, a scale factor refbench keeps no answers for: its stream 0 and stream 1 answers."""
-    base = tmp_path_factory.mktemp("tpch-sf0.02")
-    datagen.generate(base / "data", 0.02)
-    duck = DuckDbEngine(base / "tpch.duckdb", datagen.TPCH)
-    duck.load(base / "data", 0.02)
-    duck.open()
-    saved = {where: {q: (text, LOADED, as_expected(duck.run(text)[0])) for q, text in stream_queries(s, 0.02)}
-             for where, s in (("", 0), ("stream1-", 1))}
-    yield duck, saved
-    duck.close()
+def unkept(engine):
+    """Stream 0's answers (which refbench keeps) and throughput stream 1's at seed 7, of the queries whose text at that
+    seed it keeps no answer for (a few draw the same parameters as a kept stream's)."""
+    unkept = {q: text for q, text in stream_queries(1, SF, 7) if kept_answer(SF, q, text, LOADED) is None}
+    assert len(unkept) >= 15
+    return {"": {q: (text, LOADED, as_expected(engine.run(text)[0])) for q, text in stream_queries(0, SF)},
+            "stream1-": {q: (text, LOADED, as_expected(engine.run(text)[0])) for q, text in unkept.items()}}
 
 
-def test_without_a_kept_set_the_engines_decide_and_the_odd_one_out_fails(tmp_path, unkept):
-    duck, saved = unkept
+def test_without_a_kept_answer_the_engines_decide_and_the_odd_one_out_fails(tmp_path, engine, unkept):
+    throughput = "{}: throughput streams answers checked at full precision"
 
     def check(names: list[str], wrong: str | None = None) -> dict[str, Finding]:
         for path in tmp_path.glob("answers/*"):
             path.unlink()
         for name in names:
-            answers_of = spoiled(saved, "stream1-", 1, relative("0.05", 1)) if name == wrong else saved
-            (tmp_path / "answers").mkdir(exist_ok=True)
-            for where, by_query in answers_of.items():
-                for q, (text, data, rows) in by_query.items():
-                    (tmp_path / "answers" / f"{name}-{where}q{q:02d}.json").write_text(
-                        json.dumps({"sf": 0.02, "text": text, "data": data, "rows": rows}))
-        ctx = SimpleNamespace(options={"sf": 0.02}, state={"engines": {n: duck for n in names}}, work_dir=tmp_path)
+            save(tmp_path, name, spoiled(unkept, "stream1-", 1, relative("0.05", 1)) if name == wrong else unkept)
+        ctx = SimpleNamespace(options={"sf": SF}, state={"engines": {n: engine for n in names}}, work_dir=tmp_path)
         return findings_of(ctx)
 
+    n = len(unkept["stream1-"])
     three = check(["duckdb", "postgres", "mariadb"], wrong="mariadb")
-    assert [c for c, f in three.items() if not f.passed] == ["mariadb: throughput streams answers checked at full precision"]
-    assert "against duckdb's answer (and 1 other engine: 0 agree)" in three[
-        "mariadb: throughput streams answers checked at full precision"].detail
-    assert three["duckdb: throughput streams answers checked at full precision"].detail == (
-        "22 answers compared at full precision: 1 against postgres's answers, 21 against postgres's and mariadb's "
-        "answers")
+    assert [c for c, f in three.items() if not f.passed] == [throughput.format("mariadb")]
+    assert "against duckdb's answer (and 1 other engine: 0 agree)" in three[throughput.format("mariadb")].detail
+    assert three[throughput.format("duckdb")].detail == (
+        f"{n} answers compared at full precision: 1 against postgres's answers, {n - 1} against postgres's and "
+        "mariadb's answers")
 
     two = check(["duckdb", "postgres"], wrong="postgres")  # which one is wrong cannot be told: both fail
     failing = [c for c, f in two.items() if not f.passed]
-    assert failing == ["duckdb: throughput streams answers checked at full precision",
-                       "postgres: throughput streams answers checked at full precision"]
+    assert failing == [throughput.format("duckdb"), throughput.format("postgres")]
     assert "which of the two is right cannot be told" in two[failing[0]].detail
 
     alone = check(["duckdb"])  # compared with nothing: the check fails, and says why
-    assert all(not f.passed and f.detail.startswith("compared with nothing: 22 answers") for f in alone.values())
-    assert "no other engine's" in alone["duckdb: stream 0 answers checked at full precision"].detail
+    assert alone[throughput.format("duckdb")].detail == (
+        f"compared with nothing: {n} answers, none of which could be compared: {n} had no kept answer (refbench keeps "
+        "stream 0 and streams 1-2 at seed 1 for SF 0.01) and no other engine's")
+    assert not alone[throughput.format("duckdb")].passed
+    assert alone["duckdb: stream 0 answers checked at full precision"].passed  # those it keeps
 
 
 def test_a_stream_0_query_past_the_time_limit_fails_its_check(tmp_path, engine, runs):
@@ -407,23 +400,20 @@ INJECTED_INTO_DATA = {
 
 
 @pytest.mark.parametrize("error", list(INJECTED_INTO_DATA))
-def test_an_error_injected_into_one_engines_loaded_data_fails_that_engine(tmp_path, sf_001_data, error):
-    """A freshly loaded DuckDB with one error made in its data, beside a sound one: the answer check (stream 0, asked
-    at check time as for a run without the individual mode) fails the engine whose data is wrong, naming it, and
-    passes the other."""
-    engines = {}
-    for name in ("duckdb", "other"):
-        duck = DuckDbEngine(tmp_path / f"{name}.duckdb", datagen.TPCH)
-        duck.load(sf_001_data, SF)
-        duck.open()
-        engines[name] = duck
-    changed_rows = engines["duckdb"].run(INJECTED_INTO_DATA[error])[0]
-    assert changed_rows == [(2 if error == "two rows swapped" else 1,)]  # it hit the row(s) it was written for
+def test_an_error_injected_into_one_engines_loaded_data_fails_that_engine(tmp_path, engine, error):
+    """The loaded DuckDB with one error made in its data (inside a transaction, rolled back after), beside a second
+    connection to the same database that does not see it: the answer check (stream 0, asked at check time as for a
+    run without the individual mode) fails the engine whose data is wrong, naming it, and passes the other."""
+    other = engine.session()
+    engine.run("BEGIN")
     try:
-        ctx = SimpleNamespace(options={"sf": SF}, state={"engines": engines}, work_dir=tmp_path)
+        changed_rows = engine.run(INJECTED_INTO_DATA[error])[0]
+        assert changed_rows == [(2 if error == "two rows swapped" else 1,)]  # it hit the row(s) it was written for
+        ctx = SimpleNamespace(options={"sf": SF}, state={"engines": {"duckdb": engine, "other": other}},
+                              work_dir=tmp_path)
         found = findings_of(ctx)
     finally:
-        for duck in engines.values():
-            duck.close()
+        engine.run("ROLLBACK")
+        other.close()
     assert [c for c, f in found.items() if not f.passed] == ["duckdb: stream 0 answers checked at full precision"]
     assert "against the answers kept for SF 0.01" in found["duckdb: stream 0 answers checked at full precision"].detail

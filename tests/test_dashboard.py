@@ -380,10 +380,10 @@ def test_no_query_string_gives_a_server_error(server, work, route, pairs, many, 
     assert status < 500, (route, query)
 
 
-def test_a_damaged_tune_json_costs_one_listing_entry_never_a_page(tmp_path):
+def test_a_damaged_tune_json_costs_one_listing_entry_never_a_page(server, work):
     """A tune.json that is a JSON list, cut short, nested 100,000 deep, or of the wrong shape: the tunes page lists it
     as damaged beside the sound one, and its own page says so (not a server error)."""
-    tunes = tmp_path / "runs" / "tune"
+    tunes = work[0] / "runs" / "tune"
     sound = {"suite": "oltp", "profile": "quick", "steps": [], "answer": "keep the defaults: nothing tried"}
     damaged = {"as-a-list": "[1, 2]", "cut-short": json.dumps(sound)[:30], "deep": "[" * 100_000 + "]" * 100_000,
                "wrong-shape": json.dumps({"suite": "oltp", "steps": "all of them"}),
@@ -391,15 +391,11 @@ def test_a_damaged_tune_json_costs_one_listing_entry_never_a_page(tmp_path):
     for name, text in {"20261127T000000Z-oltp": json.dumps(sound), **damaged}.items():
         (tunes / name).mkdir(parents=True)
         (tunes / name / "tune.json").write_text(text)
-    server = Server(tmp_path)
-    try:
-        listed = urllib.request.urlopen(server.base + "tune", timeout=30).read().decode()
-        assert "keep the defaults: nothing tried" in listed
-        for name in ("as-a-list", "cut-short", "deep", "wrong-shape"):
-            assert f">{name}<" in listed and listed.count("damaged: ") >= 4, listed
-            with pytest.raises(urllib.error.HTTPError, match="422"):
-                urllib.request.urlopen(f"{server.base}tune/{name}", timeout=30)
-        with pytest.raises(urllib.error.HTTPError, match="422"):  # its values are checked as the page draws them
-            urllib.request.urlopen(f"{server.base}tune/strange-values", timeout=30)
-    finally:
-        server.stop()
+    listed = urllib.request.urlopen(server.base + "tune", timeout=30).read().decode()
+    assert "keep the defaults: nothing tried" in listed
+    for name in ("as-a-list", "cut-short", "deep", "wrong-shape"):
+        assert f">{name}<" in listed and listed.count("damaged: ") >= 4, listed
+        with pytest.raises(urllib.error.HTTPError, match="422"):
+            urllib.request.urlopen(f"{server.base}tune/{name}", timeout=30)
+    with pytest.raises(urllib.error.HTTPError, match="422"):  # its values are checked as the page draws them
+        urllib.request.urlopen(f"{server.base}tune/strange-values", timeout=30)

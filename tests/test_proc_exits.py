@@ -107,7 +107,7 @@ def test_a_sampled_run_completes_while_server_children_end_at_random_moments(tmp
 
     data, runs = reachable_dir / "data", tmp_path / "runs"
     data.mkdir()
-    run = subprocess.Popen(refbench_command("dss", "--engines", "postgres", "--modes", "power,throughput",
+    run = subprocess.Popen(refbench_command("dss", "--engines", "postgres", "--modes", "power",
                                             "--data-dir", str(data), "--runs-dir", str(runs)),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ended: list[int] = []
@@ -157,7 +157,7 @@ def test_a_sampled_run_completes_while_server_children_end_at_random_moments(tmp
     assert "internal error" not in stderr
     assert len(ended) > 20, len(ended)
     records = [json.loads(p.read_text()) for p in runs.glob("*/records/dss/*.json")]
-    assert len(records) == 2, records
+    assert len(records) == 1, records
     # The server's own I/O was read from its process tree, walked while its children came and went.
     assert all(r["extra"]["storage"]["server_read_mb"] is not None for r in records), [r["extra"]["storage"] for r in records]
 
