@@ -213,7 +213,11 @@ def test_a_purpose_made_bottleneck_is_named_from_the_wait_profile(bottleneck, tm
         process.wait()
         if group is not None:
             group.rmdir()  # the run and its server have ended: the group is empty
-    assert process.returncode == 0, stderr
+    # A throttled run commits a few dozen transactions in its 5 s: too few to judge the mix by, which fails its
+    # check, saying so; no other check may fail.
+    failed = [line for line in stderr.splitlines() if line.startswith("FAILED")]
+    assert process.returncode == (1 if failed else 0), stderr
+    assert all("too short to judge the mix" in line for line in failed), stderr
     run = tmp_path / stdout.strip().splitlines()[-1]
     bottleneck_line = json.loads((run / "verdict.json").read_text())[0]["bottleneck"]
     assert bottleneck_line.startswith(f"{phrase}: "), bottleneck_line
