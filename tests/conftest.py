@@ -18,6 +18,9 @@ from refbench.children import die_with_parent
 
 TESTS = Path(__file__).parent
 TEST_SUITES = "sleepy=suite_for_tests:SleepySuite"
+# One measurement of each case unless a test asks for repeats (--repeats, a plan's repeats): the profiles' three
+# would triple the headline cases of every test run. tests/test_repeats.py runs the profile's default without it.
+os.environ.setdefault("REFBENCH_REPEATS", "1")
 
 
 # The test files that take longest, longest first (wall time of each file on one xdist worker, measured on the

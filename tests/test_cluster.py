@@ -139,7 +139,8 @@ def test_a_local_cluster_runs_a_scaling_series_with_totals_and_uniformity(refben
     # The answers lead with the headline totals, as any comparison's do.
     answered = {a["figure"]: a for a in compared.json()["answers"] if a["kind"] == "headline"}
     assert answered["ops/s, case-003 @ 2 nodes"]["ratio"] == pytest.approx(2), answered
-    assert answered["ops/s, case-003 @ 1 node"]["answer"].startswith("faster")
+    # Totals are measured once a side, and this host has no measured spread of them: nothing to test with.
+    assert answered["ops/s, case-003 @ 1 node"]["answer"] == "cannot tell"
 
 
 @pytest.mark.slow

@@ -4,7 +4,11 @@ learns from them about this host's noise."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+from pathlib import Path
 
+from conftest import cli_env, refbench_command
 from refbench.repeats import one_per_configuration, repeat_cases, repeat_id
 from refbench.suites import Case, Headline, Record, Table
 from test_report import _run
@@ -69,9 +73,30 @@ def test_a_run_with_repeats_says_so_and_gives_compare_this_hosts_noise(tmp_path,
     result = refbench("compare", str(a), str(b), "--json", "--all")
     assert result.code == 0, result.stderr
     rows = {(f["case"], f["metric"]): f for f in result.json()["figures"]}
-    measured = rows[("case-000", "lat_ms")]  # once a side: judged against the floor the repeats measured
-    assert measured["noise_floor_source"] == "measured on this host from 2 repeat(s) of its cases"
-    assert 0.01 <= measured["noise_floor"] < 0.5
-    assert measured["answer"] == "faster*"  # 10 ms against 6.7: far beyond it
+    measured = rows[("case-000", "ops_per_s")]  # once a side: tested against the spread the repeats measured
+    assert measured["basis"].startswith("1 vs 1, against this host's spread of ")
+    assert "3 repeats of other sleepy cases in 1 run on this host" in measured["basis"]
+    assert measured["answer"] == "faster" and measured["ci_low"] > 1  # 1.5 times as fast: far beyond it
+    # lat_ms does not spread at all over the repeats: a spread of 0 is no spread to test with
+    assert rows[("case-000", "lat_ms")]["answer"] == "cannot tell"
     text = refbench("compare", str(a), str(b), "--runs-dir", str(tmp_path / "runs")).stdout
-    assert "* once a side: beyond this host's noise (" in text, text
+    assert "1 a side: tested against this host's spread of " in text, text
+
+
+def test_every_profile_repeats_its_headline_cases_three_times_and_the_dry_run_shows_the_cost(tmp_path):
+    env = cli_env()
+    env.pop("REFBENCH_REPEATS")  # the suite's own default for tests (conftest): here, the profile's
+    plan = Path(__file__).parents[1] / "plans" / "quick.toml"
+    shown = subprocess.run(refbench_command("run", "--plan", str(plan), "--dry-run"), capture_output=True, text=True,
+                           env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"repeats +profile default \(quick\) +3", shown.stdout), shown.stdout
+    text = " ".join(shown.stdout.split())
+    took, alone = re.search(r"they take about (.+?) of it \(--repeats 1: about (.+?);", text).groups()
+    assert took != "0 s" and alone in text  # the cost of the repeats, and the time without them
+    one = subprocess.run(refbench_command("run", "--plan", str(plan), "--dry-run"), capture_output=True, text=True,
+                         env={**env, "REFBENCH_REPEATS": "1"}, cwd=tmp_path)
+    assert re.search(r"repeats +environment \$REFBENCH_REPEATS +1", one.stdout) and "they take about" not in one.stdout
+    bad = subprocess.run(refbench_command("run", "--plan", str(plan), "--dry-run"), capture_output=True, text=True,
+                         env={**env, "REFBENCH_REPEATS": "many"}, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.strip() == "refbench: $REFBENCH_REPEATS must be an integer, not 'many'."

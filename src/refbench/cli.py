@@ -582,7 +582,8 @@ def check(
                     "  refbench compare BASE NEW1 NEW2 --metric iops\n\n  refbench compare BASE NEW --all --json > diff.json")
 def compare(
     runs: list[str] = typer.Argument(..., metavar="RUN", show_default=False,
-                                     help="Two or more runs: the baseline first, then the runs compared with it."),
+                                     help="Two or more runs: the baseline first, then the runs compared with it; "
+                                     "RUN,RUN,… is one side of several runs of one configuration."),
     runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP),
     metric: Optional[str] = typer.Option(None, "--metric", metavar="TEXT",
                                          help="Only figures whose name contains TEXT."),
@@ -598,20 +599,28 @@ def compare(
     measurements a side and the answer (faster, slower, no change, same, or cannot tell and what would tell), then
     one line overall; the other figures that changed follow (--all: every figure).
 
-    A change is significant when Welch's t-test (SciPy's, on the logarithms) over repeats or per-second samples (in batch means) says so (p < 0.05, adjusted for the number of figures: Benjamini-Hochberg) and it is at least 1%; a figure measured once on a side counts beyond this host's noise floor, from the repeats it measured (beyond 5% until there are any: --repeats 3).
+    Runs and repeats are the replicates, never the seconds of one run: a side given as RUN,RUN,… is several runs
+    of one configuration, each a replicate. B / A is tested on the logarithms (Welch's t-test, SciPy's); a figure
+    measured once a side is tested against this host's measured run-to-run spread of it (earlier repeats in the
+    runs catalog), and without one it is "cannot tell" (measure the spread once with --repeats 3). The headline
+    figures are one family (Bonferroni), the other figures another (Benjamini-Hochberg); each interval shown is
+    the one its answer used.
     """
     from rich import box
     from rich.table import Column
 
     from refbench.report.compare import (answer_lines, answers, by_figure, change_words, default_html_path, letters,
-                                         overall, selected, shared_figures, wait_changes, wait_lines, write_html)
+                                         overall, public, selected, shared_figures, wait_changes, wait_lines, write_html)
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
-    found = [Run.find(r, runs_dir) for r in runs]
-    for run in found:
+    sides = [[Run.find(r, runs_dir) for r in side.split(",") if r] for side in runs]
+    if not all(sides):
+        raise UserError("a side of the comparison names no run (RUN or RUN,RUN,…).")
+    for run in (run for side in sides for run in side):
         run.check_readable()
-    shared = shared_figures(found, metric)
+    found = [side[0] for side in sides]
+    shared = shared_figures(found, metric, sides)
     rows = selected(shared, everything)
     path = html_out or default_html_path(found, metric, everything)
     write_html(found, shared, path, everything, metric)
@@ -622,10 +631,10 @@ def compare(
         print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
                           "waits": changes, "wait_lines": wait_lines(changes, found_answers),
-                          "figures": rows, "overall": overall(rows) if everything else []}, indent=2))
+                          "figures": public(rows), "overall": overall(rows) if everything else []}, indent=2))
         return
     names = letters(found)
-    out.print("   ".join(f"{n} = {r.path.name}" for n, r in zip(names, found)))
+    out.print("   ".join(f"{n} = {','.join(r.path.name for r in side)}" for n, side in zip(names, sides)))
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
     for line in answer_lines(found_answers) + wait_lines(changes, found_answers):
@@ -638,7 +647,6 @@ def compare(
         # One column names the figure, so that at 80 columns a long name wraps at its spaces, not the numbers.
         table = RichTable(Column("suite case figure", ratio=1), "A", *(c for n in names[1:] for c in (n, f"{n} vs A")),
                           box=box.SIMPLE_HEAD)
-        single = False
         after_headlines = False
         for (suite, case, m), per_run in listed.items():
             first = next(iter(per_run.values()))
@@ -650,13 +658,10 @@ def compare(
             for n in names[1:]:
                 r = per_run.get(n)
                 words = change_words(r) if r else "—"
-                single = single or words.endswith("*")
                 style = "" if not r or not r["significant"] else "green" if "faster" in words else "red" if "slower" in words else "yellow"
                 cells += [fmt(r["B"]) if r else "—", f"[{style}]{escape(words)}[/{style}]" if style else words]
             table.add_row(*cells)
         print_table(table)
-        if single:
-            out.print("* measured once on a side: a change beyond this host's noise floor, untested")
         if everything and (summary := overall(rows)):
             table = RichTable("run", "suite", "group", "figure", "cases", "geometric mean against A", title="Overall",
                               title_justify="left", box=box.SIMPLE_HEAD)

@@ -4,6 +4,8 @@ time, and the space each directory needs against what its file system has free."
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import textwrap
 from pathlib import Path
@@ -51,6 +53,12 @@ def dry_run(plan: Plan) -> list[str]:
         amount = f"more than {duration(total)} ({', '.join(missing)} not estimated)" if missing else f"about {duration(total)}"
         lines += [""] + textwrap.wrap(f"time: {amount} in all (an estimate, for measuring alone on this host; the host "
                                       "inventory and the report add seconds)", 78, subsequent_indent="  ")
+        if plan.repeats > 1 and not missing:
+            once = _total_once(plan)
+            lines += textwrap.wrap(f"repeats: each headline case measured {plan.repeats} times ({plan.origins.get('repeats', '')}), "
+                                   f"so that compare can tell a change from this host's noise; they take about "
+                                   f"{duration(max(0.0, total - once))} of it (--repeats 1: about {duration(once)}; compare "
+                                   "then tests against the spread earlier repeats measured on this host, if any)", 78, subsequent_indent="  ")
         demo = TIMES[(DEMO, "quick")]
         if plan.profile == "quick" and len(plan.suites) > 1:
             lines += textwrap.wrap(f"the demo (every suite at the quick profile) took {demo.said()} on {HOST} "
@@ -70,6 +78,13 @@ def dry_run(plan: Plan) -> list[str]:
     if problems:
         raise DoesNotFit(lines, f"the plan does not fit: {'; '.join(problems)}.")
     return lines
+
+
+def _total_once(plan: Plan) -> float:
+    """The plan's estimated time with each case measured once."""
+    single = dataclasses.replace(plan, repeats=1, options={name: dict(o) for name, o in plan.options.items()})
+    cases = runner.expand(single)
+    return sum(e.seconds for name in single.suites if (e := _estimate(name, single, cases[name])))
 
 
 class DoesNotFit(UserError):

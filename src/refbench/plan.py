@@ -20,6 +20,8 @@ file:line when we can find it).
 
 from __future__ import annotations
 
+import os
+
 import difflib
 import json
 import math
@@ -37,9 +39,11 @@ from refbench.fileio import parse_toml, read_user_file, toml_shape_problem
 from refbench.suites import get_suite, suite_names
 
 PROFILES = ("quick", "standard", "full")
-# The standard and full profiles measure their headline cases three times: one measurement a side cannot tell a
-# 5% change from the noise of a shared host (refbench compare).
-REPEATS_BY_PROFILE = {"quick": 1, "standard": 3, "full": 3}
+# Every profile measures its headline cases three times: one measurement a side cannot tell a 5% change from the
+# noise of a shared host, and the seconds of one run are not replicates (refbench compare, estimate.py).
+REPEATS_BY_PROFILE = {"quick": 3, "standard": 3, "full": 3}
+# The repeats a plan gets when neither it nor --repeats says (a CI smoke job that wants one pass: 1).
+REPEATS_VARIABLE = "REFBENCH_REPEATS"
 ENGINES = engine_names()  # the registry's: a new engine module is a new choice
 
 
@@ -206,8 +210,8 @@ TOP_LEVEL: dict[str, Option] = {
     "tags": Option(list, [], "NAME=VALUE labels of the run (firmware=2.1), for 'refbench runs --tag' and history.",
                    item=str, check=_tag),
     "repeats": Option(int, 0, "Measurements of each headline case (the peak point, the best load level, each engine's "
-                      "streams), one round after another, so compare can test a change (0: the profile's: quick 1, "
-                      "standard and full 3).", minimum=0, maximum=100),
+                      "streams), one round after another, so compare can test a change (0: $REFBENCH_REPEATS, else "
+                      "the profile's: 3).", minimum=0, maximum=100),
     "tls_ca_file": Option(str, "", "TLS: the certificate authority that signed the cluster's certificates (PEM)."),
     "tls_cert": Option(str, "", "TLS: this end's certificate (PEM)."),
     "tls_key": Option(str, "", "TLS: this end's private key (PEM; may be in the certificate file)."),
@@ -311,6 +315,9 @@ def load_plan(
             setattr(plan, key, value)
             plan.origins[key] = "argument TARGET" if key == "targets" else f"flag {flag}"
 
+    if not plan.repeats and (text := os.environ.get(REPEATS_VARIABLE, "").strip()):
+        plan.repeats = TOP_LEVEL["repeats"].coerce(int(text) if text.isdigit() else text, f"${REPEATS_VARIABLE}")
+        plan.origins["repeats"] = f"environment ${REPEATS_VARIABLE}"
     if not plan.repeats:
         plan.repeats = REPEATS_BY_PROFILE[plan.profile]
         plan.origins["repeats"] = f"profile default ({plan.profile})"

@@ -24,12 +24,14 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 from refbench.errors import UserError
+from refbench.estimate import Spread, log_spread, pooled
+from refbench.figures import figure_cases, figures, repeat_groups
 from refbench.plan import TAG
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
@@ -43,9 +45,10 @@ BUSY_TIMEOUT_S = 5.0
 MAX_TAG_FILTERS = 20
 # What SQLite says of a file whose pages or header are not a database's: made again from the run directories.
 DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-SCHEMA_VERSION = 3
-# A figure's spread is the lowest and highest of the measurements behind it (repeats, or per-second samples) and
-# how many there were; NULL when it was measured once.
+SCHEMA_VERSION = 4
+# A figure's spread is the lowest and highest of the repeats behind it, how many there were, and the standard
+# deviation of their logarithms (this host's run-to-run spread, which compare tests a figure measured once a side
+# against); NULL when it was measured once. The seconds of one measurement are not repeats.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, name TEXT, status TEXT, problem TEXT,
@@ -55,7 +58,7 @@ CREATE TABLE IF NOT EXISTS headlines (
     low REAL, high REAL, n INTEGER, unrated TEXT);
 CREATE TABLE IF NOT EXISTS figures (
     run TEXT NOT NULL, suite TEXT NOT NULL, case_id TEXT NOT NULL, metric TEXT NOT NULL, value REAL,
-    low REAL, high REAL, n INTEGER);
+    low REAL, high REAL, n INTEGER, log_sd REAL);
 CREATE INDEX IF NOT EXISTS headlines_run ON headlines (run);
 CREATE INDEX IF NOT EXISTS headlines_metric ON headlines (suite, metric);
 CREATE INDEX IF NOT EXISTS figures_run ON figures (run);
@@ -99,14 +102,17 @@ class Catalog:
     def close(self) -> None:
         self.db.close()
 
-    def update(self, warn: Callable[[str], None] = lambda message: None) -> int:
+    def update(self, warn: Callable[[str], None] = lambda message: None, loaded: Sequence[Run] = ()) -> int:
         """Indexes the runs that are new or changed and forgets the ones whose directories are gone; returns how
-        many were indexed. ``warn`` hears one sentence per run that could not be read."""
+        many were indexed. ``warn`` hears one sentence per run that could not be read; ``loaded``: runs the caller
+        has read already, indexed from what they hold rather than read again."""
+        reuse = {run.path.resolve(): run for run in loaded}
         known = {run: (fingerprint, status) for run, fingerprint, status in
                  self.db.execute("SELECT run, fingerprint, status FROM runs")}
         present = set()
         indexed = 0
         for run in list_runs(self.runs_dir):
+            run = reuse.get(run.path.resolve(), run)
             present.add(run.path.name)
             fingerprint = _fingerprint(run.path)
             before, status = known.get(run.path.name, (None, None))
@@ -136,7 +142,7 @@ class Catalog:
                                 row.get("ended_utc"), row["suites"], row["tags"], row.get("records"), row.get("plan")))
             self.db.executemany("INSERT INTO headlines VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                                 [(run.path.name, *h) for h in headlines])
-            self.db.executemany("INSERT INTO figures VALUES (?,?,?,?,?,?,?,?)", [(run.path.name, *f) for f in figures])
+            self.db.executemany("INSERT INTO figures VALUES (?,?,?,?,?,?,?,?,?)", [(run.path.name, *f) for f in figures])
 
     def _forget(self, run: str) -> None:
         for table in ("runs", "headlines", "figures"):
@@ -169,6 +175,27 @@ class Catalog:
         item["path"] = str(self.runs_dir / item["run"])  # the directory's own place, even when it was copied or moved
         return item
 
+    def spreads(self, host: str | None, profile: str | None, keys: list[tuple[str, str, str]],
+                newest: int = 5) -> dict[tuple[str, str, str], Spread]:
+        """(suite, case, metric) -> this host's run-to-run spread of the figure, pooled over the repeats of the same
+        case in its newest ``newest`` runs of ``profile``, else over the same figure of the suite's other cases in
+        those runs (a like configuration)."""
+        out = {}
+        query = ("SELECT x.case_id, x.log_sd, x.n, r.run FROM figures x JOIN runs r USING (run) WHERE r.host IS ? AND "
+                 "r.profile IS ? AND x.suite = ? AND x.metric = ? AND x.n > 1 AND x.log_sd IS NOT NULL "
+                 "ORDER BY r.started_utc DESC, r.run DESC")
+        for suite, case, metric in keys:
+            found = list(self.db.execute(query, (host, profile, suite, metric)))
+            same = [f for f in found if f[0] == case]
+            chosen, like = (same, "") if same else (found, f" of other {suite} cases")
+            runs = list(dict.fromkeys(run for *_, run in chosen))[:newest]
+            parts = [(sd, n - 1) for _, sd, n, run in chosen if run in runs]
+            if (spread := pooled(parts)) is not None:
+                repeats = sum(d + 1 for _, d in parts)
+                out[(suite, case, metric)] = Spread(spread[0], spread[1], f"{repeats} repeats{like} in "
+                                                    f"{len(runs)} run{'s' if len(runs) > 1 else ''} on this host")
+        return out
+
     def values(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Rows of a query over the catalog's tables (history.py's two kinds of figure)."""
         return list(self.db.execute(sql, args))
@@ -188,17 +215,18 @@ def index_run(run: Run, console: Any) -> None:
 T = TypeVar("T")
 
 
-def read_catalog(runs_dir: str | Path, read: Callable[[Catalog], T], say: Callable[[str], None]) -> T:
+def read_catalog(runs_dir: str | Path, read: Callable[[Catalog], T], say: Callable[[str], None],
+                 loaded: Sequence[Run] = ()) -> T:
     """``read(catalog)`` over the runs directory's catalog brought up to date. When SQLite fails anywhere in that
     (damaged pages, locked, read-only, immutable, disk full), over a catalog made again from the run directories,
-    which ``say`` is told in one sentence."""
+    which ``say`` is told in one sentence. ``loaded``: as Catalog.update's."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():  # no runs yet: nothing to catalogue, nothing to say
         with Catalog(runs_dir, MEMORY) as catalog:
             return read(catalog)
     try:
         with Catalog(runs_dir) as catalog:
-            catalog.update()
+            catalog.update(loaded=loaded)
             return read(catalog)
     except sqlite3.Error as exc:
         catalog, sentence = rebuilt(runs_dir, runs_dir / CATALOG_FILE, exc)
@@ -294,7 +322,6 @@ def run_filters(suite: str | None, host: str | None, tags: dict[str, str] | None
 
 def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """A run's catalog row, its headline figures and every figure of its records, each with its spread."""
-    from refbench.report.compare import figure_cases, figures, repeat_groups
 
     meta = run.meta
     plan = meta["plan"]
@@ -305,7 +332,8 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
            "started_utc": meta.get("started_utc"), "ended_utc": meta.get("ended_utc"),
            "suites": json.dumps(plan.get("suites", [])), "tags": json.dumps(run.tags()),
            "records": sum(map(len, groups.values())), "plan": json.dumps(plan)}
-    rows = [(suite, case, metric, f.value, *_spread(f.samples)) for (suite, case, metric), f in found.items()]
+    rows = [(suite, case, metric, f.value, *_spread(f.samples), (log_spread(f.samples) or (None,))[0])
+            for (suite, case, metric), f in found.items()]
     case_of = figure_cases(run, groups) if not plan.get("hosts") else {}
     headlines = []
     indexed: set[str] = set()

@@ -1,5 +1,6 @@
 """Runs side by side: the first run is the baseline (A), every other run is compared with it figure by figure,
-and a difference counts only when it stands out of the noise the runs themselves measured (`significance`)."""
+and a difference counts only when it stands out of the run-to-run noise measured on this host (`estimate`: runs
+and repeats are the replicates)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,16 @@ import hashlib
 import json
 import math
 import re
-import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from refbench import estimate as E
 from refbench.fileio import atomic_write_text
 from refbench.report import html as h
 from refbench.report import waits
 from refbench.report.verdict import headline_keys
+from refbench.figures import figure_cases, repeat_groups, side_figures
 from refbench.runstore import Run
-from refbench.suites import Record, is_figure
 
 
 # Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
@@ -28,21 +28,6 @@ LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$
 NEUTRAL = re.compile(r"(runtime|measured|cpu_s$|_at_s$|_pct$)", re.I)
 SAME_WITHIN = 0.01
 
-# The significance rule, in one place (after pyperf's compare_to, which asks for a t-test and, with --min-speed,
-# a minimum change). A figure measured several times on both sides (repeats of a case, or the per-second or
-# per-interval samples a record keeps) differs significantly when Welch's two-sided t-test gives p < ALPHA
-# and the means differ by at least SAME_WITHIN. A figure measured once on a side cannot be tested: it differs
-# when the two values are more than NOISE_FLOOR apart, and the output says it was a single measurement.
-# The compare command's help says it in words; tests/test_compare.py holds the two together.
-ALPHA = 0.05
-NOISE_FLOOR = 0.05
-RULE = (f"A change is significant when Welch's t-test (SciPy's, on the logarithms) over the repeats or per-second "
-        f"samples (those averaged in batches ten correlation times long) gives p < {ALPHA}, adjusted for the number of figures compared "
-        f"(Benjamini–Hochberg), and the means differ by at least {SAME_WITHIN:.0%}; a figure measured once on a side "
-        f"counts only beyond this host's noise floor, measured from the repeats it ran (beyond {NOISE_FLOOR:.0%}, assumed, "
-        "until there are any).")
-# Case parameters that number repeats of the same measurement: records differing only in these are one figure.
-REPEAT_PARAMS = ("repeat", "round")
 
 
 def direction(metric: str) -> int:
@@ -70,99 +55,6 @@ def verdict(metric: str, a: float, b: float) -> tuple[float | None, str]:
     return better, f"{better:.2f}× faster" if better > 1 else f"{1 / better:.2f}× slower"
 
 
-# ---- figures and the samples behind them -------------------------------------------------------------------
-
-@dataclass
-class Figure:
-    value: float
-    samples: list[float] = field(default_factory=list)  # two or more measurements of the same figure, or none
-    source: str = "1 measurement"
-
-
-def _series_samples(run: Run, record: Record, metric: str) -> list[float]:
-    """The per-second or per-interval measurements a record keeps of one of its figures."""
-    kept = record.extra.get("samples", {}).get(metric)  # the plain form: {metric: [values]}
-    if kept:
-        return [float(v) for v in kept]
-    if record.suite == "oltp" and metric in ("nopm", "tpm"):
-        # The driver's per-interval rates over the measured window (negative t_s is the ramp-up).
-        name = "new_orders_per_min" if metric == "nopm" else "tx_per_min"
-        return [float(s[name]) for s in record.extra.get("series", []) if s.get("t_s", 0) >= 0 and s.get("seconds")]
-    if record.suite == "device" and record.params.get("kind") == "point" and re.fullmatch(r"(read_|write_)?(iops|mb_s)", metric):
-        # fio's per-second IOPS; a point's block size and read/write mix are fixed, so its MB/s and its read or
-        # write share move with them: the samples are scaled to the figure.
-        return _scaled(_read_json_list(run.raw_dir(record.suite, record.case_id) / "fio-iops-per-second.json"),
-                       record.metrics.get(metric))
-    if record.suite == "dss" and metric == "throughput":
-        # Each stream's elapsed time is a measurement of the same rate (queries per hour go as 1 / time).
-        times = [float(v) for k, v in record.metrics.items() if re.fullmatch(r"stream_\d+_s", k) and is_figure(v) and v > 0]
-        return _scaled([1 / t for t in times], record.metrics.get(metric))
-    return []
-
-
-def _scaled(samples: list[float], value: Any) -> list[float]:
-    if len(samples) < 2 or not is_figure(value) or not (mean := statistics.fmean(samples)):
-        return []
-    return [s * value / mean for s in samples]
-
-
-def _read_json_list(path: Path) -> list[float]:
-    """A raw file's list of numbers; raw output is kept for people, so one that is missing or damaged only
-    leaves the figure without samples (shown as a single measurement)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
-    return [float(v) for v in data if is_figure(v)] if isinstance(data, list) else []
-
-
-def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str, str], Figure]:
-    """(suite, case, metric) -> the figure. Records that differ only in a repeat number are one figure (their
-    mean, with the repeats as its samples; the case is named without the repeat). A cluster run's figures are
-    its totals across nodes, one case per node count ("u4-r1@2n": the case on 2 nodes), measured once."""
-    if run.plan.hosts:
-        return _cluster_figures(run)
-    out: dict[tuple[str, str, str], Figure] = {}
-    for (suite, case), records in (groups or repeat_groups(run)).items():
-        for metric in dict.fromkeys(m for r in records for m in r.metrics):
-            values = [r.metrics[metric] for r in records if is_figure(r.metrics.get(metric))]
-            if not values:
-                continue
-            if len(values) > 1:
-                out[(suite, case, metric)] = Figure(statistics.fmean(values), values, f"{len(values)} repeats")
-            else:
-                samples = _series_samples(run, records[0], metric)
-                out[(suite, case, metric)] = Figure(values[0], samples, f"{len(samples)} samples" if samples else "1 measurement")
-    return out
-
-
-def repeat_groups(run: Run) -> dict[tuple[str, str], list[Record]]:
-    """(suite, case) -> the records that differ only in a repeat number, the case named without it ("u4")."""
-    groups: dict[tuple[str, str], list[Record]] = {}
-    for r in run.records():
-        same = json.dumps({k: v for k, v in r.params.items() if k not in REPEAT_PARAMS}, sort_keys=True, default=str)
-        groups.setdefault((r.suite, same), []).append(r)
-    return {(suite, _case_name(records)): records for (suite, _), records in groups.items()}
-
-
-def _case_name(records: list[Record]) -> str:
-    if len(records) == 1:
-        return records[0].case_id
-    first = records[0]
-    for key in REPEAT_PARAMS:  # "u4-r1" -> "u4"
-        if key in first.params:
-            stripped = re.sub(rf"[-_.]?{key[0]}{first.params[key]}$", "", first.case_id)
-            if stripped != first.case_id:
-                return stripped
-    return first.case_id
-
-
-def figure_cases(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str], str]:
-    """(suite, record's case) -> the case its figure is named by: a repeated case's figure carries the name of
-    its group ("u4-r1" -> "u4")."""
-    return {(r.suite, r.case_id): case for (_, case), records in (groups or repeat_groups(run)).items() for r in records}
-
-
 def _headline_figures(run: Run) -> dict[tuple[str, str, str], str]:
     """(suite, figure's case, metric) -> the headline's name in a comparison. headline_keys names records; the
     figures name their groups."""
@@ -176,244 +68,68 @@ def _headline_figures(run: Run) -> dict[tuple[str, str, str], str]:
     return {(suite, case_of.get((suite, case), case), metric): name for (suite, case, metric), name in keys.items()}
 
 
-def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
-    from refbench.cluster.totals import tables
+# ---- the answers -------------------------------------------------------------------------------------------
 
-    totals = next(t for t in tables(run) if t.name == "cluster_totals")
-    out = {}
-    for t in totals.rows:
-        if is_figure(value := t["total (sum or mean)"]):
-            out[(t["suite"], f"{t['case']}@{t['nodes']}n", t["figure"])] = Figure(value)
-    return out
-
-
-# ---- significance ------------------------------------------------------------------------------------------
-
-BATCHES = 10  # per-second samples are tested as the means of at most this many consecutive batches (_tested)
-CONFIDENCE = 0.95  # of the interval given for B / A
-RESOLVE = 0.05  # the change a suggested number of repeats should resolve
-POWER = 0.8  # with this probability, at ALPHA
+RULE = ("Runs and repeats are the replicates, never the seconds of one run. B / A is tested on the logarithms of "
+        "the replicates (Welch's t-test, SciPy's); a figure measured once on a side is tested against this host's "
+        "measured run-to-run spread of it (from earlier repeats in the catalog), and without one it is 'cannot tell'. "
+        "The headline figures of a comparison are one family (Bonferroni), the other figures another "
+        "(Benjamini–Hochberg, with false-coverage intervals): every interval shown is the one the answer used, so an "
+        f"interval excluding 1 is a change and one including it is not. 'no change': the interval lies within "
+        f"±{E.RESOLVE:.0%}.")
 
 
-@dataclass
-class Test:
-    """What the samples of two figures say about B / A: Welch's p, the ratio's confidence interval, the spread."""
+def host_spreads(runs: list[Run], keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], E.Spread]:
+    """(suite, case, metric) -> this host's measured run-to-run spread of the figure, for figures measured once a
+    side: from the catalog of the runs directory, the repeats of the same case in this host's runs of the same
+    profile (the newest few), else the same figure over the suite's other cases there. None found: nothing."""
+    from refbench.catalog import read_catalog
 
-    p: float
-    low: float
-    high: float
-    log_sd: float | None  # the standard deviation of one measurement's logarithm, pooled over both sides
-
-
-def _tested(figure: Figure) -> list[float]:
-    """The measurements a test may treat as independent. Repeats are; per-second samples are not (one second's
-    rate is much like the last), so they are averaged in consecutive batches whose means are nearly independent
-    (the method of batch means): at most BATCHES, each at least 10 times the series' correlation time, estimated
-    from its lag-1 autocorrelation ρ as (1 + ρ) / (1 − ρ) seconds; at least 3. On the raw seconds, or on too short
-    batches, a t-test finds changes that are not there."""
-    samples = figure.samples
-    if not figure.source.endswith("samples") or len(samples) <= 3:
-        return samples
-    n = len(samples)
-    x = [v - statistics.fmean(samples) for v in samples]
-    spread = sum(v * v for v in x)
-    rho = min(0.99, max(0.0, sum(p * q for p, q in zip(x, x[1:])) / spread)) if spread else 0.0
-    batches = max(3, min(BATCHES, n, int(n / (10 * (1 + rho) / (1 - rho)))))
-    return [statistics.fmean(samples[i * n // batches:(i + 1) * n // batches]) for i in range(batches)]
+    if not keys:
+        return {}
+    host, profile = runs[0].meta.get("host"), runs[0].plan.profile
+    try:
+        return read_catalog(runs[0].path.parent, lambda c: c.spreads(host, profile, keys), lambda _: None, loaded=runs)
+    except Exception:  # the catalog is a cache: without it, no spread is known
+        return {}
 
 
-def ratio_test(a: Figure, b: Figure) -> Test:
-    """Welch's t-test (SciPy's) of B against A on the logarithms of their measurements, when all are positive: its
-    p-value, and the confidence interval of the difference of the mean logarithms as one of B / A. With a zero or a
-    negative value, the test is on the values themselves and the interval is the difference's over A's mean."""
-    import numpy as np
-    from scipy import stats
-
-    xa, xb = np.asarray(_tested(a), dtype=float), np.asarray(_tested(b), dtype=float)
-    logs = bool((xa > 0).all() and (xb > 0).all())
-    ya, yb = (np.log(xa), np.log(xb)) if logs else (xa, xb)
-    if np.ptp(ya) == 0 and np.ptp(yb) == 0:  # constant on both sides: the test has no variance to go by
-        ratio = float(xb.mean() / xa.mean()) if xa.mean() else math.nan
-        return Test(1.0 if ya.mean() == yb.mean() else 0.0, ratio, ratio, 0.0 if logs else None)
-    result = stats.ttest_ind(yb, ya, equal_var=False)
-    interval = result.confidence_interval(CONFIDENCE)
-    if logs:
-        low, high = math.exp(interval.low), math.exp(interval.high)
-        log_sd = math.sqrt((ya.var(ddof=1) * (len(ya) - 1) + yb.var(ddof=1) * (len(yb) - 1)) / (len(ya) + len(yb) - 2))
-    else:
-        low, high, log_sd = 1 + interval.low / xa.mean(), 1 + interval.high / xa.mean(), None
-    return Test(float(result.pvalue), low, high, log_sd)
-
-
-def repeats_to_resolve(log_sd: float, change: float = RESOLVE, most: int = 50) -> int | None:
-    """How many repeats on each side Welch's test needs to find a change of ``change`` (5%: a ratio of 1.05) with
-    probability POWER at ALPHA, when one measurement's logarithm spreads by ``log_sd``; None beyond ``most``."""
-    from scipy import stats
-
-    if log_sd <= 0:
-        return 2
-    effect = math.log1p(change) / log_sd
-    for n in range(2, most + 1):
-        df = 2 * n - 2
-        critical = stats.t.ppf(1 - ALPHA / 2, df)
-        shift = effect * math.sqrt(n / 2)
-        if stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift) >= POWER:
-            return n
-    return None
-
-
-def _relative_change(a: Figure, b: Figure) -> float:
-    return abs(b.value / a.value - 1) if a.value else math.inf
-
-
-@dataclass(frozen=True)
-class NoiseFloor:
-    """How far apart two single measurements of one configuration come on this host 95% of the time (a figure
-    measured once a side counts as changed beyond it), from the spread of the repeats runs on this host measured;
-    assumed NOISE_FLOOR until there are any."""
-
-    change: float
-    log_sd: float | None = None  # the spread of one measurement's logarithm, when measured
-    source: str = f"assumed {NOISE_FLOOR:.0%}: no repeats measured on this host yet (--repeats 3)"
-
-
-ASSUMED = NoiseFloor(NOISE_FLOOR)
-
-
-def noise_floors(runs: list[Run], headlines: list[dict[tuple[str, str, str], str]], most_runs: int = 5,
-                 newest: int = 50) -> dict[str, NoiseFloor]:
-    """suite -> its noise floor: from the repeats in the compared runs, else in the newest runs of the same host in
-    their runs directory that were made with repeats (at most ``most_runs`` of the ``newest``); suites with none:
-    assumed. ``headlines``: each compared run's _headline_figures, already made."""
-    from refbench.runstore import list_runs
-
-    spread = _repeat_spread(runs, headlines)
-    host = runs[0].meta.get("host")
-    wanted = {suite for run in runs for suite in run.suites_with_records()}
-    compared = {r.path.resolve() for r in runs}
-    others = [r for r in reversed(list_runs(runs[0].path.parent)[-newest:]) if r.path.resolve() not in compared]
-    used = 0
-    for other in others:
-        if used >= most_runs or set(spread) >= wanted:
-            break
-        try:
-            if other.meta.get("host") != host or (other.meta.get("plan") or {}).get("repeats", 1) <= 1:
-                continue
-        except Exception:  # an unreadable run says nothing about the noise
-            continue
-        used += 1
-        for suite, (squares, df) in _repeat_spread([other], [_headline_figures(other)]).items():
-            if suite not in spread:
-                spread[suite] = (squares, df)
-    z = statistics.NormalDist().inv_cdf(1 - ALPHA / 2)
-    out = {}
-    for suite, (squares, df) in spread.items():
-        sd = math.sqrt(squares / df)
-        out[suite] = NoiseFloor(max(SAME_WITHIN, math.expm1(z * math.sqrt(2) * sd)), sd,
-                                f"measured on this host from {df} repeat(s) of its cases")
-    return out
-
-
-def _repeat_spread(runs: list[Run], headlines_of: list[dict[tuple[str, str, str], str]]) -> dict[str, tuple[float, int]]:
-    """suite -> (the sum of squared deviations of the logarithms of repeated measurements from their configuration's
-    mean, its degrees of freedom), over the headline figures of the cases measured several times: what the repeats
-    were made for (a case's other figures, such as its wall time, may spread far more)."""
-    out: dict[str, tuple[float, int]] = {}
-    for run, headlines in zip(runs, headlines_of):
-        for (suite, case), records in repeat_groups(run).items():
-            if len(records) < 2:
-                continue
-            for metric in records[0].metrics:
-                values = [r.metrics.get(metric) for r in records]
-                if (suite, case, metric) not in headlines or not all(is_figure(v) and v > 0 for v in values):
-                    continue
-                logs = [math.log(v) for v in values]
-                mean = statistics.fmean(logs)
-                squares, df = out.get(suite, (0.0, 0))
-                out[suite] = (squares + sum((x - mean) ** 2 for x in logs), df + len(logs) - 1)
-    return {suite: v for suite, v in out.items() if v[1] > 0}
-
-
-def significance(a: Figure, b: Figure, floor: NoiseFloor = ASSUMED) -> tuple[bool, Test | None, str]:
-    """(significant, the test or None, how it was decided) — the rule stated in RULE, for one figure on its own
-    (shared_figures then adjusts the p-values of all the figures of a comparison together)."""
-    if a.value == b.value:
-        return False, None, "identical"
-    change = _relative_change(a, b)
-    if len(a.samples) >= 2 and len(b.samples) >= 2:
-        test = ratio_test(a, b)
-        return test.p < ALPHA and change >= SAME_WITHIN, test, f"Welch t-test, {a.source} vs {b.source}"
-    return change > floor.change, None, f"1 measurement: counts beyond {floor.change:.1%}"
-
-
-def judgement(row: dict[str, Any]) -> tuple[str, str]:
-    """One figure's answer, a word and why: faster, slower or changed when the change is significant (starred when
-    measured once a side: beyond the noise floor, untested); "no change" when the interval keeps B / A within
-    RESOLVE of 1; "same" for identical values; otherwise "cannot tell", and what would tell."""
-    sense = direction(row["metric"])
-    once = row["basis"].startswith("1 measurement")
-    if row["basis"] == "identical":
-        return "same", "identical values"
-    if row["significant"]:
-        word = "changed" if sense == 0 else "faster" if (row["B"] > row["A"]) == (sense > 0) else "slower"
-        return (word + "*", f"measured once a side: beyond the {row['noise_floor']:.1%} noise floor "
-                            f"({row['noise_floor_source']}), not tested") if once else (word, "")
-    low, high = row.get("ci_low"), row.get("ci_high")
-    if low is not None and 1 / (1 + RESOLVE) <= low and high <= 1 + RESOLVE:
-        return "no change", f"the {CONFIDENCE:.0%} interval lies within ±{RESOLVE:.0%}"
-    why = "1 measurement each" if once else "too spread to resolve a 5% change"
-    if (n := row.get("repeats_for_5pct")) is not None:
-        return "cannot tell", f"{why}; --repeats {n} resolves a {RESOLVE:.0%} change on this host"
-    return "cannot tell", f"{why}; more repeats (--repeats 3 or more) would tell"
-
-
-# ---- the comparison ----------------------------------------------------------------------------------------
-
-def decide(pairs: list[tuple[Figure, Figure]], floors: list[NoiseFloor] | None = None
-           ) -> list[tuple[bool, Test | None, str, float | None]]:
-    """(significant, test, basis, adjusted p) for each (A, B) pair of one comparison, each with its noise floor (for
-    figures measured once a side). The p-values of the tested pairs are adjusted together (Benjamini–Hochberg,
-    SciPy's): two runs of one configuration share dozens of figures, and at p < 0.05 each, one in twenty would
-    change by chance."""
-    from scipy import stats
-
-    decided = [significance(a, b, floor) for (a, b), floor in zip(pairs, floors or [ASSUMED] * len(pairs))]
-    tested = [i for i, (_, test, _) in enumerate(decided) if test is not None]
-    out: list[tuple[bool, Test | None, str, float | None]] = [(sig, test, basis, None) for sig, test, basis in decided]
-    if tested:
-        adjusted = stats.false_discovery_control([decided[i][1].p for i in tested], method="bh")
-        for i, p in zip(tested, adjusted):
-            out[i] = (bool(p < ALPHA and _relative_change(*pairs[i]) >= SAME_WITHIN), decided[i][1], decided[i][2], float(p))
-    return out
-
-
-def shared_figures(runs: list[Run], metric: str | None = None) -> list[dict[str, Any]]:
-    """One row per figure the baseline shares with another run, and per such run, in the baseline's order."""
-    base_figures = figures(runs[0])
+def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[Run]] | None = None) -> list[dict[str, Any]]:
+    """One row per figure the baseline shares with another run, and per such run, in the baseline's order.
+    ``sides``: each compared side's runs, when a side is several runs of one configuration (``runs`` then names
+    each side by its first run)."""
+    sides = sides or [[run] for run in runs]
+    base_figures = side_figures(sides[0])
     headlines_of = [_headline_figures(run) for run in runs]  # each made once: they take a run's whole verdict
-    floors = noise_floors(runs, headlines_of)
     headlines = dict(headlines_of[0])  # the baseline's; another run's only for a suite the baseline has none in
     rows = []
-    for letter, other, others_headlines in zip(letters(runs)[1:], runs[1:], headlines_of[1:]):
-        other_figures = figures(other)
+    for letter, other, side, others_headlines in zip(letters(runs)[1:], runs[1:], sides[1:], headlines_of[1:]):
+        other_figures = side_figures(side)
         have = {suite for suite, _, _ in headlines}
         headlines |= {k: name for k, name in others_headlines.items() if k[0] not in have}
         keys = [k for k in base_figures if k in other_figures and not (metric and metric not in k[2])]
-        pairs = [(base_figures[k], other_figures[k]) for k in keys]
-        floor_of = [floors.get(k[0], ASSUMED) for k in keys]
-        for key, (fa, fb), floor, (significant, test, basis, p) in zip(keys, pairs, floor_of, decide(pairs, floor_of)):
+        once = [k for k in keys if not base_figures[k].samples or not other_figures[k].samples]
+        spreads = host_spreads([*sides[0], *side], once)
+        raw = {k: E.ratio(base_figures[k].samples or [base_figures[k].value], other_figures[k].samples or
+                          [other_figures[k].value], spread=spreads.get(k)) for k in keys}
+        judged = dict(zip(heads := [k for k in keys if k in headlines],
+                          E.bonferroni([raw[k] for k in heads], "headline figures")))
+        judged |= dict(zip(rest := [k for k in keys if k not in headlines],
+                           E.false_discovery([raw[k] for k in rest], "other figures")))
+        for key in keys:
+            fa, fb, est = base_figures[key], other_figures[key], judged[key]
             factor, words = verdict(key[2], fa.value, fb.value)
+            identical = fa.value == fb.value and not (fa.samples or fb.samples)
+            answer, why = ("same", "identical values") if identical else E.answer(est, direction(key[2]))
             row = {"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
-                   "B": fb.value, "factor": factor, "B vs A": words, "significant": significant,
-                   "p": None if p is None else round(p, 4), "basis": basis, "headline": key in headlines,
-                   "name": headlines.get(key, f"{key[1]} {key[2]}"), "n": (len(fa.samples) or 1, len(fb.samples) or 1),
-                   "ci_low": None if test is None else round(test.low, 4),
-                   "ci_high": None if test is None else round(test.high, 4), "repeats_for_5pct": None,
-                   "noise_floor": round(floor.change, 4), "noise_floor_source": floor.source}
-            spread = test.log_sd if test is not None and "repeats" in basis else floor.log_sd
-            if spread and not significant:
-                row["repeats_for_5pct"] = repeats_to_resolve(spread)
-            row["answer"], row["why"] = judgement(row)
+                   "B": fb.value, "factor": factor, "B vs A": words, "significant": est.significant,
+                   "p": None if est.p_adjusted is None else round(est.p_adjusted, 4), "basis": est.basis,
+                   "headline": key in headlines, "name": headlines.get(key, f"{key[1]} {key[2]}"), "n": est.n,
+                   "ci_low": None if est.low is None else round(est.low, 4),
+                   "ci_high": None if est.high is None else round(est.high, 4),
+                   "interval": est.interval_words(), "answer": answer, "why": why, "estimate": est,
+                   "repeats_for_5pct": E.repeats_to_resolve(est.log_sd, family=est.family)
+                   if est.log_sd and not est.significant else None}
             rows.append(row)
     return rows
 
@@ -435,31 +151,66 @@ def wait_lines(changes: list[dict[str, Any]], found: list[dict[str, Any]]) -> li
         f"  {c['vs'] + ': ' if several else ''}{waits.change_line(c)}" for c in shown]
 
 
+def effect(rows: list[dict[str, Any]], family: float = 1, adjustment: str = "") -> dict[str, Any]:
+    """The overall effect of some headline figures (pyperf's "Geometric mean"): how many times better B is than A,
+    over the figures with a better direction, its interval at the family's confidence, and the answer in words."""
+    oriented = [r["estimate"].oriented(direction(r["metric"])) for r in rows if direction(r["metric"]) != 0]
+    est = E.geometric_mean(oriented)
+    if family > 1:
+        est = est.adjusted(family, adjustment)
+    result = {"ratio": est.ratio, "ci_low": est.low, "ci_high": est.high, "p": est.p_adjusted, "figures": len(oriented),
+              "interval": est.interval_words(), "basis": est.basis}
+    if est.ratio is None:
+        return result | {"answer": "no figure with a better direction", "significant": False}
+    if rows and all(r["answer"] == "same" for r in rows):
+        return result | {"answer": "no change: identical values", "significant": False}
+    shown = f"{est.ratio:.2f}×" + (f" ({est.low:.2f}–{est.high:.2f})" if est.low is not None else "")
+    if est.significant:
+        words = f"{est.ratio:.2f}× faster" if est.ratio > 1 else f"{1 / est.ratio:.2f}× slower"
+        return result | {"answer": words + (f" ({est.low:.2f}–{est.high:.2f})" if est.low is not None else ""),
+                         "significant": True}
+    if est.p is None:
+        return result | {"answer": "cannot tell: no headline figure was measured more than once a side, and this host "
+                                   "has no measured spread of them; measure it once with --repeats 3", "significant": False}
+    need = [r["repeats_for_5pct"] for r in rows if r["repeats_for_5pct"]]
+    within = est.low is not None and 1 / (1 + E.RESOLVE) <= est.low and est.high <= 1 + E.RESOLVE
+    tail = "" if within else (f"; cannot tell a {E.RESOLVE:.0%} change: --repeats {max(need)} would" if need else
+                              f"; cannot tell a {E.RESOLVE:.0%} change: more repeats would")
+    return result | {"answer": f"no significant change, {shown}{tail}", "significant": False}
+
+
 def answers(shared: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What a comparison says first, for each run against A: per suite each headline figure (B / A, its confidence
-    interval, how many measurements a side, the answer), then the suite's line, then one overall line; the
-    suite and overall lines count the other figures rather than list them."""
+    """What a comparison says first, for each run against A: one overall line (the geometric mean of every
+    headline figure's ratio, oriented so that above 1 is better), then per suite its own such line with a count of
+    the answers and of the other figures, and its headline figures (B / A, the interval the answer used, the
+    replicates a side, the answer). The overall and suite effects are one family (Bonferroni)."""
     out: list[dict[str, Any]] = []
     for letter in dict.fromkeys(r["vs"] for r in shared):
         mine = [r for r in shared if r["vs"] == letter]
-        for suite in dict.fromkeys(r["suite"] for r in mine):
+        suites = list(dict.fromkeys(r["suite"] for r in mine))
+        heads = [r for r in mine if r["headline"]]
+        with_heads = [suite for suite in suites if any(r["suite"] == suite for r in heads)]
+        family = len(with_heads) + (len(with_heads) > 1)
+        adjustment = f"Bonferroni over {family} effects"
+        if len(with_heads) > 1 or not with_heads:
+            out.append({"kind": "overall", "vs": letter, "suite": "", **effect(heads, family, adjustment),
+                        "summary": _tally(mine)})
+        for suite in suites:
             in_suite = [r for r in mine if r["suite"] == suite]
-            out.append({"kind": "suite", "vs": letter, "suite": suite, "summary": _tally(in_suite),
-                        "noise_floor": in_suite[0]["noise_floor"], "noise_floor_source": in_suite[0]["noise_floor_source"],
-                        "noise_floor_measured": in_suite[0]["noise_floor_source"].startswith("measured")})
+            mine_heads = [r for r in in_suite if r["headline"]]
+            out.append({"kind": "suite", "vs": letter, "suite": suite, **effect(mine_heads, family, adjustment),
+                        "summary": _tally(in_suite)})
             out += [{"kind": "headline", "vs": letter, "suite": suite, "figure": r["name"], "case": r["case"],
                      "metric": r["metric"], "ratio": r["B"] / r["A"] if r["A"] else None, "ci_low": r["ci_low"],
-                     "ci_high": r["ci_high"], "n": r["n"], "answer": r["answer"], "why": r["why"],
-                     "repeats_for_5pct": r["repeats_for_5pct"]} for r in in_suite if r["headline"]]
-        quiet = "" if any(r["significant"] for r in mine) else "no significant change; "
-        out.append({"kind": "overall", "vs": letter, "suite": "", "summary": quiet + _tally(mine, untested=False)})
+                     "ci_high": r["ci_high"], "interval": r["interval"], "n": r["n"], "answer": r["answer"],
+                     "why": r["why"], "basis": r["basis"], "repeats_for_5pct": r["repeats_for_5pct"]} for r in mine_heads]
     return out
 
 
 def answer_lines(found: list[dict[str, Any]]) -> list[str]:
     """The answers as plain lines, each within 80 characters for figure names of up to about 37 (the terminal,
-    --json): a header, each suite's line with its headline figures indented and aligned, the overall line, then
-    what the marks and "cannot tell" mean."""
+    --json): the overall line first, then each suite's line with its headline figures indented and aligned, then
+    what the intervals and answers mean."""
     headlines = [a for a in found if a["kind"] == "headline"]
     several = len({a["vs"] for a in found}) > 1
     cells = {id(a): (f"{a['ratio']:.2f}×" if a["ratio"] is not None else "—",
@@ -468,39 +219,41 @@ def answer_lines(found: list[dict[str, Any]]) -> list[str]:
     width = [max((len(a["figure"]) for a in headlines), default=0),
              *(max((len(c[i]) for c in cells.values()), default=0) for i in range(3))]
     lines = []
+    header = ""
     if headlines:
-        lines.append(f"  {'':<{width[0]}}  {'× A' if several else 'B / A':>{width[1]}} {'(95% CI)':<{width[2]}}  "
-                     f"{'n':<{width[3]}}  answer")
+        level = headlines[0]["interval"].split(":")[0].replace(" CI", "")
+        header = (f"  {'':<{width[0]}}  {'× A' if several else 'B / A':>{width[1]}} {'(' + level + ')':<{width[2]}}  "
+                  f"{'n':<{width[3]}}  answer")
     for a in found:
+        against = f" ({a['vs']} against A)" if several else ""
         if a["kind"] == "headline":
             ratio, interval, n = cells[id(a)]
             lines.append(f"  {a['figure']:<{width[0]}}  {ratio:>{width[1]}} {interval:<{width[2]}}  {n:<{width[3]}}  {a['answer']}")
+        elif a["kind"] == "overall":
+            lines.append(f"overall{against}: {a['answer']}")
         else:
-            against = f" ({a['vs']} against A)" if several else ""
-            lines.append(f"{a['suite'] or 'overall'}{against}: {a['summary']}")
+            lines.append(f"{a['suite']}{against}: {a['answer']}; {a['summary']}")
+            if header and any(h["suite"] == a["suite"] and h["vs"] == a["vs"] for h in headlines):
+                lines.append(header)
     return lines + legend(found)
 
 
 def legend(found: list[dict[str, Any]]) -> list[str]:
-    """What the marks and words mean, only those that appear, as many to a line as fit in 80 columns; for
+    """What the intervals and words mean, only those that appear, as many to a line as fit in 80 columns; for
     "cannot tell", what would tell."""
-    words = {a["answer"] for a in found if a["kind"] == "headline"}
-    terms = []
-    if any("*" in a.get("summary", "") for a in found) or any(w.endswith("*") for w in words):
-        floors = [a["noise_floor"] for a in found if a["kind"] == "suite" and a["noise_floor_measured"]]
-        if not floors:
-            terms.append(f"* once a side: beyond {NOISE_FLOOR:.0%} (assumed), untested")
-        else:
-            low, high = min(floors), max(floors)
-            shown = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}–{high:.0%}"
-            terms.append(f"* once a side: beyond this host's noise ({shown}), untested")
+    headlines = [a for a in found if a["kind"] == "headline"]
+    words = {a["answer"] for a in headlines}
+    terms = [f"intervals: {w}" for w in dict.fromkeys(a["interval"] for a in found if ":" in a.get("interval", ""))]
+    spreads = list(dict.fromkeys(a["basis"].split("against ")[1] for a in headlines if "this host's spread" in a["basis"]))
+    terms += [f"1 a side: tested against {s}" for s in spreads]
     if "no change" in words:
-        terms.append(f"no change: within ±{RESOLVE:.0%} ({CONFIDENCE:.0%} CI)")
-    unsure = [a for a in found if a["kind"] == "headline" and a["answer"] == "cannot tell"]
+        terms.append(f"no change: the interval lies within ±{E.RESOLVE:.0%}")
+    unsure = [a for a in headlines if a["answer"] == "cannot tell"]
     if unsure:
         counts = [a["repeats_for_5pct"] for a in unsure if a["repeats_for_5pct"]]
-        terms.append(f"cannot tell: --repeats {max(counts)} resolves {RESOLVE:.0%} here"
-                     if counts and len(counts) == len(unsure) else "cannot tell: try --repeats 3")
+        terms.append(f"cannot tell: --repeats {max(counts)} would resolve {E.RESOLVE:.0%} here"
+                     if counts and len(counts) == len(unsure) else
+                     "cannot tell: no measured spread; measure this host's once with --repeats 3")
     lines: list[str] = []
     for term in terms:
         if lines and len(lines[-1]) + 2 + len(term) <= 80:
@@ -510,34 +263,36 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _tally(rows: list[dict[str, Any]], untested: bool = True) -> str:
+def _tally(rows: list[dict[str, Any]]) -> str:
     """The headline figures by answer, then how many of the other figures with a better direction changed
-    significantly, and how many were measured once a side (beyond the noise floor, untested). Figures that only
-    describe a run (percentages, counts) are left to --all."""
+    significantly. Figures that only describe a run (percentages, counts) are left to --all."""
     answers: dict[str, int] = {}
     for r in rows:
         if r["headline"]:
             answers[r["answer"]] = answers.get(r["answer"], 0) + 1
-    order = ["faster", "faster*", "slower", "slower*", "changed", "changed*", "no change", "same", "cannot tell"]
+    order = ["faster", "slower", "changed", "no change", "same", "cannot tell"]
     parts = [", ".join(f"{answers[word]} {word}" for word in order if word in answers)] if answers else []
     others = [r for r in rows if not r["headline"] and direction(r["metric"]) != 0]
     if others:
-        changed = sum(1 for r in others if r["significant"] and r["p"] is not None)
-        once = sum(1 for r in others if r["significant"] and r["p"] is None)
-        parts.append(f"{changed:,} of {len(others):,} others changed" + (f", {once:,} untested*" if once and untested else ""))
+        changed = sum(1 for r in others if r["significant"])
+        parts.append(f"{changed:,} of {len(others):,} others changed")
     return "; ".join(parts) or "no figure"
 
 
 def selected(rows: list[dict[str, Any]], everything: bool) -> list[dict[str, Any]]:
     """What is shown: every row, or the headline figures and the figures with a better direction (throughput,
     latency, time; not the percentages and counts that describe a run) that a test found changed against any of
-    the runs, with their rows for all runs, so a figure's line is complete. Figures measured once a side are
-    counted (answer_lines), not listed: nothing tested them."""
+    the runs, with their rows for all runs, so a figure's line is complete."""
     if everything:
         return rows
     keep = {(r["suite"], r["case"], r["metric"]) for r in rows
-            if r["headline"] or (r["significant"] and direction(r["metric"]) != 0 and r["p"] is not None)}
+            if r["headline"] or (r["significant"] and direction(r["metric"]) != 0)}
     return [r for r in rows if (r["suite"], r["case"], r["metric"]) in keep]
+
+
+def public(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as JSON can hold them (without the estimate object behind each)."""
+    return [{k: v for k, v in r.items() if k != "estimate"} for r in rows]
 
 
 def by_figure(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, dict[str, Any]]]:
@@ -550,11 +305,10 @@ def by_figure(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str
 
 
 def change_words(row: dict[str, Any]) -> str:
-    """The cell people read: the change when it is significant (starred when measured once on a side),
-    pyperf's "not significant" otherwise."""
-    if not row["significant"]:
-        return "same" if row["basis"] == "identical" else "not significant"
-    return row["B vs A"] + ("*" if row["basis"].startswith("1 measurement") else "")
+    """The cell people read: the change, and pyperf's "not significant" when it is not."""
+    if row["significant"]:
+        return row["B vs A"]
+    return "same" if row["answer"] == "same" else f"{row['B vs A']}, not significant"
 
 
 def overall(rows: list[dict[str, Any]], minimum_cases: int = 3) -> list[dict[str, Any]]:
@@ -676,15 +430,19 @@ def _answers_html(found: list[dict[str, Any]], several: bool) -> str:
     """The answers as the page's first table: per suite its line, then its headline figures."""
     rows = []
     for a in found:
+        interval = f"{a['ci_low']:.2f}–{a['ci_high']:.2f}" if a["ci_low"] is not None else ""
         if a["kind"] != "headline":
-            rows.append({"run": a["vs"], "figure": f"{a['suite'] or 'overall'}: {a['summary']}", "B / A": None,
-                         "95% CI": "", "measurements": "", "answer": ""})
+            rows.append({"run": a["vs"], "figure": a["suite"] or "overall",
+                         "B / A": None if a["ratio"] is None else round(a["ratio"], 2), "interval": interval,
+                         "replicates": "", "answer": a["answer"] + (f"; {a['summary']}" if a["kind"] == "suite" else "")})
             continue
         rows.append({"run": a["vs"], "figure": f"{a['suite']} {a['figure']}", "B / A": None if a["ratio"] is None else round(a["ratio"], 2),
-                     "95% CI": f"{a['ci_low']:.2f}–{a['ci_high']:.2f}" if a["ci_low"] is not None else "",
-                     "measurements": f"{a['n'][0]} vs {a['n'][1]}", "answer": a["answer"] + (f" ({a['why']})" if a["why"] else "")})
-    columns = (["run"] if several else []) + ["figure", "B / A", "95% CI", "measurements", "answer"]
+                     "interval": interval, "replicates": f"{a['n'][0]} vs {a['n'][1]}",
+                     "answer": a["answer"] + (f" ({a['why']})" if a["why"] else "")})
+    columns = (["run"] if several else []) + ["figure", "B / A", "interval", "replicates", "answer"]
     notes = "".join(f"<p class='note'>{h.esc(line)}</p>" for line in legend(found))
+    notes += "<p class='note'>The overall and suite lines: the geometric mean of the headline figures' ratios, " \
+             "oriented so that above 1 is better. Intervals are 95% unless a note above says how they were adjusted.</p>"
     return "<h2>Answers</h2>" + h.table(rows, columns) + notes
 
 

@@ -3,12 +3,15 @@ ends with (terminal, --json, the report's first screen, verdict.json in the run 
 
 The bottleneck is named from the host telemetry of the case a headline comes from (the whole suite's measured span
 when that case was shorter than the one-second sampling): the busiest device, the CPU, and where the suite records
-them, the load driver's share of the CPU and the database's cache hit ratio.
+them, the load driver's share of the CPU and the database's cache hit ratio. A headline case measured several times
+(repeats) is named in each repeat, on its own telemetry, and the verdict gives the limit that held in most of them,
+saying so when they disagree ("storage flush latency in 2 of 3 repeats, CPU in 1: …").
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -21,6 +24,9 @@ SATURATED_DEVICE_PCT = 80.0  # busy %: the device had a request in flight nearly
 SATURATED_CPU_PCT = 85.0  # user + system + steal; beyond it, the work queues for a CPU
 IDLE_DEVICE_PCT = 20.0
 MEMORY_HIT_RATIO_PCT = 99.0  # the cache answered nearly every read: storage barely mattered
+# The host's resources (name_bottleneck without a wait profile) as a limit counted across repeats; a wait profile's
+# meanings are said as refbench.report.waits.PHRASES says them.
+HOST_LIMITS = {"device": "a saturated device", "cpu": "CPU", "neither": "the load offered", "unknown": "not determined"}
 
 
 @dataclass
@@ -33,6 +39,9 @@ class SuiteVerdict:
     # The engines run, one row each (the suite's engines_compared, with the correctness checks that name the engine);
     # empty for a suite without engines. Shown side by side when there are two or more.
     engines: list[dict[str, Any]] = field(default_factory=list)
+    # Per headline case measured several times: its repeats' case ids and the limit named in each, in repeat order
+    # ({"case": "u4", "repeats": ["u4", "u4-r2", "u4-r3"], "limits": ["storage flush latency", "CPU", …]}).
+    bottleneck_repeats: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def correctness(self) -> str:
@@ -46,7 +55,7 @@ class SuiteVerdict:
     def to_dict(self) -> dict[str, Any]:
         return {"suite": self.suite, "headlines": [{**asdict(h), "threshold": h.threshold(self.suite)} for h in self.headlines], "checks_passed": self.checks_passed,
                 "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
-                "engines": self.engines}
+                "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats}
 
 
 def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[SuiteVerdict]:
@@ -56,14 +65,11 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
     telemetry = Telemetry(run.telemetry_path)
     out = []
     for name in dict.fromkeys(run.plan.suites + run.suites_with_records()):
-        records = run.records(name)
-        if not records:
+        measured = run.records(name)  # every repeat
+        if not measured:
             continue
-        try:
-            suite = get_suite(name)
-        except Exception:  # a plugin suite that is no longer installed: its records have no headlines
-            suite = None
-        records = one_per_configuration(records, suite)
+        suite = _suite(name)
+        records = one_per_configuration(measured, suite)
         suite_tables = (tables or {}).get(name)
         if suite_tables is None and suite is not None:
             suite_tables = suite.summarize(records)
@@ -71,9 +77,17 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
         headlines = [_with_repeats(h, records) for h in headlines]
         passed = sum(f.passed for f in findings.get(name, []))
         engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
-        out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed,
-                                _bottleneck(headlines, records, telemetry), _with_checks(engines, findings.get(name, []))))
+        bottleneck, per_repeat = _bottleneck(headlines, records, measured, telemetry)
+        out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed, bottleneck,
+                                _with_checks(engines, findings.get(name, [])), per_repeat))
     return out
+
+
+def _suite(name: str) -> Any:
+    try:
+        return get_suite(name)
+    except Exception:  # a plugin suite that is no longer installed: its records have no headlines
+        return None
 
 
 def _with_repeats(headline: Headline, records: list[Record]) -> Headline:
@@ -104,31 +118,78 @@ def headline_keys(run: Run) -> dict[tuple[str, str, str], str]:
     return {(v.suite, h.case, h.metric): h.compared_as for v in run_verdict(run) for h in v.headlines if h.case}
 
 
-def _bottleneck(headlines: list[Headline], records: list[Record], telemetry: Telemetry) -> str:
+def _bottleneck(headlines: list[Headline], records: list[Record], measured: list[Record],
+                telemetry: Telemetry) -> tuple[str, list[dict[str, Any]]]:
     """What limited the headline cases: the first one's phrase, and another case's too when a different resource
-    limited it (peak IOPS CPU-bound, peak MB/s device-bound) or it ran on another engine (each engine's own words)."""
+    limited it (peak IOPS CPU-bound, peak MB/s device-bound) or it ran on another engine (each engine's own words);
+    and per case measured several times, the limit each repeat named. ``records``: one per configuration;
+    ``measured``: every repeat."""
     by_case = {r.case_id: r for r in records}
     cases = list(dict.fromkeys(h.case for h in headlines if h.case in by_case)) or [max(records, key=lambda r: r.elapsed_s).case_id]
     by_resource: dict[tuple[str, str], tuple[str, str]] = {}  # (engine, resource) -> (phrase, the headline it limited)
+    per_repeat = []
     for case in cases:
-        resource, phrase = name_bottleneck(by_case[case], _window(by_case[case], records, telemetry))
+        resource, phrase, _, repeats = _case_bottleneck(by_case[case], measured, telemetry)
+        if repeats:
+            per_repeat.append({"case": case, "repeats": [r.case_id for r, _ in repeats],
+                               "limits": [limit_name(res) for _, res in repeats]})
         engine = str(by_case[case].params.get("engine", ""))
         by_resource.setdefault((engine, resource), (phrase, next((h.label for h in headlines if h.case == case), case)))
     if len(by_resource) == 1:
-        return next(iter(by_resource.values()))[0]
-    return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values())
+        return next(iter(by_resource.values()))[0], per_repeat
+    return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values()), per_repeat
+
+
+def _case_bottleneck(record: Record, measured: list[Record],
+                     telemetry: Telemetry) -> tuple[str, str, Record, list[tuple[Record, str]]]:
+    """What limited one configuration: (resource, phrase, the record named, each repeat's record and resource).
+    Measured once: its own, no repeats. Measured several times (``record`` the median repeat, refbench.repeats):
+    each repeat named on its own telemetry; the resource that held in most repeats (a tie: the median's when it is
+    one of them, else the earliest), named from the median repeat when it is one of those, else from the first that
+    is, and the phrase says in how many repeats each limit held."""
+    by_id = {r.case_id: r for r in measured}
+    repeats = record.extra.get("repeats") or {}
+    group = [by_id[c] for c in repeats.get("cases", []) if c in by_id]
+    if len(group) < 2:
+        resource, phrase = name_bottleneck(record, _window(record, measured, telemetry))
+        return resource, phrase, record, []
+    named = [(r, *name_bottleneck(r, _window(r, measured, telemetry))) for r in group]
+    counts = Counter(resource for _, resource, _ in named)
+    most = max(counts.values())
+    median = next((n for n in named if n[0].case_id == repeats.get("median_case")), None)
+    chosen = median if median and counts[median[1]] == most else next(n for n in named if counts[n[1]] == most)
+    chosen_record, resource, phrase = chosen
+    order = sorted(counts, key=lambda res: (-counts[res], res != resource))  # stable: else the earliest first
+    if len(counts) == 1:
+        said = f"in {'both' if len(group) == 2 else f'all {len(group)}'} repeats, {phrase}"
+    else:
+        tie = " (a tie)" if counts[order[1]] == most else ""
+        held = ", ".join(f"{limit_name(res)} in {counts[res]}" + (f" of {len(group)} repeats" if i == 0 else "")
+                         for i, res in enumerate(order))
+        said = f"{held}{tie}: {phrase}"
+    return resource, said, chosen_record, [(r, res) for r, res, _ in named]
+
+
+def limit_name(resource: str) -> str:
+    """A resource name_bottleneck names, in the verdict's words: "storage flush latency", "CPU", "a saturated device"."""
+    from refbench.report.waits import PHRASES
+
+    return PHRASES.get(resource) or HOST_LIMITS.get(resource, resource)
 
 
 def what_limits(run: Run, suite: str, case: str) -> list[str]:
     """What limited one case, largest first: its wait profile's meanings (flush, read, cpu…) that held at least 5% of
-    session time, then the host's resource (device, cpu, neither): what `refbench tune` addresses first."""
+    session time, then the host's resource (device, cpu, neither): what `refbench tune` addresses first. A case
+    measured several times: those of the repeat the verdict names it from, one bound by the limit most repeats were."""
     from refbench.engines.waits import by_meaning
 
-    records = run.records(suite)
-    record = next(r for r in records if r.case_id == case)
+    measured = run.records(suite)
+    telemetry = Telemetry(run.telemetry_path)
+    record = next(r for r in one_per_configuration(measured, _suite(suite)) if r.case_id == case)
+    _, _, record, _ = _case_bottleneck(record, measured, telemetry)
     waits = (record.extra.get("storage") or {}).get("waits")
     meanings = [m for m, share, _ in by_meaning(waits) if share >= 5] if waits else []
-    host, _ = _host_bottleneck(record, _window(record, records, Telemetry(run.telemetry_path)))
+    host, _ = _host_bottleneck(record, _window(record, measured, telemetry))
     return list(dict.fromkeys(meanings + [host]))
 
 

@@ -1,0 +1,254 @@
+"""The one estimator behind every interval, test and answer refbench gives about a change: compare, tune, history
+and acceptance all ask it.
+
+The replicate is a run (or a repeat of a case within a run: another measurement from scratch). The seconds of one
+run are not replicates: one second's rate is much like the last, and they say nothing about how far the next run
+will land. Per-second samples describe one measurement's own stability (steady state) and nothing else.
+
+B against A is judged on the logarithms of the replicates (a ratio's interval is symmetric there): Welch's t-test
+(SciPy's) when both sides have two or more; when a side has one, the difference of the means is tested against
+this host's measured run-to-run spread of that figure (`Spread`), and without one nothing is tested ("cannot
+tell", and how to measure the spread). A family of figures judged together (a comparison's headline figures) is
+adjusted by Bonferroni, and so is the interval printed: an interval excludes 1 exactly when the adjusted p is below
+ALPHA, so the interval and the answer cannot disagree.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+ALPHA = 0.05
+CONFIDENCE = 1 - ALPHA
+RESOLVE = 0.05  # the change "no change" rules out, and the one a suggested number of repeats should resolve
+POWER = 0.8  # with this probability, at ALPHA
+MOST_REPEATS = 50
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far one measurement of a figure spreads from run to run on this host: the standard deviation of its
+    logarithm, with its degrees of freedom, and where it was measured."""
+
+    log_sd: float
+    df: int
+    source: str
+
+    @property
+    def percent(self) -> float:
+        return math.expm1(self.log_sd) * 100
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What the replicates of two sides say about B / A."""
+
+    ratio: float | None  # B / A: the ratio of the geometric means (of the means when a value is not positive)
+    low: float | None  # the interval of B / A at the family's confidence (1 - ALPHA / family)
+    high: float | None
+    p: float | None  # two-sided, unadjusted; None: nothing to test with
+    family: float  # the interval's confidence is 1 - ALPHA / family: the figures judged together
+    n: tuple[int, int]
+    basis: str  # how it was tested, in words
+    log_diff: float | None = None  # mean log B − mean log A, and its standard error and degrees of freedom
+    se: float | None = None
+    df: float | None = None
+    log_sd: float | None = None  # one measurement's spread (of its logarithm), as the test used it
+    adjustment: str = ""  # how the family was counted, in words ("Bonferroni over 6 headline figures")
+
+    @property
+    def p_adjusted(self) -> float | None:
+        return None if self.p is None else min(1.0, self.p * self.family)
+
+    @property
+    def significant(self) -> bool:
+        return self.p_adjusted is not None and self.p_adjusted < ALPHA
+
+    @property
+    def confidence(self) -> float:
+        return 1 - ALPHA / self.family
+
+    def interval_words(self) -> str:
+        """"95% CI", or "99.2% CI: Bonferroni over 6 headline figures": what the printed interval is."""
+        level = f"{self.confidence * 100:.3g}% CI"
+        return level if self.family == 1 or not self.adjustment else f"{level}: {self.adjustment}"
+
+    def oriented(self, sense: int) -> "Estimate":
+        """The estimate of how many times *better* B is (ratio inverted when lower is better)."""
+        if sense >= 0 or self.ratio is None:
+            return self
+        flip = lambda v: None if v is None or v == 0 else 1 / v  # noqa: E731
+        return replace(self, ratio=flip(self.ratio), low=flip(self.high), high=flip(self.low),
+                       log_diff=None if self.log_diff is None else -self.log_diff)
+
+    def adjusted(self, family: float, adjustment: str) -> "Estimate":
+        """The same estimate judged in a family: its interval widened to 1 - ALPHA / family."""
+        from scipy import stats
+
+        family = max(1.0, family)
+        if self.p is None or self.se is None or self.log_diff is None or self.df is None or self.se == 0:
+            return replace(self, family=family, adjustment=adjustment)
+        half = float(stats.t.ppf(1 - ALPHA / (2 * family), self.df)) * self.se
+        return replace(self, family=family, adjustment=adjustment, low=math.exp(self.log_diff - half),
+                       high=math.exp(self.log_diff + half))
+
+
+def log_spread(values: Sequence[float]) -> tuple[float, int] | None:
+    """(sd of the logarithms, degrees of freedom) of two or more positive replicates."""
+    if len(values) < 2 or not all(v > 0 for v in values):
+        return None
+    return statistics.stdev(math.log(v) for v in values), len(values) - 1
+
+
+def pooled(spreads: Sequence[tuple[float, int]]) -> tuple[float, int] | None:
+    """One spread from several (sd, df): the square root of their df-weighted mean variance."""
+    df = sum(d for _, d in spreads)
+    return (math.sqrt(sum(sd * sd * d for sd, d in spreads) / df), df) if df else None
+
+
+def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spread | None = None) -> Estimate:
+    """B against A from their replicates. ``spread``: this host's measured spread of the figure, used when a side
+    has a single replicate (a side with two or more measures its own)."""
+    from scipy import stats
+
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    n = (len(a), len(b))
+    family = max(1, family)
+    if not a or not b:
+        return Estimate(None, None, None, None, family, n, "not measured on both sides")
+    mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
+    if not all(v > 0 for v in a + b):  # a zero or a negative value: no ratio of geometric means
+        value = mean_b / mean_a if mean_a else None
+        if min(n) < 2 or value is None:
+            return Estimate(value, None, None, None, family, n, "not tested: a value is not positive")
+        result = stats.ttest_ind(b, a, equal_var=False)
+        ci = result.confidence_interval(1 - ALPHA / family)
+        return Estimate(value, 1 + ci.low / mean_a, 1 + ci.high / mean_a, _p(result.pvalue), family, n,
+                        f"Welch's t-test, {n[0]} vs {n[1]} replicates (on the values: one is not positive)")
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    diff = statistics.fmean(lb) - statistics.fmean(la)
+    value = math.exp(diff)
+    if min(n) >= 2:
+        va, vb = statistics.variance(la), statistics.variance(lb)
+        log_sd = math.sqrt((va * (n[0] - 1) + vb * (n[1] - 1)) / (sum(n) - 2))
+        if va == 0 and vb == 0:  # constant on both sides: no variance to go by
+            return Estimate(value, value, value, 1.0 if diff == 0 else 0.0, family, n,
+                            f"{n[0]} vs {n[1]} replicates, each side constant", diff, 0.0, math.inf, 0.0)
+        result = stats.ttest_ind(lb, la, equal_var=False)
+        ci = result.confidence_interval(1 - ALPHA / family)
+        se = math.sqrt(va / n[0] + vb / n[1])
+        return Estimate(value, math.exp(ci.low), math.exp(ci.high), _p(result.pvalue), family, n,
+                        f"Welch's t-test on the logarithms, {n[0]} vs {n[1]} replicates", diff, se,
+                        float(result.df), log_sd)
+    if spread is None:
+        several = a if n[0] > 1 else b if n[1] > 1 else None
+        if several is not None and (own := log_spread(several)) is not None and own[0] > 0:
+            spread = Spread(own[0], own[1], f"the spread of the {len(several)} replicates on the other side")
+    if spread is None or spread.log_sd <= 0:
+        return Estimate(value, None, None, None, family, n,
+                        "1 measurement a side, and no measured spread of this figure on this host")
+    se = spread.log_sd * math.sqrt(1 / n[0] + 1 / n[1])
+    t = diff / se
+    p = 2 * float(stats.t.sf(abs(t), spread.df))
+    half = float(stats.t.ppf(1 - ALPHA / (2 * family), spread.df)) * se
+    return Estimate(value, math.exp(diff - half), math.exp(diff + half), p, family, n,
+                    f"{n[0]} vs {n[1]}, against this host's spread of {spread.percent:.1f}% ({spread.source})",
+                    diff, se, float(spread.df), spread.log_sd)
+
+
+def _p(p: float) -> float | None:
+    return None if math.isnan(p) else float(p)
+
+
+def geometric_mean(estimates: Sequence[Estimate], family: float = 1) -> Estimate:
+    """The overall effect of several figures (pyperf's "Geometric mean"): the mean of their log ratios, its standard
+    error from theirs (the figures taken as independent), its degrees of freedom by Welch–Satterthwaite. Figures
+    that could not be tested are left out of it, and the basis says how many were used."""
+    from scipy import stats
+
+    family = max(1, family)
+    usable = [e for e in estimates if e.log_diff is not None and e.se is not None and e.df]
+    if not usable:
+        values = [e.ratio for e in estimates if e.ratio]
+        value = math.exp(statistics.fmean(math.log(v) for v in values)) if values and all(v > 0 for v in values) else None
+        return Estimate(value, None, None, None, family, (len(estimates), len(estimates)),
+                        "no figure could be tested")
+    k = len(usable)
+    diff = statistics.fmean(e.log_diff for e in usable)
+    variance = sum(e.se ** 2 for e in usable)
+    se = math.sqrt(variance) / k
+    basis = f"geometric mean of {k} figure{'s' if k > 1 else ''}" + (
+        f" ({len(estimates) - k} untested left out)" if k < len(estimates) else "")
+    if se == 0:
+        return Estimate(math.exp(diff), math.exp(diff), math.exp(diff), 1.0 if diff == 0 else 0.0, family, (k, k),
+                        basis, diff, 0.0, math.inf)
+    df = variance ** 2 / sum(e.se ** 4 / e.df for e in usable if e.se)
+    p = 2 * float(stats.t.sf(abs(diff / se), df))
+    half = float(stats.t.ppf(1 - ALPHA / (2 * family), df)) * se
+    return Estimate(math.exp(diff), math.exp(diff - half), math.exp(diff + half), p, family, (k, k), basis,
+                    diff, se, df)
+
+
+def bonferroni(estimates: Sequence[Estimate], what: str) -> list[Estimate]:
+    """A small family judged together (a comparison's headline figures, a tune's trials): each p times the number
+    tested, each interval widened to match."""
+    family = sum(1 for e in estimates if e.p is not None)
+    if family <= 1:
+        return list(estimates)
+    return [e.adjusted(family, f"Bonferroni over {family} {what}") for e in estimates]
+
+
+def false_discovery(estimates: Sequence[Estimate], what: str) -> list[Estimate]:
+    """A large family (every other figure of a comparison): Benjamini–Hochberg's selection at ALPHA, and
+    Benjamini–Yekutieli's false-coverage intervals to match it: with R of m figures selected, every interval at
+    1 − R·ALPHA/m (1 − ALPHA/m when none is), which excludes 1 exactly for the selected ones."""
+    tested = [e for e in estimates if e.p is not None]
+    m = len(tested)
+    if m <= 1:
+        return list(estimates)
+    ordered = sorted(e.p for e in tested)
+    selected = max((k for k, p in enumerate(ordered, 1) if p <= k * ALPHA / m), default=0)
+    return [e.adjusted(m / max(1, selected), f"false-coverage over {m} {what} (Benjamini–Hochberg)") for e in estimates]
+
+
+def repeats_to_resolve(log_sd: float, change: float = RESOLVE, family: float = 1, most: int = MOST_REPEATS) -> int | None:
+    """How many replicates on each side Welch's test needs to find a change of ``change`` (5%: a ratio of 1.05) with
+    probability POWER at ALPHA (over ``family``), when one measurement's logarithm spreads by ``log_sd``; None
+    beyond ``most``. A power calculation on the noncentral t distribution."""
+    from scipy import stats
+
+    if log_sd <= 0:
+        return 2
+    alpha = ALPHA / max(1, family)
+    effect = math.log1p(change) / log_sd
+    for n in range(2, most + 1):
+        df = 2 * n - 2
+        critical = stats.t.ppf(1 - alpha / 2, df)
+        shift = effect * math.sqrt(n / 2)
+        if stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift) >= POWER:
+            return n
+    return None
+
+
+def answer(estimate: Estimate, sense: int) -> tuple[str, str]:
+    """(word, why) for one figure: "faster"/"slower" (or "changed", for a figure without a better direction) when
+    the interval excludes 1; "no change" when it lies within ±RESOLVE; otherwise "cannot tell", ending with what
+    would tell: the repeats a power calculation on the measured spread asks for, or how to measure the spread."""
+    if estimate.ratio is None:
+        return "—", estimate.basis
+    if estimate.p is None:
+        return "cannot tell", f"{estimate.basis}: measure it once with --repeats 3"
+    if estimate.significant:
+        if sense == 0:
+            return "changed", ""
+        return ("faster" if (estimate.ratio > 1) == (sense > 0) else "slower"), ""
+    if estimate.low is not None and 1 / (1 + RESOLVE) <= estimate.low and estimate.high <= 1 + RESOLVE:
+        return "no change", f"the interval lies within ±{RESOLVE:.0%}"
+    if estimate.log_sd:
+        n = repeats_to_resolve(estimate.log_sd, family=estimate.family)
+        spread = f"runs spread by {math.expm1(estimate.log_sd):.1%}"
+        return "cannot tell", (f"{spread}; --repeats {n} would resolve a {RESOLVE:.0%} change" if n else
+                               f"{spread}; more than {MOST_REPEATS} repeats a side would be needed for {RESOLVE:.0%}")
+    return "cannot tell", "the replicates agree too little to tell; more repeats would"

@@ -1,0 +1,90 @@
+"""A run's figures and the replicates behind each: what compare tests and the catalog keeps. A figure is
+(suite, case, metric); records that differ only in a repeat number are one figure, its repeats the replicates."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+
+from refbench.runstore import Run
+from refbench.suites import Record, is_figure
+
+# Case parameters that number repeats of the same measurement: records differing only in these are one figure.
+REPEAT_PARAMS = ("repeat", "round")
+
+
+# ---- figures and the replicates behind them ----------------------------------------------------------------
+
+@dataclass
+class Figure:
+    value: float
+    samples: list[float] = field(default_factory=list)  # its replicates (repeats, or runs of a side), or none
+    source: str = "1 measurement"
+
+
+def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str, str], Figure]:
+    """(suite, case, metric) -> the figure. Records that differ only in a repeat number are one figure (their
+    mean, with the repeats as its replicates; the case is named without the repeat). The seconds of a measurement
+    are not replicates (estimate's docstring says why). A cluster run's figures are
+    its totals across nodes, one case per node count ("u4-r1@2n": the case on 2 nodes), measured once."""
+    if run.plan.hosts:
+        return _cluster_figures(run)
+    out: dict[tuple[str, str, str], Figure] = {}
+    for (suite, case), records in (groups or repeat_groups(run)).items():
+        for metric in dict.fromkeys(m for r in records for m in r.metrics):
+            values = [r.metrics[metric] for r in records if is_figure(r.metrics.get(metric))]
+            if not values:
+                continue
+            out[(suite, case, metric)] = (Figure(statistics.fmean(values), values, f"{len(values)} repeats")
+                                          if len(values) > 1 else Figure(values[0]))
+    return out
+
+
+def side_figures(runs: list[Run]) -> dict[tuple[str, str, str], Figure]:
+    """The figures of one side of a comparison: one run's, or, for several runs of one configuration, each figure
+    they all have with one replicate per run (the mean of that run's repeats): the run is the replicate."""
+    if len(runs) == 1:
+        return figures(runs[0])
+    each = [figures(run) for run in runs]
+    return {key: Figure(statistics.fmean(values := [f[key].value for f in each]), values, f"{len(runs)} runs")
+            for key in each[0] if all(key in f for f in each)}
+
+
+def repeat_groups(run: Run) -> dict[tuple[str, str], list[Record]]:
+    """(suite, case) -> the records that differ only in a repeat number, the case named without it ("u4")."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in run.records():
+        same = json.dumps({k: v for k, v in r.params.items() if k not in REPEAT_PARAMS}, sort_keys=True, default=str)
+        groups.setdefault((r.suite, same), []).append(r)
+    return {(suite, _case_name(records)): records for (suite, _), records in groups.items()}
+
+
+def _case_name(records: list[Record]) -> str:
+    if len(records) == 1:
+        return records[0].case_id
+    first = records[0]
+    for key in REPEAT_PARAMS:  # "u4-r1" -> "u4"
+        if key in first.params:
+            stripped = re.sub(rf"[-_.]?{key[0]}{first.params[key]}$", "", first.case_id)
+            if stripped != first.case_id:
+                return stripped
+    return first.case_id
+
+
+def figure_cases(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str], str]:
+    """(suite, record's case) -> the case its figure is named by: a repeated case's figure carries the name of
+    its group ("u4-r1" -> "u4")."""
+    return {(r.suite, r.case_id): case for (_, case), records in (groups or repeat_groups(run)).items() for r in records}
+
+
+def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
+    from refbench.cluster.totals import tables
+
+    totals = next(t for t in tables(run) if t.name == "cluster_totals")
+    out = {}
+    for t in totals.rows:
+        if is_figure(value := t["total (sum or mean)"]):
+            out[(t["suite"], f"{t['case']}@{t['nodes']}n", t["figure"])] = Figure(value)
+    return out
