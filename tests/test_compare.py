@@ -186,3 +186,29 @@ def test_which_way_is_better_for_each_kind_of_figure():
     assert [direction(m) for m in ("runtime_s", "measured_s", "db_cpu_s", "device_busy_pct", "steady_state_at_s")] == [0] * 5
     assert verdict("read_lat_p99_us", 200.0, 100.0) == (2.0, "2.00× faster")
     assert verdict("iops", 1000.0, 995.0)[1] == "same"
+
+
+def test_runs_of_one_configuration_give_this_hosts_run_to_run_spread(tmp_path, refbench):
+    from refbench import estimate
+    from refbench.catalog import Catalog
+    from refbench.figures import Figure, configuration
+    from refbench.report.compare import estimate_change
+    from refbench.runstore import Run
+
+    # seed 0: each run draws its own noise, as a real measurement does; the three plans are one configuration
+    made = [_run(refbench, tmp_path, "--set", "sleepy.cases=1", "--noise-pct", "20", "--seed", "0", "--repeats", "2")
+            for _ in range(3)]
+    _run(refbench, tmp_path, "--set", "sleepy.cases=1", "--noise-pct", "20", "--seed", "0", "--speed", "3")  # another
+    run = Run(made[0])
+    with Catalog(made[0].parent) as catalog:
+        catalog.update()
+        spreads = catalog.spreads(run.meta.get("host"), run.plan.profile, [("sleepy", "case-000", "ops_per_s")],
+                                  {configuration(run.meta["plan"])})[("sleepy", "case-000", "ops_per_s")]
+    assert spreads["runs"].source == "3 runs of this configuration on this host" and spreads["runs"].df == 2
+    assert spreads["repeats"].source == "6 repeats in 3 runs on this host"
+
+    # Repeats within each run that agree closely, runs that do not: the run is the replicate, the wider interval kept.
+    a, b = Figure(100, [99.9, 100, 100.1], "3 repeats"), Figure(104, [103.9, 104, 104.1], "3 repeats")
+    assert estimate_change(a, b, {}).significant  # the repeats alone would call it
+    wide = estimate_change(a, b, {"runs": estimate.Spread(0.05, 6, "7 runs of this configuration on this host")})
+    assert not wide.significant and "7 runs of this configuration" in wide.basis and wide.n == (1, 1)

@@ -11,6 +11,16 @@ from dataclasses import dataclass, field
 from refbench.runstore import Run
 from refbench.suites import Record, is_figure
 
+# What a plan says that does not change the configuration it measures: two runs whose plans differ only in these
+# are runs of one configuration, and their spread is this host's run-to-run spread.
+NOT_CONFIGURATION = ("name", "repeats")
+
+
+def configuration(plan: dict) -> str:
+    """The configuration a run's plan measures, as one comparable string."""
+    return json.dumps({k: v for k, v in plan.items() if k not in NOT_CONFIGURATION}, sort_keys=True, default=str)
+
+
 # Case parameters that number repeats of the same measurement: records differing only in these are one figure.
 REPEAT_PARAMS = ("repeat", "round")
 

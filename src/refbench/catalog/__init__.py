@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from refbench.errors import UserError
 from refbench.estimate import Spread, log_spread, pooled
-from refbench.figures import figure_cases, figures, repeat_groups
+from refbench.figures import configuration, figure_cases, figures, repeat_groups
 from refbench.plan import TAG
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
@@ -176,24 +176,43 @@ class Catalog:
         return item
 
     def spreads(self, host: str | None, profile: str | None, keys: list[tuple[str, str, str]],
-                newest: int = 5) -> dict[tuple[str, str, str], Spread]:
-        """(suite, case, metric) -> this host's run-to-run spread of the figure, pooled over the repeats of the same
-        case in its newest ``newest`` runs of ``profile``, else over the same figure of the suite's other cases in
-        those runs (a like configuration)."""
-        out = {}
-        query = ("SELECT x.case_id, x.log_sd, x.n, r.run FROM figures x JOIN runs r USING (run) WHERE r.host IS ? AND "
-                 "r.profile IS ? AND x.suite = ? AND x.metric = ? AND x.n > 1 AND x.log_sd IS NOT NULL "
+                configurations: set[str], newest: int = 20) -> dict[tuple[str, str, str], dict[str, Spread]]:
+        """(suite, case, metric) -> this host's measured spreads of the figure, from its newest ``newest`` runs of
+        ``profile``: "runs", the spread of the figure from run to run among runs of one of ``configurations`` (a
+        run's value is the mean of its repeats; at least two runs of a configuration); "repeats", the spread of
+        the repeats of the same case within runs, else of the same figure of the suite's other cases (a like
+        configuration)."""
+        out: dict[tuple[str, str, str], dict[str, Spread]] = {}
+        query = ("SELECT x.case_id, x.value, x.log_sd, x.n, r.run, r.plan FROM figures x JOIN runs r USING (run) "
+                 "WHERE r.host IS ? AND r.profile IS ? AND x.suite = ? AND x.metric = ? "
                  "ORDER BY r.started_utc DESC, r.run DESC")
+        plans: dict[str, str] = {}
         for suite, case, metric in keys:
             found = list(self.db.execute(query, (host, profile, suite, metric)))
-            same = [f for f in found if f[0] == case]
-            chosen, like = (same, "") if same else (found, f" of other {suite} cases")
-            runs = list(dict.fromkeys(run for *_, run in chosen))[:newest]
-            parts = [(sd, n - 1) for _, sd, n, run in chosen if run in runs]
-            if (spread := pooled(parts)) is not None:
+            recent = set(list(dict.fromkeys(row[4] for row in found))[:newest])
+            found = [row for row in found if row[4] in recent]
+            spreads = {}
+            by_configuration: dict[str, list[float]] = {}
+            for case_id, value, _, _, run, plan in found:
+                if case_id == case and value and value > 0:
+                    key = plans.setdefault(run, configuration(json.loads(plan or "{}")))
+                    if key in configurations:
+                        by_configuration.setdefault(key, []).append(value)
+            groups = [s for values in by_configuration.values() if (s := log_spread(values)) is not None]
+            if (spread := pooled(groups)) is not None and spread[1] >= 2 and spread[0] > 0:
+                runs = sum(d + 1 for _, d in groups)
+                spreads["runs"] = Spread(spread[0], spread[1], f"{runs} runs of {'this configuration' if len(groups) == 1 else 'these configurations'} on this host")
+            repeated = [row for row in found if row[3] and row[3] > 1 and row[2] is not None]
+            same = [row for row in repeated if row[0] == case]
+            chosen, like = (same, "") if same else (repeated, f" of other {suite} cases")
+            runs_used = list(dict.fromkeys(row[4] for row in chosen))[:5]
+            parts = [(sd, n - 1) for _, _, sd, n, run, _ in chosen if run in runs_used]
+            if (spread := pooled(parts)) is not None and spread[0] > 0:
                 repeats = sum(d + 1 for _, d in parts)
-                out[(suite, case, metric)] = Spread(spread[0], spread[1], f"{repeats} repeats{like} in "
-                                                    f"{len(runs)} run{'s' if len(runs) > 1 else ''} on this host")
+                spreads["repeats"] = Spread(spread[0], spread[1], f"{repeats} repeats{like} in {len(runs_used)} "
+                                            f"run{'s' if len(runs_used) > 1 else ''} on this host")
+            if spreads:
+                out[(suite, case, metric)] = spreads
         return out
 
     def values(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:

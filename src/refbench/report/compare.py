@@ -16,7 +16,7 @@ from refbench.fileio import atomic_write_text
 from refbench.report import html as h
 from refbench.report import waits
 from refbench.report.verdict import headline_keys
-from refbench.figures import figure_cases, repeat_groups, side_figures
+from refbench.figures import Figure, configuration, figure_cases, repeat_groups, side_figures
 from refbench.runstore import Run
 
 
@@ -79,19 +79,38 @@ RULE = ("Runs and repeats are the replicates, never the seconds of one run. B / 
         f"±{E.RESOLVE:.0%}.")
 
 
-def host_spreads(runs: list[Run], keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], E.Spread]:
-    """(suite, case, metric) -> this host's measured run-to-run spread of the figure, for figures measured once a
-    side: from the catalog of the runs directory, the repeats of the same case in this host's runs of the same
-    profile (the newest few), else the same figure over the suite's other cases there. None found: nothing."""
+def host_spreads(runs: list[Run], keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], dict[str, E.Spread]]:
+    """(suite, case, metric) -> this host's measured spreads of the figure (Catalog.spreads): from run to run
+    among runs of the compared configurations, and of repeats within runs. None found: nothing."""
     from refbench.catalog import read_catalog
 
     if not keys:
         return {}
     host, profile = runs[0].meta.get("host"), runs[0].plan.profile
+    configurations = {configuration(run.meta["plan"]) for run in runs}
     try:
-        return read_catalog(runs[0].path.parent, lambda c: c.spreads(host, profile, keys), lambda _: None, loaded=runs)
+        return read_catalog(runs[0].path.parent, lambda c: c.spreads(host, profile, keys, configurations),
+                            lambda _: None, loaded=runs)
     except Exception:  # the catalog is a cache: without it, no spread is known
         return {}
+
+
+def estimate_change(a: Figure, b: Figure, spreads: dict[str, E.Spread]) -> E.Estimate:
+    """B against A from the best replicates there are. Several runs a side: the runs. One run a side: the run is
+    still the replicate when this host has measured how far runs of this configuration spread (the difference of
+    the two runs' means against it); the run's own repeats are tested too, and the wider of the two intervals is
+    kept (repeats within a run share its load and server, and may agree more closely than runs do). A figure
+    measured once a side: against the run-to-run spread, else the repeats' spread, else nothing."""
+    runs = spreads.get("runs")
+    if a.source.endswith("runs") and b.source.endswith("runs"):
+        return E.ratio(a.samples, b.samples)
+    between = E.ratio([a.value], [b.value], spread=runs) if runs else None
+    if len(a.samples) >= 2 and len(b.samples) >= 2:
+        within = E.ratio(a.samples, b.samples)
+        if between is None or (within.se or 0) >= (between.se or 0):
+            return within
+        return between
+    return between or E.ratio(a.samples or [a.value], b.samples or [b.value], spread=spreads.get("repeats"))
 
 
 def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[Run]] | None = None) -> list[dict[str, Any]]:
@@ -108,10 +127,8 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
         have = {suite for suite, _, _ in headlines}
         headlines |= {k: name for k, name in others_headlines.items() if k[0] not in have}
         keys = [k for k in base_figures if k in other_figures and not (metric and metric not in k[2])]
-        once = [k for k in keys if not base_figures[k].samples or not other_figures[k].samples]
-        spreads = host_spreads([*sides[0], *side], once)
-        raw = {k: E.ratio(base_figures[k].samples or [base_figures[k].value], other_figures[k].samples or
-                          [other_figures[k].value], spread=spreads.get(k)) for k in keys}
+        spreads = host_spreads([*sides[0], *side], keys)
+        raw = {k: estimate_change(base_figures[k], other_figures[k], spreads.get(k, {})) for k in keys}
         judged = dict(zip(heads := [k for k in keys if k in headlines],
                           E.bonferroni([raw[k] for k in heads], "headline figures")))
         judged |= dict(zip(rest := [k for k in keys if k not in headlines],
