@@ -80,6 +80,19 @@ def test_acceptance_thresholds_pass_or_fail_with_their_own_exit_status(tmp_path,
     assert refused.code == 2 and "has no [accept] table" in refused.stderr and len(refused.stderr.splitlines()) == 1
     assert not list(Path(run).glob("*.tmp*"))
 
+    # With repeats, a threshold says what they say of the figure: their interval, and when it reaches across.
+    noisy = refbench("run", "--plan", str(plan), "--runs-dir", "runs", "--repeats", "3", "--set", "sleepy.noise_pct=20",
+                     "--set", "sleepy.seed=0")
+    value = json.loads((tmp_path / noisy.last_line / "verdict.json").read_text())[0]["headlines"][0]["value"]
+    at_the_edge = tmp_path / "edge.toml"
+    at_the_edge.write_text(f'[accept]\nsleepy.ops_per_s = ">= {value}"\n"sleepy.case-000.lat_ms" = "<= 20"\n')
+    judged = {r["threshold"]: r for r in refbench("check", noisy.last_line, "--runs-dir", "runs", "--accept",
+                                                  str(at_the_edge), "--json").json()["accept"]}
+    edge, = [r for name, r in judged.items() if name.startswith("sleepy.ops_per_s >= ")]
+    assert edge["passed"] and "its 3 repeats: 95% interval " in edge["detail"], edge
+    assert "across the limit: another run may not give the same answer" in edge["detail"]
+    assert "repeats" not in judged["sleepy.case-000.lat_ms <= 20"]["detail"]  # a case measured once
+
 
 def test_a_headline_that_shares_its_metric_is_named_by_what_tells_it_apart():
     from refbench.suites import Headline

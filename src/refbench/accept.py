@@ -44,8 +44,31 @@ def evaluate(run: "Run", thresholds: list[Threshold]) -> list[dict[str, Any]]:
     for t in thresholds:
         value, detail = _value(run, verdicts, t.figure)
         passed = value is not None and OPERATORS[t.op](value, t.limit)
-        results.append({"threshold": str(t), "value": value, "passed": passed, "detail": detail})
+        results.append({"threshold": str(t), "value": value, "passed": passed,
+                        "detail": detail + _repeats_interval(run, verdicts, t)})
     return results
+
+
+def _repeats_interval(run: "Run", verdicts: dict[str, Any], threshold: Threshold) -> str:
+    """What the repeats behind a headline figure say of it: their 95% interval (estimate.level), and whether it
+    reaches across the limit — a pass or a fail the next run may not repeat. The threshold is judged on the
+    verdict's figure all the same."""
+    from refbench.estimate import level
+    from refbench.figures import figure_cases, figures
+    from refbench.report.html import fmt
+
+    suite, *_ = threshold.figure.split(".")
+    named = {h.threshold(suite): h for h in verdicts[suite].headlines} if suite in verdicts else {}
+    headline = named.get(threshold.figure)
+    if headline is None or not headline.case:
+        return ""
+    figure = figures(run).get((suite, figure_cases(run).get((suite, headline.case), headline.case), headline.metric))
+    if figure is None or (found := level(figure.samples)) is None:
+        return ""
+    _, low, high = found
+    across = low < threshold.limit < high
+    return (f"; its {len(figure.samples)} repeats: 95% interval {fmt(low)}–{fmt(high)}"
+            + (", across the limit: another run may not give the same answer" if across else ""))
 
 
 def _value(run: "Run", verdicts: dict[str, Any], figure: str) -> tuple[float | None, str]:

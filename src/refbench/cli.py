@@ -499,9 +499,10 @@ def history(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """A figure's values over the runs that have it, oldest first, with each run's spread (the lowest and highest
-    of the repeats or per-second samples behind the value), and a trend chart of them."""
+    of the repeats behind the value), a trend chart of them, and the newest run judged against the runs before it
+    (each run one replicate; compare's estimator)."""
     from refbench.catalog import read_catalog, since_utc
-    from refbench.catalog.history import history as figure_history, spread_text, trend_chart
+    from refbench.catalog.history import history as figure_history, latest_change, spread_text, trend_chart
     from refbench.report.charts import render_figure
     from refbench.report.html import fmt
 
@@ -514,15 +515,18 @@ def history(
     except OSError as exc:
         raise UserError(f"cannot write the trend chart to {where}: {exc.strerror or exc} (choose another place with "
                         "--out).") from None
+    changes = latest_change(points)
     if as_json:
-        print(json.dumps({"figure": figure, "chart": str(rendered.svg), "points": points}, indent=2))
+        print(json.dumps({"figure": figure, "chart": str(rendered.svg), "points": points, "latest": changes}, indent=2))
         return
-    table = RichTable("run", "started (UTC)", "host", "tags", "series", "value", "spread (low–high over n)",
+    table = RichTable("run", "started (UTC)", "host", "tags", "series", "value", "spread (repeats: low–high over n)",
                       title=f"{figure} over {len({p['run'] for p in points})} runs", title_justify="left")
     for p in points:
         table.add_row(p["run"], p["started_utc"] or "", p["host"] or "", escape(_tags_text(p["tags"])),
                       escape(p["series"]), f"{fmt(p['value'])} {escape(p['unit'])}".rstrip(), spread_text(p))
     print_table(table)
+    for change in changes:
+        out.print(escape(change["line"]), overflow="fold")
     err.print(f"trend chart: {rendered.svg} (and .png)")
 
 

@@ -158,6 +158,19 @@ def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spr
                     diff, se, float(spread.df), spread.log_sd)
 
 
+def level(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """(geometric mean, low, high): the 95% interval of the level that two or more positive replicates measure,
+    by the t distribution on their logarithms (as `ratio` tests two sides)."""
+    from scipy import stats
+
+    spread = log_spread(values)
+    if spread is None:
+        return None
+    centre = statistics.fmean(math.log(v) for v in values)
+    half = float(stats.t.ppf(1 - ALPHA / 2, spread[1])) * spread[0] / math.sqrt(len(values))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+
+
 def _p(p: float) -> float | None:
     return None if math.isnan(p) else float(p)
 

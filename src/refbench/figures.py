@@ -11,6 +11,23 @@ from dataclasses import dataclass, field
 from refbench.runstore import Run
 from refbench.suites import Record, is_figure
 
+# Throughput-like names (higher is better) are tested first, because "read_mb_s" also ends in "_s".
+HIGHER_IS_BETTER = re.compile(r"(_per_(s|min|h)|(^|_)(mb|mib|gb|b)_s|iops|nopm|tpm|qph|throughput|rate|^power$)", re.I)
+LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$|_ns$|_min$)", re.I)
+# Durations a run chose rather than achieved (how long a point ran or was measured, when steady state came),
+# and CPU seconds over a fixed interval (less is not better when less work was done).
+NEUTRAL = re.compile(r"(runtime|measured|cpu_s$|_at_s$|_pct$)", re.I)
+def direction(metric: str) -> int:
+    """+1 when a higher value is better, -1 when lower is better, 0 when neither (percentages, counts)."""
+    if NEUTRAL.search(metric):
+        return 0
+    if HIGHER_IS_BETTER.search(metric):
+        return 1
+    if LOWER_IS_BETTER.search(metric):
+        return -1
+    return 0
+
+
 # What a plan says that does not change the configuration it measures: two runs whose plans differ only in these
 # are runs of one configuration, and their spread is this host's run-to-run spread.
 NOT_CONFIGURATION = ("name", "repeats")

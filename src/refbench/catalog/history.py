@@ -3,7 +3,8 @@
 A figure is named as in [accept]: SUITE.METRIC is a headline figure of the suite's verdict (oltp.nopm, dss.power),
 one value per run and headline (DSS power per engine); SUITE.CASE.METRIC is one case's figure
 (device.t0-rand-w0-qd32-bs4k.iops), the mean of its repeats. Each value comes with its spread: the lowest and highest
-of the repeats or per-second samples behind it, and how many there were.
+of the repeats behind it, and how many there were (the seconds of one measurement are not repeats). The newest run
+of each series is judged against the runs before it, each run one replicate (`latest_change`, compare's estimator).
 """
 
 from __future__ import annotations
@@ -54,8 +55,33 @@ def history(catalog: Catalog, figure: str, host: str | None = None, tags: dict[s
     for run, started, run_host, run_tags, value, low, high, n, label, unit in rows:
         points.append({"run": run, "started_utc": started, "host": run_host, "tags": json.loads(run_tags),
                        "series": series_name(label), "label": label, "value": value, "unit": unit, "low": low,
-                       "high": high, "n": n})
+                       "high": high, "n": n, "metric": metric})
     return points
+
+
+TREND_RUNS = 10  # the runs before the newest that latest_change judges it against
+
+
+def latest_change(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per series, the newest run against the (at most TREND_RUNS) runs before it: B / A with its 95% interval and
+    the answer, each earlier run one replicate (their spread is this host's run-to-run spread of the figure)."""
+    from refbench.estimate import answer, ratio
+    from refbench.figures import direction
+
+    out = []
+    for series in dict.fromkeys(p["series"] for p in points):
+        mine = [p for p in points if p["series"] == series and p["value"] is not None and p["value"] > 0]
+        if len(mine) < 2:
+            continue
+        before, newest = mine[:-1][-TREND_RUNS:], mine[-1]
+        est = ratio([p["value"] for p in before], [newest["value"]])
+        word, why = answer(est, direction(newest.get("metric") or ""))
+        interval = f" ({est.low:.2f}–{est.high:.2f})" if est.low is not None else ""
+        out.append({"series": series, "run": newest["run"], "against": len(before), "ratio": est.ratio,
+                    "ci_low": est.low, "ci_high": est.high, "answer": word, "why": why,
+                    "line": f"{series}: the newest run {newest['run']} against the {len(before)} before it: "
+                            f"{est.ratio:.2f}×{interval}, {word}" + (f" ({why})" if why else "")})
+    return out
 
 
 SPARKLINE_RUNS = 30  # the newest values a figure's sparkline draws
