@@ -1,5 +1,6 @@
-"""refbench tune: trials as interleaved A/B runs judged with the comparison's statistics, a kept set confirmed, any
-budget ending with an answer, host settings put back whatever happens to tune."""
+"""refbench tune: trials as A B B A runs judged with the comparisons' one estimator, kept trials that an adjustment
+for every trial tried would not keep said so, a kept set confirmed over independent loads, any budget ending with an
+answer, host settings put back whatever happens to tune."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from test_dashboard import Server
 from refbench.children import die_with_parent
 from refbench.tune import knobs as K
 from refbench.tune.host import HostChanges, host_knobs, restore_journal
+from refbench.tune.trials import Judgement, SideRun, adjusted_for_trials, interleaved, judge
 from refbench.tune.tuner import first_guess
 from refbench.host.sysfs import SysRoot, bracketed
 
@@ -43,14 +45,18 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
     assert steps["speed"]["kept"] and 90 < steps["speed"]["gain_pct"] < 110, steps["speed"]
     assert steps["speed"]["ci_low_pct"] > 0 and steps["speed"]["p"] < 0.05
     assert not steps["sleep_s"]["kept"] and "no significant change" in steps["sleep_s"]["why"], steps["sleep_s"]
-    # A B A B …: two runs a side (--repeats 2), in turns, each a run of its own kept in the tune directory.
+    # A B B A: two runs a side (--repeats 2), in turns, each a run of its own kept in the tune directory.
     sides = [r["side"] for r in steps["speed"]["runs"]]
-    assert sides == ["A", "B"] * 2 and len({r["run"] for r in steps["speed"]["runs"]}) == 4
+    assert sides == ["A", "B", "B", "A"] and len({r["run"] for r in steps["speed"]["runs"]}) == 4
     assert all(Path(tmp_path / r["run"], "verdict.json").exists() for r in steps["speed"]["runs"])
     # The kept set is confirmed by fresh runs against the baseline's configuration.
     assert journey["confirmed"] is True and journey["kept"] == {"speed": "2"}
     assert journey["confirmation"]["gain_pct"] > 90 and journey["answer"].startswith("speed=2")
-    assert [r["side"] for r in journey["confirmation"]["runs"]] == ["A", "B"] * 3  # at least three a side
+    assert journey["answer"].endswith("; 3 runs a side"), journey["answer"]  # sleepy loads no database, has no window
+    assert [r["side"] for r in journey["confirmation"]["runs"]] == ["A", "B", "B", "A", "A", "B"]  # three a side
+    # Two trials tried, the kept one far below p 0.025: it holds after adjusting for both.
+    assert steps["speed"]["p_all_trials"] < 0.05 and not steps["speed"]["multiple_comparisons"]
+    assert journey["multiple_comparisons"].startswith("the 1 kept trial(s) hold after adjusting for the 2 trials")
     tune_dir = tmp_path / journey["dir"]
     assert result.stdout.strip().splitlines()[-1] == journey["dir"]
     plan = (tune_dir / "tuned-plan.toml").read_text()
@@ -71,6 +77,64 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
             urllib.request.urlopen(f"{server.base}tune/..%2Fruns", timeout=30)
     finally:
         server.stop()
+
+
+def test_a_trials_runs_go_a_b_b_a(refbench, tmp_path):
+    """The order of the runs as they ran (their start times), not only as the journey lists them: with A always
+    first, a host that slows down as the trial goes would favour A."""
+    journey = _journey(refbench("tune", *SLEEPY, "--only", "sleep_s", "--trials", "1", "--budget", "20m", "--json"))
+    step, = journey["steps"]
+    runs = step["runs"]
+    assert [r["side"] for r in runs] == ["A", "B", "B", "A"] and [Path(r["run"]).name[-2:] for r in runs] == \
+        ["A1", "B1", "B2", "A2"]
+    numbers = [int(Path(r["run"]).name.split("-")[1]) for r in runs]  # tune numbers its runs as it starts them
+    started = [json.loads((tmp_path / r["run"] / "run.json").read_text())["started_utc"] for r in runs]
+    assert numbers == sorted(numbers) and started == sorted(started), (numbers, started)
+    assert not step["kept"] and "no significant change" in step["why"], step
+    assert step["p_all_trials"] == step["p"] and not step["multiple_comparisons"]  # one trial: nothing to adjust
+    assert "multiple_comparisons" not in journey and journey["confirmed"] is None
+
+
+def test_pairs_alternate_their_order_and_the_judgement_is_the_estimators():
+    calls = []
+    runs = interleaved(3, lambda side, i: calls.append(f"{side}{i}") or SideRun(side, "", 100.0, 1.0))
+    assert calls == ["A1", "B1", "B2", "A2", "A3", "B3"] and len(runs) == 6
+    failing = interleaved(3, lambda side, i: SideRun(side, "", None, 1.0, "boom" if f"{side}{i}" == "B2" else ""))
+    assert [r.side for r in failing] == ["A", "B", "B"]  # stops at the first failure
+    a, b = [100.0, 102.0, 98.0], [110.0, 113.0, 108.0]
+    sides = [SideRun(s, "", v, 1.0) for s, v in zip("ABBAAB", [a[0], b[0], b[1], a[1], a[2], b[2]])]
+    alone, among = judge("ops_per_s", sides), judge("ops_per_s", sides, family=20)
+    assert alone.kept and alone.why.startswith("better by +10.3% (95% CI +") and alone.family == 1
+    assert alone.p == among.p and abs(among.p_adjusted - alone.p * 20) < 0.001
+    # Adjusted for 20, the interval widens with the p: it includes 0, and the change is not kept.
+    assert not among.kept and among.ci_low_pct < 0 < among.ci_high_pct and "CI, Bonferroni over 20" in among.why
+    # Lower is better: B's shorter latency is the gain.
+    latency = judge("lat_ms", [SideRun(r.side, "", 1000 / r.value, 1.0) for r in sides])
+    assert latency.kept and abs(latency.gain_pct - alone.gain_pct) < 0.01
+
+
+def test_kept_trials_that_an_adjustment_for_every_trial_would_not_keep_are_said_so():
+    def trial(p: float | None, kept: bool) -> Judgement:
+        return Judgement(kept, 5.0 if kept else 0.2, None, None, p, "")
+
+    judgements = [trial(0.03, True), trial(0.001, True), trial(0.6, False), trial(None, False), trial(0.2, False),
+                  trial(0.04, True)]
+    said = adjusted_for_trials(judgements)
+    assert said[0] == (0.18, "kept at p 0.03, but not after adjusting for the 6 trials tried (Bonferroni: p 0.18)")
+    assert said[1] == (0.006, "")  # holds
+    assert said[2] == (1.0, "") and said[3] == (None, "") and said[4] == (1.0, "")  # not kept: nothing to say
+    assert said[5][1].endswith("(Bonferroni: p 0.24)")
+    # Of a numeric setting's values only the best stays kept: the others are not reported as kept.
+    assert adjusted_for_trials(judgements, [False, True, False, False, False, False])[0] == (0.18, "")
+    assert adjusted_for_trials(judgements[:1]) == [(0.03, "")]  # one trial: nothing to adjust for
+    from refbench.tune.tuner import summary_lines
+
+    journey = {"dir": "runs/tune/x", "answer": "…", "multiple_comparisons": "1 of the 2 kept …", "steps": [
+        {"change": {"commit_delay": "100"}, "kept": True, "why": "better by +5.0%",
+         "multiple_comparisons": said[0][1]}]}
+    lines = summary_lines(journey)
+    assert lines[0].endswith("better by +5.0%; kept at p 0.03, but not after adjusting for the 6 trials tried "
+                             "(Bonferroni: p 0.18)") and lines[1] == "multiple comparisons: 1 of the 2 kept …"
 
 
 def test_a_budget_too_small_for_any_trial_still_answers(refbench, tmp_path):
@@ -462,6 +526,55 @@ def test_oltp_trial_runs_start_from_copies_of_one_loaded_database(reachable_dir,
     assert all(reused(r["run"]) for r in again["steps"][0]["runs"])
     for tune in (journey, again):
         assert not list(Path(tune["dir"]).glob("oltp-data*")), list(Path(tune["dir"]).iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.reference
+def test_the_confirmation_runs_on_two_independent_loads_at_the_window_the_answer_is_for(reachable_dir):
+    """oltp on a managed server: the confirmation loads the database a second time, alone, and spreads its A B B A
+    runs over both loads, each load with both sides; it runs the baseline's window where that fits the budget (here
+    the trials are made to measure less), and its answer says both. The second load goes at the end like the first,
+    and the budget counted it."""
+    from refbench.tune.tuner import Request, Tuner
+
+    said: list[str] = []
+    request = Request("oltp", "quick", 1800, repeats=2, runs_dir=str(reachable_dir / "runs"),
+                      sets=["oltp.warehouses=1", "oltp.users=[2]", "oltp.rampup_s=1", "oltp.duration_s=3"])
+    tuner = Tuner(request, said.append)
+    knob = next(k for k in K.ENGINE_KNOBS if k.engine == "postgres" and k.name == "commit_delay")
+
+    def only_the_confirmation() -> dict:
+        tuner.baseline()
+        assert tuner.confirm_cost_s() >= tuner.trial_cost_s(tuner.confirm_repeats) + tuner.load_cost_s() > \
+            tuner.trial_cost_s(tuner.confirm_repeats)
+        tuner.shape["duration_s"], tuner.full_window = 2, {"duration_s": 3}  # trials measure 2 s, the baseline 3
+        tuner.confirm({"commit_delay": (knob, "10")})
+        tuner.save()
+        return tuner.journey
+    tuner._tune = only_the_confirmation
+    journey = tuner.tune()
+    tune_dir = Path(journey["dir"])
+    confirmation = journey["confirmation"]
+    runs = confirmation["runs"]
+    assert [r["side"] for r in runs] == ["A", "B", "B", "A", "A", "B"] and all(not r["error"] for r in runs), runs
+    assert journey["loads"] == [str(tune_dir / "oltp-data"), str(tune_dir / "oltp-data-2")]
+    by_load = {load: {r["side"] for r in runs if r["load"] == load} for load in journey["loads"]}
+    assert by_load == {load: {"A", "B"} for load in journey["loads"]}, runs  # each load with both sides
+    assert [r["load"] for r in runs] == [journey["loads"][0]] * 4 + [journey["loads"][1]] * 2
+
+    def report(run: str) -> str:
+        return (Path(run) / "report.html").read_text()
+    loaded = [p for p in (tune_dir / "runs").iterdir() if p.is_dir() and p.name.endswith("load-2")]
+    assert len(loaded) == 1 and "reused an existing load" not in report(str(loaded[0]))
+    assert all("reused an existing load" in report(r["run"]) for r in runs)
+    assert confirmation["window"] == {"rampup_s": 1, "duration_s": 3} and confirmation["profile_window"]
+    assert all('duration_s = 3' in (tune_dir / "runs" / f"{Path(r['run']).name.split('-', 1)[1]}.toml").read_text()
+               for r in runs)
+    assert confirmation["design"] == ("over 2 independent loads, 3 runs a side, measured over 1 s warm-up + 3 s as "
+                                      "the baseline was (the trials measured 1 s warm-up + 2 s)")
+    assert journey["answer"].endswith(confirmation["design"] + ("" if journey["confirmed"] else ")")), journey["answer"]
+    assert "loading the database again, independently, for the confirmation (oltp-data-2)" in said
+    assert not list(tune_dir.glob("oltp-data*")), list(tune_dir.iterdir())
 
 
 def test_a_users_mariadb_gets_its_global_variables_back(reachable_dir, tmp_path):

@@ -760,8 +760,10 @@ def tune(
 ) -> None:
     """Tune a suite's stack: run it (or read --baseline), name what limits it (the wait profile, the host's
     telemetry), try the engine settings (and with --apply-host the host settings) that address that first, each
-    as an A/B trial of interleaved runs judged like 'refbench compare' (Welch's t-test, 95% interval), keep what is
-    significantly better, confirm the kept set against the baseline with fresh runs, and write the tuned profile:
+    as an A/B trial of runs in A B B A order judged like 'refbench compare' (each run a replicate, Welch's t-test on
+    the logarithms), keep what is significantly better (and say which trials an adjustment for every trial tried
+    would not keep), confirm the kept set against the baseline with fresh runs on two independently loaded
+    databases, and write the tuned profile:
     a plan fragment (tuned-plan.toml), a shell script and a tuned profile for host settings, and report.html.
     Engine settings are changed only on servers refbench manages."""
     from refbench.tune import tuner as tuning

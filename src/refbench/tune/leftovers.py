@@ -1,6 +1,7 @@
 """What a tune leaves in its directory while it runs — the loaded database every oltp trial run starts from a copy
-of, and that copy — and how it goes when the tune and its watchdog were killed together: the tune holds its
-directory's lock while it lives, so whoever finds the lock free knows the tune is over."""
+of, the second one the confirmation loads beside it, and a run's copy of either — and how it goes when the tune and
+its watchdog were killed together: the tune holds its directory's lock while it lives, so whoever finds the lock free
+knows the tune is over."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from typing import Callable
 from refbench.removal import remove_quietly
 
 DATA_COPIED = "oltp-data"  # the one loaded database each oltp run starts from a copy of
-DATA_COPY = f"{DATA_COPIED}-run"  # that copy, while a run uses it
+DATA_SECOND = f"{DATA_COPIED}-2"  # the confirmation's second, independent load
+DATA_LOADS = (DATA_COPIED, DATA_SECOND)
+DATA_COPY = f"{DATA_COPIED}-run"  # a copy of one of them, while a run uses it
 # What of a tune's directory is its data (the managed servers keep their log beside their data directory: NAME.log).
-DATA_LEFT = tuple(f"{name}{end}" for name in (DATA_COPIED, DATA_COPY) for end in ("", ".log"))
+DATA_LEFT = tuple(f"{name}{end}" for name in (*DATA_LOADS, DATA_COPY) for end in ("", ".log"))
 ALIVE_LOCK = "tune.lock"  # held (flock) by the tune process while it runs
 
 
@@ -28,7 +31,7 @@ def hold_alive_lock(directory: Path) -> int:
 
 
 def remove_data_of_dead_tunes(tunes: Path, say: Callable[[str], None]) -> list[Path]:
-    """Removes the loaded database and its copy that a tune killed with its watchdog left in its directory (a tune
+    """Removes the loaded databases and their copy that a tune killed with its watchdog left in its directory (a tune
     that still runs holds its lock); its journey, runs and log stay. Returns what it removed."""
     removed = []
     try:

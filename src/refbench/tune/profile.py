@@ -150,7 +150,8 @@ def journey_rows(journey: dict[str, Any]) -> list[dict[str, Any]]:
                      "effect": "" if s.get("gain_pct") is None else f"{s['gain_pct']:+.1f}%",
                      "95% CI": "" if s.get("ci_low_pct") is None else f"{s['ci_low_pct']:+.1f}% … {s['ci_high_pct']:+.1f}%",
                      "p": "" if s.get("p") is None else f"{s['p']:.3f}", "kept": "kept" if s["kept"] else "dropped",
-                     "verdict": s["why"], "why tried": s.get("why_tried", "")})
+                     "verdict": "; ".join(filter(None, (s["why"], s.get("multiple_comparisons"), s.get("design")))),
+                     "why tried": s.get("why_tried", "")})
     return rows
 
 
@@ -159,15 +160,18 @@ def page(journey: dict[str, Any]) -> str:
     facts = [("suite", f"{journey['suite']} ({journey['profile']} profile)"), ("engine", journey.get("engine") or "—"),
              ("objective", f"{objective.get('label', '')}: {h.fmt(objective.get('value'))} {objective.get('unit', '')} at the baseline"),
              ("limited by", journey.get("bottleneck", "")), ("baseline", journey.get("baseline", "")),
-             ("trial runs", f"{journey.get('repeats')} a side, A B A B …; options {json.dumps(journey.get('trial_options', {}))}"
+             ("trial runs", f"{journey.get('repeats')} a side, A B B A …; options {json.dumps(journey.get('trial_options', {}))}"
                             + (f"; {journey['data']}" if journey.get("data") else "")),
              ("counted at the baseline", "; ".join(journey.get("evidence", {}).values()) or "—"),
              ("budget", f"{journey.get('budget_s', 0) / 60:,.0f} min, used {journey.get('elapsed_s', 0) / 60:,.1f} min"),
-             ("not tried", ", ".join(journey.get("untried", [])) or "—")]
+             ("not tried", ", ".join(journey.get("untried", [])) or "—"),
+             ("multiple comparisons", journey.get("multiple_comparisons") or "—")]
     body = (f"<h1>refbench tune: {h.esc(journey['suite'])}</h1><p class=\"banner {'pass' if journey.get('confirmed') else 'none'}\">"
             f"{h.esc(journey.get('answer', ''))}</p>" + h.key_values(facts) + "<h2>The trials</h2>" + effect_chart(
                 journey.get("steps", [])) + h.table(journey_rows(journey)) +
             "<p class=\"note\">A trial is kept when B is better than A with Welch's t-test p &lt; 0.05 (on the logarithms "
-            "of the runs' figures) and by at least 1%, the rule of refbench compare; the kept set is then confirmed by "
-            "fresh runs against the baseline's configuration.</p>")
+            "of the runs' figures, each run a replicate, the estimator of refbench compare) and by at least 1%; a kept "
+            "trial that a Bonferroni adjustment for every trial tried would not keep says so. The kept set is then "
+            "confirmed by fresh runs, A B B A, against the baseline's configuration, on more than one independently "
+            "loaded database where runs start from copies of one.</p>")
     return h.page(f"refbench tune {journey['suite']}", body)

@@ -1,6 +1,7 @@
-"""One trial of `refbench tune`: the same suite run as A and as B in turns (A B A B …), each run a normal refbench run
-kept in the tune directory, and the headline figure of the runs judged with the comparison's own statistics
-(report.compare.significance: Welch's t-test on the logarithms, the ratio's 95% interval)."""
+"""One trial of `refbench tune`: the same suite run as A and as B in turns (A B B A, then A B B A again for more
+repeats), each run a normal refbench run kept in the tune directory, and the headline figure of the runs judged by
+the one estimator every comparison uses (refbench.estimate: Welch's t-test on the logarithms of the runs' figures,
+each run a replicate; the interval at the confidence of the family judged, Bonferroni)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import functools
 import json
 import math
 import signal
-import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from refbench import estimate
 from refbench.children import die_with_parent, watchdog
-from refbench.report.compare import SAME_WITHIN, Figure, direction, repeats_to_resolve, significance
+from refbench.figures import direction
+from refbench.report.compare import SAME_WITHIN
 from refbench.suites import get_suite, is_figure
 
 
@@ -49,6 +51,7 @@ class SideRun:
     value: float | None
     wall_s: float
     error: str = ""
+    load: str = ""  # the loaded database the run started from a copy of ("": it loaded its own, or has none)
 
 
 @dataclass
@@ -57,10 +60,12 @@ class Judgement:
     gain_pct: float | None  # how much better B is than A (the objective's direction), %
     ci_low_pct: float | None
     ci_high_pct: float | None
-    p: float | None
+    p: float | None  # unadjusted
     why: str
     a: list[float] = field(default_factory=list)
     b: list[float] = field(default_factory=list)
+    family: int = 1  # the comparisons judged together (Bonferroni): the interval and the p that decided are over it
+    p_adjusted: float | None = None
 
 
 def toml_value(value: Any) -> str:
@@ -76,7 +81,7 @@ def toml_value(value: Any) -> str:
 def plan_text(profile: str, suite: str, options: dict[str, Any], comment: str = "",
               top: dict[str, Any] | None = None) -> str:
     """A plan of ``suite`` with ``options``; ``top``: the plan's own keys besides (its targets, work_dir…)."""
-    # repeats = 1: tune repeats runs itself, A B A B; a profile's own repeats would measure each run's case again.
+    # repeats = 1: tune repeats runs itself, A B B A; a profile's own repeats would measure each run's case again.
     lines = [f"# {line}" for line in comment.splitlines()] + [f"profile = {toml_value(profile)}",
                                                                f"suites = [{toml_value(suite)}]", "repeats = 1"]
     lines += [f"{key} = {toml_value(value)}" for key, value in (top or {}).items()] + ["", f"[{suite}]"]
@@ -130,42 +135,82 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
 
 
 def interleaved(repeats: int, run: Callable[[str, int], SideRun]) -> list[SideRun]:
-    """A B A B …: ``repeats`` runs a side, in turns, so that a drift of the host (a neighbour, a warming cache) falls
-    on both sides alike. Stops at the first run that fails."""
+    """A B B A …: ``repeats`` runs a side in pairs whose order alternates (A B, B A, A B, …), so that a drift of the
+    host (a neighbour, a warming cache, a filling device) falls on both sides alike: with A always first, a drift
+    down would favour A. ``run(side, i)``: the i-th run of that side (also the i-th pair). Stops at the first run
+    that fails."""
     out = []
-    for i in range(repeats):
-        for side in "AB":
-            out.append(run(side, i + 1))
+    for i in range(1, repeats + 1):
+        for side in ("AB" if i % 2 else "BA"):
+            out.append(run(side, i))
             if out[-1].error:
                 return out
     return out
 
 
-def judge(metric: str, runs: list[SideRun]) -> Judgement:
-    """Kept when B is better than A significantly (the comparison's rule) and by at least SAME_WITHIN."""
+def judge(metric: str, runs: list[SideRun], family: int = 1) -> Judgement:
+    """Kept when B is better than A significantly — estimate.ratio's Welch test on the runs, its p adjusted over
+    ``family`` comparisons (Bonferroni) below ALPHA — and by at least SAME_WITHIN."""
     failed = next((r for r in runs if r.error), None)
     a = [r.value for r in runs if r.side == "A" and r.value is not None]
     b = [r.value for r in runs if r.side == "B" and r.value is not None]
+    family = max(1, family)
     if failed is not None:
-        return Judgement(False, None, None, None, None, f"{failed.side} run failed: {failed.error}", a, b)
+        return Judgement(False, None, None, None, None, f"{failed.side} run failed: {failed.error}", a, b, family)
     if len(a) < 2 or len(b) < 2:
-        return Judgement(False, None, None, None, None, "one run a side cannot tell a change from noise", a, b)
-    fa, fb = Figure(statistics.fmean(a), a, f"{len(a)} repeats"), Figure(statistics.fmean(b), b, f"{len(b)} repeats")
-    significant, test, _ = significance(fa, fb)
+        return Judgement(False, None, None, None, None, "one run a side cannot tell a change from noise", a, b, family)
+    est = estimate.ratio(a, b, family)
+    if est.ratio is None or est.p is None:
+        return Judgement(False, None, None, None, None, f"not judged: {est.basis}", a, b, family)
     sense = direction(metric) or 1
-    gain = (fb.value / fa.value) ** sense - 1 if fa.value and fb.value else math.nan
+    gain = est.ratio ** sense - 1 if est.ratio > 0 else math.nan
     low = high = None
-    if test is not None and test.low > 0:
-        low, high = sorted(((test.low ** sense) - 1, (test.high ** sense) - 1))
-    better = significant and gain >= SAME_WITHIN
-    worse = significant and gain <= -SAME_WITHIN
-    interval = f" (95% CI {low:+.1%} … {high:+.1%}, p {test.p:.3f})" if low is not None else ""
-    why = (f"better by {gain:+.1%}{interval}" if better else f"worse by {gain:+.1%}{interval}" if worse else
-           f"no significant change: {gain:+.1%}{interval}")
-    if not significant and test is not None and test.log_sd:
-        n = repeats_to_resolve(test.log_sd)
-        why += (f"; the runs spread by {math.expm1(test.log_sd):.1%} each: "
-                + (f"--repeats {n} would resolve a 5% change" if n else "more than 50 a side would be needed to resolve 5%"))
+    if est.low is not None and est.low > 0:
+        low, high = sorted(((est.low ** sense) - 1, (est.high ** sense) - 1))
+    better = est.significant and gain >= SAME_WITHIN
+    worse = est.significant and gain <= -SAME_WITHIN
+    p_words = f"p {est.p:.3f}" if family == 1 else f"p {est.p:.3f}, {est.p_adjusted:.3f} adjusted for {family}"
+    level = "95% CI" if family == 1 else f"{est.confidence:.1%} CI, Bonferroni over {family}"
+    interval = f" ({level} {low:+.1%} … {high:+.1%}, {p_words})" if low is not None else f" ({p_words})"
+    if better:
+        why = f"better by {gain:+.1%}{interval}"
+    elif worse:
+        why = f"worse by {gain:+.1%}{interval}"
+    elif est.significant:
+        why = f"no change worth keeping: {gain:+.1%}{interval}, under the {SAME_WITHIN:.0%} a kept change needs"
+    else:
+        why = f"no significant change: {gain:+.1%}{interval}"
+        if est.log_sd:
+            n = estimate.repeats_to_resolve(est.log_sd, family=family)
+            why += (f"; the runs spread by {math.expm1(est.log_sd):.1%} each: "
+                    + (f"--repeats {n} would resolve a {estimate.RESOLVE:.0%} change" if n else
+                       f"more than {estimate.MOST_REPEATS} a side would be needed to resolve {estimate.RESOLVE:.0%}"))
     return Judgement(better, round(gain * 100, 2), None if low is None else round(low * 100, 2),
-                     None if high is None else round(high * 100, 2), None if test is None else round(test.p, 4),
-                     why, a, b)
+                     None if high is None else round(high * 100, 2), round(est.p, 4), why, a, b, family,
+                     round(est.p_adjusted, 4))
+
+
+def adjusted_for_trials(judgements: Sequence[Judgement], kept: Sequence[bool] | None = None
+                        ) -> list[tuple[float | None, str]]:
+    """What a multiple-comparison correction over every trial tried says of each: (its p adjusted for them all,
+    Bonferroni; the words when a trial that was kept would not be kept after it, else ""). Each trial is judged on
+    its own at ALPHA, so among many trials of changes that do nothing one in twenty is kept by chance: a trial that
+    holds only unadjusted says so. ``kept``: which trials' changes were kept (default: each judgement's own)."""
+    tried = len(judgements)
+    kept = [j.kept for j in judgements] if kept is None else list(kept)
+    out = []
+    for judgement, was_kept in zip(judgements, kept):
+        if judgement.p is None:
+            out.append((None, ""))
+            continue
+        adjusted = min(1.0, judgement.p * tried)
+        note = ""
+        if was_kept and tried > 1 and adjusted >= estimate.ALPHA:
+            note = (f"kept at p {_p_text(judgement.p)}, "
+                    f"but not after adjusting for the {tried} trials tried (Bonferroni: p {_p_text(adjusted)})")
+        out.append((round(adjusted, 4), note))
+    return out
+
+
+def _p_text(p: float) -> str:
+    return f"{p:.2g}" if p >= 0.01 else f"{p:.1g}" if p >= 0.001 else "< 0.001"

@@ -20,17 +20,25 @@ from refbench.redaction import redact, write_private
 from refbench.report.waits import PHRASES
 from refbench.tune import knobs as K
 from refbench.tune.host import HOST_SETTINGS, HostChanges, host_knobs
-from refbench.tune.leftovers import DATA_COPIED, DATA_COPY, DATA_LEFT, hold_alive_lock, remove_data_of_dead_tunes
+from refbench.tune.leftovers import (DATA_COPIED, DATA_COPY, DATA_LEFT, DATA_LOADS, DATA_SECOND, hold_alive_lock,
+                                     remove_data_of_dead_tunes)
 from refbench.tune.server import ServerChanges
-from refbench.tune.trials import Judgement, Objective, SideRun, interleaved, judge, plan_text, run_side
+from refbench.tune.trials import (Judgement, Objective, SideRun, adjusted_for_trials, interleaved, judge, plan_text,
+                                  run_side)
 
 TUNE_DIR = "tune"
 CONFIRM_REPEATS = 3
+# The confirmation's runs start from copies of this many independently loaded databases (where trial runs start from
+# copies of one), each load with both sides: its interval then holds the spread from one load to the next, which a
+# single load hides (the default side alone spread 20% across four loads of one oltp configuration).
+CONFIRM_LOADS = 2
 LIMIT_WORDS = {**PHRASES, "device": "a busy device", "neither": "the load offered"}
 # A tuning trial of a long profile measures less than a rating run: enough for a steady state, short enough for
 # several trials in a working day (the journey says so).
 TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s": 120}}
 PLAN_KEYS = ("targets", "work_dir", "engines", "scheduler")
+LOADED_SUITES = ("oltp", "dss", "dw")  # a run loads a database (where it is not given one)
+WINDOW_KEYS = ("rampup_s", "duration_s")
 
 
 @dataclass
@@ -63,12 +71,15 @@ class Step:
     runs: list[SideRun]
     kept: bool = False
     paths: tuple[str, ...] = ()  # a host setting's files
+    p_all_trials: float | None = None  # its p adjusted for every trial tried (Bonferroni), once the search is over
+    multiple_comparisons: str = ""  # when kept: that such an adjustment would not keep it
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return {"change": self.change, "kind": self.kind, "why_tried": self.why_tried, "kept": self.kept,
                 **{k: v for k, v in asdict(self.judgement).items() if k != "kept"}, "paths": list(self.paths),
+                "p_all_trials": self.p_all_trials, "multiple_comparisons": self.multiple_comparisons,
                 "runs": [asdict(r) for r in self.runs]}
 
 
@@ -152,6 +163,7 @@ class Tuner:
         self._alive = hold_alive_lock(self.dir)
         self.log = self.dir / "tune.log"
         self.template = self.dir / DATA_COPIED if self.copies_data() else None
+        self.load_wall_s: float | None = None  # what loading the template took, when a load run made it
 
         self.steps: list[Step] = []
         self.run_wall_s: list[float] = []
@@ -177,16 +189,17 @@ class Tuner:
             return False
         return get_engine(engine_name(self.options)).reaches(self.dir)
 
-    def data_for(self, copied: bool) -> tuple[Path | None, float]:
-        """The data directory a run starts from, and the seconds it took to make: the template itself while it is not
-        loaded yet (the run loads it), else a fresh copy of it, with ownership kept and its pages written out and
-        dropped from the page cache, so that the run reads it from storage as after a load. None: the run loads its
-        own (no copies, or not ``copied``)."""
-        if self.template is None or not copied:
+    def data_for(self, copied: bool, template: Path | None = None) -> tuple[Path | None, float]:
+        """The data directory a run starts from, and the seconds it took to make: the template (``template``, else the
+        trials' one) itself while it is not loaded yet (the run loads it), else a fresh copy of it, with ownership
+        kept and its pages written out and dropped from the page cache, so that the run reads it from storage as
+        after a load. None: the run loads its own (no copies, or not ``copied``)."""
+        template = template or self.template
+        if template is None or not copied:
             return None, 0.0
-        if not self.template.exists():
-            self.template.mkdir()  # made here, so a run takes it as given data and leaves it
-            return self.template, 0.0
+        if not template.exists():
+            template.mkdir()  # made here, so a run takes it as given data and leaves it
+            return template, 0.0
         from refbench.host import pagecache
 
         started = time.monotonic()
@@ -194,34 +207,45 @@ class Tuner:
         remove_quietly(copy)
         # Copied block by block (no reflink: shared extents would be written copy-on-write, another layout than a
         # load's), ownership and modes kept.
-        done = subprocess.run(["cp", "-a", "-T", "--reflink=never", str(self.template), str(copy)],
+        done = subprocess.run(["cp", "-a", "-T", "--reflink=never", str(template), str(copy)],
                               capture_output=True, text=True)
         if done.returncode != 0:
             remove_quietly(copy)
             raise UserError(f"copying the trial runs' database failed: {done.stderr.strip() or done.returncode}.")
-        for tree, write_back in ((copy, True), (self.template, False)):
+        for tree, write_back in ((copy, True), (template, False)):
             pagecache.evict([p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()], write_back=write_back)
         return copy, time.monotonic() - started
 
-    def load_data(self) -> None:
-        """A given baseline's data is gone with its run: a run that loads the database and measures a second makes
-        the one every trial run copies (its time is not a trial run's)."""
-        self.say("loading the database every trial run starts from a copy of")
-        result = self.run_once("load", {**self.options, **self.shape, "rampup_s": 0, "duration_s": 1}, {}, "A",
-                               judged=False)
+    def load_options(self) -> dict[str, Any]:
+        """A run that only loads the database (and measures a second): the baseline's configuration."""
+        return {**self.options, **self.shape, "rampup_s": 0, "duration_s": 1}
+
+    def load_data(self, template: Path | None = None) -> SideRun:
+        """A run that loads the database into ``template`` (default: the trials' one) and measures a second, alone:
+        for the trials when a given baseline's data went with its run, and the confirmation's second, independent
+        load. Its time is not a trial run's."""
+        template = template or self.template
+        self.say("loading the database every trial run starts from a copy of" if template == self.template else
+                 f"loading the database again, independently, for the confirmation ({template.name})")
+        label = "load" if template == self.template else f"load-{len(self.journey.get('loads', [])) + 1}"
+        result = self.run_once(label, self.load_options(), {}, "A", judged=False, template=template)
         self.run_wall_s.pop()
-        if result.error:
+        if not result.error:
+            self.load_wall_s = max(self.load_wall_s or 0.0, result.wall_s)
+        elif template == self.template:
             raise UserError(f"loading the trial runs' database failed: {result.error} (its output: {self.log}).")
+        return result
 
     def run_once(self, label: str, options: dict[str, Any], outside: dict[str, tuple[K.Knob, str]], side: str,
-                 judged: bool = True, copied: bool = True) -> SideRun:
+                 judged: bool = True, copied: bool = True, template: Path | None = None) -> SideRun:
         """One run of ``options``, with the host's and a DSN server's settings of ``outside`` changed around it;
         ``judged``: its objective read (not for a run that only loads); ``copied``: from a copy of the loaded
-        database where tune keeps one."""
+        database (``template``, else the trials' one) where tune keeps one."""
         self.numbered += 1
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.numbered:03d}-{label}")[:60]
         plan = self.dir / "runs" / f"{name}.toml"
-        data, copying_s = self.data_for(copied)
+        template = template or self.template
+        data, copying_s = self.data_for(copied, template)
         if data is not None:
             options = {**options, "data_dir": str(data)}
         text = plan_text(self.profile, self.request.suite, options, top=self.top)
@@ -244,8 +268,10 @@ class Tuner:
                 plan.unlink(missing_ok=True)
                 if outside:
                     self.server.restore()
-            if data is not None and data != self.template:
+            if data is not None and data != template:
                 remove_quietly(data)
+        if data is not None and data != template:
+            result.load = str(template)
         self.run_wall_s.append(result.wall_s + copying_s)
         return result
 
@@ -264,10 +290,11 @@ class Tuner:
         return options, outside
 
     def another_trial_fits(self) -> bool:
-        """A trial and the confirmation fit in what is left of the budget, and --trials allows one more."""
+        """A trial and the confirmation (its second load included) fit in what is left of the budget, and --trials
+        allows one more."""
         if self.request.trials and len(self.steps) >= self.request.trials:
             return False
-        return self.left_s() >= self.trial_cost_s() + self.trial_cost_s(self.confirm_repeats)
+        return self.left_s() >= self.trial_cost_s() + self.confirm_cost_s()
 
     @property
     def confirm_repeats(self) -> int:
@@ -278,6 +305,23 @@ class Tuner:
     def trial_cost_s(self, repeats: int = 0) -> float:
         per_run = max(self.run_wall_s[1:] or self.run_wall_s or [60.0])  # the first: the baseline's, scaled
         return 2 * (repeats or self.request.repeats) * per_run
+
+    def confirm_cost_s(self, window: dict[str, Any] | None = None) -> float:
+        """The confirmation: its runs (at the trials' window, or ``window`` scaled by the suite's own estimates) and
+        the loads it makes besides the trials' one."""
+        runs = self.trial_cost_s(self.confirm_repeats)
+        if window:
+            trial = self.estimated_s({**self.options, **self.shape})
+            longer = self.estimated_s({**self.options, **self.shape, **window})
+            runs *= longer / trial if trial and longer else math.inf
+        return runs + (CONFIRM_LOADS - 1) * self.load_cost_s() if self.template is not None else runs
+
+    def load_cost_s(self) -> float:
+        """One more load of the database: what the load run took, else the suite's own estimate of one, else a
+        trial run's time."""
+        if self.load_wall_s:
+            return self.load_wall_s
+        return self.estimated_s(self.load_options()) or max(self.run_wall_s or [60.0])
 
     def estimated_s(self, options: dict[str, Any]) -> float | None:
         """What the suite's own estimate (the one --dry-run quotes) says a run of ``options`` takes."""
@@ -292,13 +336,27 @@ class Tuner:
             return None
 
     def ab(self, label: str, a: dict[str, tuple[K.Knob, str]], b: dict[str, tuple[K.Knob, str]],
-           repeats: int = 0) -> tuple[list[SideRun], Judgement]:
-        configs = {"A": self.options_for(a), "B": self.options_for(b)}
-        # A WAL placed elsewhere needs a database made for it: then both sides load their own, alike.
-        copied = not any(knob.name == "wal_dir" for config in (a, b) for knob, _ in config.values())
-        runs = interleaved(repeats or self.request.repeats,
-                           lambda side, i: self.run_once(f"{label}-{side}{i}", *configs[side], side, copied=copied))
+           repeats: int = 0, window: dict[str, Any] | None = None,
+           loads: list[Path] | None = None) -> tuple[list[SideRun], Judgement]:
+        """A B B A …, ``repeats`` runs a side (default --repeats), with ``window`` over the trials' options; where runs
+        start from copies, the pairs of each A B B A go to one of ``loads`` in turn (default: the trials' one), so
+        that every load has both sides alike."""
+        configs = {side: self.options_for(config) for side, config in (("A", a), ("B", b))}
+        configs = {side: ({**options, **(window or {})}, outside) for side, (options, outside) in configs.items()}
+        copied = self.copied(a, b)
+        loads, repeats = loads or [self.template], repeats or self.request.repeats
+
+        def run(side: str, i: int) -> SideRun:  # the pairs in even runs of loads: 3 over 2, A B B A | A B
+            template = loads[(i - 1) * len(loads) // repeats]
+            return self.run_once(f"{label}-{side}{i}", *configs[side], side, copied=copied, template=template)
+        runs = interleaved(repeats, run)
         return runs, judge(self.objective.metric, runs)
+
+    def copied(self, *configs: dict[str, tuple[K.Knob, str]]) -> bool:
+        """Whether the runs of these configurations start from copies of a loaded database: not when there is none,
+        nor for a WAL placed elsewhere, which needs a database made for it (both sides then load their own, alike)."""
+        return self.template is not None and \
+            not any(knob.name == "wal_dir" for config in configs for knob, _ in config.values())
 
     # ---- the tune -------------------------------------------------------------------------------------------------
 
@@ -332,6 +390,9 @@ class Tuner:
         self.limits = what_limits(run, self.request.suite, headline["case"])
         self.evidence = K.evidence(self.storage) if self.engine == "postgres" else {}
         self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile, self.chosen)
+        # What the profile measures where a trial measures less (the answer is quoted for the profile's window).
+        self.full_window = {k: self.options[k] for k in TRIAL_LIMITS.get(self.request.suite, {})
+                            if k in self.shape and self.shape[k] != self.options.get(k)}
         if self.request.baseline and self.template is not None:
             self.load_data()
         if self.run_wall_s:  # the whole suite's time: scaled to one trial run's by the suite's own estimates
@@ -345,7 +406,9 @@ class Tuner:
                          "trial_options": self.shape, "plan_keys": self.top,
                          "data": (f"each trial run started from a copy of the database "
                                   f"{'a load run' if self.request.baseline else 'the baseline'} loaded (and ran), its "
-                                  "pages dropped from the page cache" if self.template is not None else
+                                  f"pages dropped from the page cache; the confirmation's from copies of "
+                                  f"{CONFIRM_LOADS} independently loaded databases, that one and {CONFIRM_LOADS - 1} "
+                                  "more loaded alone for it" if self.template is not None else
                                   "each run loaded its own database"),
                          "base_options": {**self.options, **({"dsn": redact(self.options["dsn"])} if self.server else {})},
                          "server": redact(self.options["dsn"]) if self.server is not None else ""}
@@ -429,6 +492,7 @@ class Tuner:
             self.save()
         self.journey["untried"] = untried
         self.journey["kept"] = {name: value for name, (_, value) in kept.items()}
+        self.adjust_for_trials()
         self.confirm(kept)
         self.save()
         return self.journey
@@ -488,19 +552,79 @@ class Tuner:
                 if knob.name in step.change:
                     step.kept = step.change[knob.name] == best[1]
 
+    def adjust_for_trials(self) -> None:
+        """Each trial is judged alone at p < 0.05; over many trials some pass by chance. The journey says which kept
+        trial a Bonferroni adjustment for every trial tried would not keep (the confirmation decides in the end)."""
+        for step, (adjusted, note) in zip(self.steps, adjusted_for_trials([s.judgement for s in self.steps],
+                                                                          [s.kept for s in self.steps])):
+            step.p_all_trials, step.multiple_comparisons = adjusted, note
+        kept = [s for s in self.steps if s.kept]
+        weak = [s for s in kept if s.multiple_comparisons]
+        if len(self.steps) > 1 and kept:
+            self.journey["multiple_comparisons"] = (
+                f"{len(weak)} of the {len(kept)} kept trial(s) would not be kept after adjusting for the "
+                f"{len(self.steps)} trials tried (Bonferroni); the confirmation decides" if weak else
+                f"the {len(kept)} kept trial(s) hold after adjusting for the {len(self.steps)} trials tried (Bonferroni)")
+
     def confirm(self, kept: dict[str, tuple[K.Knob, str]]) -> None:
+        """The kept set against the baseline's configuration in fresh runs, A B B A, at least three a side; where runs
+        start from copies of a loaded database, spread over CONFIRM_LOADS independent loads (a second made now,
+        alone), each with both sides. At the window the answer is quoted for (the profile's) when it fits what is left
+        of the budget, else at the trials' window, and the answer says which."""
         if not kept:
             self.journey["answer"] = "keep the defaults: no change tried made it significantly better"
             self.journey["confirmed"] = None
             return
         label = ", ".join(f"{n}={v}" for n, (_, v) in kept.items())
+        window = self.full_window if self.full_window and self.left_s() >= self.confirm_cost_s(self.full_window) else {}
+        loads, failed = [self.template], ""
+        if self.copied(kept):
+            self.journey["loads"] = [str(self.template)]
+            second = self.load_data(self.dir / DATA_SECOND)
+            if second.error:
+                failed = f"a second load failed: {second.error}"
+            else:
+                loads.append(self.dir / DATA_SECOND)
+                self.journey["loads"].append(str(loads[-1]))
         self.say(f"confirming against the baseline's configuration: {label}")
-        runs, judgement = self.ab("confirm", {}, kept, self.confirm_repeats)
-        self.journey["confirmation"] = Step({n: v for n, (_, v) in kept.items()}, "all", "the kept set", judgement, runs,
-                                            judgement.kept).to_dict()
+        runs, judgement = self.ab("confirm", {}, kept, self.confirm_repeats, window, loads)
+        design = self.confirmation_words(runs, window, failed)
+        measured = {**self.options, **self.shape, **window}
+        self.journey["confirmation"] = {**Step({n: v for n, (_, v) in kept.items()}, "all", "the kept set", judgement,
+                                               runs, judgement.kept).to_dict(), "design": design,
+                                        "window": {k: measured[k] for k in WINDOW_KEYS if k in measured},
+                                        "profile_window": not self.full_window or bool(window)}
         self.journey["confirmed"] = judgement.kept
-        self.journey["answer"] = (f"{label}: {judgement.why}" if judgement.kept else
-                                  f"keep the defaults: the kept set ({label}) was not confirmed ({judgement.why})")
+        self.journey["answer"] = (f"{label}: {judgement.why}; {design}" if judgement.kept else
+                                  f"keep the defaults: the kept set ({label}) was not confirmed ({judgement.why}; "
+                                  f"{design})")
+
+    def confirmation_words(self, runs: list[SideRun], window: dict[str, Any], failed: str = "") -> str:
+        """How the confirmation measured: over how many independent loads, how many runs a side, over which window."""
+        per_side = min(sum(r.side == s and r.value is not None for r in runs) for s in "AB")
+        own = f"{per_side} run{'s' if per_side != 1 else ''} a side"
+        loads = {r.load for r in runs if r.load}
+        if loads:
+            words = f"over {len(loads)} independent load{'s' if len(loads) > 1 else ''}, {own}"
+            if failed:
+                words += f" ({failed}: load-to-load spread not covered)"
+        elif self.request.suite in LOADED_SUITES and (self.options.get("dsn") or any(
+                _holds_something(self.options.get(k)) for k in ("data_dir", "pg_data_dir"))):
+            words = f"{own}, on the database you gave, loaded once (load-to-load spread not covered)"
+        elif self.request.suite in LOADED_SUITES:
+            words = f"over {len(runs)} independent loads (each run loaded its own), {own}"
+        else:
+            words = own
+        measured = window_words({**self.options, **self.shape, **window})
+        if not measured:
+            return words
+        if not self.full_window:
+            return f"{words}, measured over {measured} as the baseline and the trials were"
+        if window:
+            return (f"{words}, measured over {measured} as the baseline was (the trials measured "
+                    f"{window_words({**self.options, **self.shape})})")
+        return (f"{words}, measured over {measured} as the trials were: the baseline's {window_words(self.options)} "
+                "did not fit in what was left of the budget")
 
     def save(self) -> None:
         import json
@@ -567,9 +691,24 @@ def known_settings(suite: str) -> list[str]:
 
 
 def _tune_copy(data_dir: str | None) -> bool:
-    """Whether ``data_dir`` is one a tune gave its runs: its database or that database's copy."""
+    """Whether ``data_dir`` is one a tune gave its runs: one of its loaded databases or a copy."""
     path = Path(data_dir or "")
-    return bool(data_dir) and path.name in (DATA_COPIED, DATA_COPY) and path.parent.parent.name == TUNE_DIR
+    return bool(data_dir) and path.name in (*DATA_LOADS, DATA_COPY) and path.parent.parent.name == TUNE_DIR
+
+
+def _holds_something(directory: str | None) -> bool:
+    try:
+        return bool(directory) and any(Path(directory).iterdir())
+    except OSError:
+        return False
+
+
+def window_words(options: dict[str, Any]) -> str:
+    """The window a run measures, in words ("60 s warm-up + 300 s"); "" for a suite without one."""
+    if "duration_s" not in options:
+        return ""
+    ramp = options.get("rampup_s")
+    return (f"{ramp:g} s warm-up + " if ramp is not None else "") + f"{options['duration_s']:g} s"
 
 
 def _read_json(path: Path) -> Any:
@@ -586,7 +725,10 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
     lines = []
     for i, step in enumerate(journey.get("steps", []), 1):
         change = ", ".join(f"{k}={v}" for k, v in step["change"].items())
-        lines.append(f"{i:>2}. {change:<40} {'kept   ' if step['kept'] else 'dropped'} {step['why']}")
+        note = f"; {step['multiple_comparisons']}" if step.get("multiple_comparisons") else ""
+        lines.append(f"{i:>2}. {change:<40} {'kept   ' if step['kept'] else 'dropped'} {step['why']}{note}")
+    if journey.get("multiple_comparisons"):
+        lines.append(f"multiple comparisons: {journey['multiple_comparisons']}")
     if journey.get("untried"):
         lines.append(f"not tried (the budget or --trials ran out): {', '.join(journey['untried'])}")
     lines.append(f"answer: {journey.get('answer', 'none')}")
