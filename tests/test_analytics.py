@@ -173,3 +173,14 @@ def test_bad_locations_and_tests_end_in_one_sentence(refbench, tmp_path):
     assert result.code != 0 and "the WORK location" in result.stderr and "Traceback" not in result.stderr
     result = refbench("analytics", "--tests", "sort_copy,no_such_test", "--runs-dir", "runs")
     assert result.code != 0 and "no_such_test" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_workload_and_the_throughput_test_are_repeated_as_headline_cases(refbench, tmp_path):
+    result = refbench("analytics", "--tests", "correlation_matrix", "--jobs", "1", "--concurrency", "1", "--rows",
+                      "1000000", "--iotest-file-mib", "8", "--repeats", "2", "--runs-dir", "runs", timeout=300)
+    assert result.code == 0, result.stderr
+    run = tmp_path / result.last_line
+    made = sorted(p.stem for p in (run / "records" / "analytics").glob("*.json"))
+    assert made == ["iotest-data-work-util", "iotest-data-work-util-r2", "workload", "workload-r2"], made
+    repeated = json.loads((run / "records" / "analytics" / "workload-r2.json").read_text())
+    assert repeated["metrics"]["jobs"] == 1 and repeated["params"]["repeat"] == 2  # a workload, not a throughput test
