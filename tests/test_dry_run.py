@@ -54,7 +54,7 @@ def test_a_dry_run_writes_nothing_and_says_where_each_value_came_from(tmp_path, 
     assert re.search(r"^device: \d+ cases, about ", out, re.M)
     assert re.search(rf"^  {re.escape(str(disk))}: needs [\d.]+ GB of [\d,.]+ GB free — fits$", out, re.M), out
 
-    assert _option_line(out, "repeats").split()[1:] == ["profile", "default", "(quick)", "1"]
+    assert _option_line(out, "repeats").split()[1:] == ["environment", "$REFBENCH_REPEATS", "1"]  # conftest's
     flags = refbench("oltp", "--plan", "lab.toml", "--users", "2,4", "--runs-dir", "runs", "--repeats", "3", "--dry-run")
     assert flags.code == 0, flags.stderr
     assert "flag --users" in _option_line(flags.stdout, "users") and "u4-r1" in flags.stdout

@@ -20,11 +20,10 @@ file:line when we can find it).
 
 from __future__ import annotations
 
-import os
-
 import difflib
 import json
 import math
+import os
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -315,8 +314,9 @@ def load_plan(
             setattr(plan, key, value)
             plan.origins[key] = "argument TARGET" if key == "targets" else f"flag {flag}"
 
-    if not plan.repeats and (text := os.environ.get(REPEATS_VARIABLE, "").strip()):
-        plan.repeats = TOP_LEVEL["repeats"].coerce(int(text) if text.isdigit() else text, f"${REPEATS_VARIABLE}")
+    if not plan.repeats and (from_environment := os.environ.get(REPEATS_VARIABLE, "").strip()):
+        plan.repeats = TOP_LEVEL["repeats"].coerce(int(from_environment) if from_environment.isdigit() else
+                                                   from_environment, f"${REPEATS_VARIABLE}")
         plan.origins["repeats"] = f"environment ${REPEATS_VARIABLE}"
     if not plan.repeats:
         plan.repeats = REPEATS_BY_PROFILE[plan.profile]
