@@ -40,7 +40,7 @@ def test_the_whole_sweep_killed_midway_resumes_with_no_point_lost_or_measured_tw
     tree = process_tree("device", str(tmp_path), "--profile", "full", "--runs-dir", str(runs), "--size", "16m",
                         *(arg for name, value in narrowed.items() for arg in (f"--{name}", value)),
                         "--numjobs", "1", "--no-checks", "--no-precondition", "--min-runtime-s", "0.1",
-                        "--max-runtime-s", "0.1", linger_s=5)
+                        "--max-runtime-s", "0.1", "--repeats", "3", linger_s=5)  # the profile's (conftest sets 1)
     records = lambda: list(runs.glob("*/records/device/[!.]*.json"))  # noqa: E731 (not a .tmp- file being written)
     wait_for(lambda: len(records()) >= 40, 600, "close to half of the sweep", every_s=0.1)
     tree.signal(signal.SIGKILL)
