@@ -131,6 +131,9 @@ def test_the_ratio_and_its_interval_come_from_welchs_test_on_the_logarithms():
     assert estimate.ratio([100], [130]).p is None
     against = estimate.ratio([100], [130], spread=estimate.Spread(0.02, 8, "8 repeats"))
     assert against.significant and against.low > 1
+    # two replicates a million apart, in a family of a thousand: an interval past what a float holds is infinite
+    wild = estimate.ratio([1, 1e6], [2, 3]).adjusted(1000, "1,000 figures")
+    assert wild.high == math.inf and not wild.significant
 
 
 def test_an_interval_and_its_answer_never_disagree_in_a_family():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -91,8 +92,8 @@ class Estimate:
         if self.p is None or self.se is None or self.log_diff is None or self.df is None or self.se == 0:
             return replace(self, family=family, adjustment=adjustment)
         half = float(stats.t.ppf(1 - ALPHA / (2 * family), self.df)) * self.se
-        return replace(self, family=family, adjustment=adjustment, low=math.exp(self.log_diff - half),
-                       high=math.exp(self.log_diff + half))
+        return replace(self, family=family, adjustment=adjustment, low=_exp(self.log_diff - half),
+                       high=_exp(self.log_diff + half))
 
 
 def log_spread(values: Sequence[float]) -> tuple[float, int] | None:
@@ -129,17 +130,19 @@ def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spr
                         f"Welch's t-test, {n[0]} vs {n[1]} replicates (on the values: one is not positive)")
     la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
     diff = statistics.fmean(lb) - statistics.fmean(la)
-    value = math.exp(diff)
+    value = _exp(diff)
     if min(n) >= 2:
         va, vb = statistics.variance(la), statistics.variance(lb)
         log_sd = math.sqrt((va * (n[0] - 1) + vb * (n[1] - 1)) / (sum(n) - 2))
         if va == 0 and vb == 0:  # constant on both sides: no variance to go by
             return Estimate(value, value, value, 1.0 if diff == 0 else 0.0, family, n,
                             f"{n[0]} vs {n[1]} replicates, each side constant", diff, 0.0, math.inf, 0.0)
-        result = stats.ttest_ind(lb, la, equal_var=False)
+        with warnings.catch_warnings():  # nearly identical replicates: SciPy warns of precision, the test stands
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = stats.ttest_ind(lb, la, equal_var=False)
         ci = result.confidence_interval(1 - ALPHA / family)
         se = math.sqrt(va / n[0] + vb / n[1])
-        return Estimate(value, math.exp(ci.low), math.exp(ci.high), _p(result.pvalue), family, n,
+        return Estimate(value, _exp(ci.low), _exp(ci.high), _p(result.pvalue), family, n,
                         f"Welch's t-test on the logarithms, {n[0]} vs {n[1]} replicates", diff, se,
                         float(result.df), log_sd)
     if spread is None:
@@ -153,7 +156,7 @@ def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spr
     t = diff / se
     p = 2 * float(stats.t.sf(abs(t), spread.df))
     half = float(stats.t.ppf(1 - ALPHA / (2 * family), spread.df)) * se
-    return Estimate(value, math.exp(diff - half), math.exp(diff + half), p, family, n,
+    return Estimate(value, _exp(diff - half), _exp(diff + half), p, family, n,
                     f"{n[0]} vs {n[1]}, against this host's spread of {spread.percent:.1f}% ({spread.source})",
                     diff, se, float(spread.df), spread.log_sd)
 
@@ -168,7 +171,12 @@ def level(values: Sequence[float]) -> tuple[float, float, float] | None:
         return None
     centre = statistics.fmean(math.log(v) for v in values)
     half = float(stats.t.ppf(1 - ALPHA / 2, spread[1])) * spread[0] / math.sqrt(len(values))
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+    return _exp(centre), _exp(centre - half), _exp(centre + half)
+
+
+def _exp(x: float) -> float:
+    """e**x, inf past what a float holds: an interval from one degree of freedom may reach that far."""
+    return math.exp(x) if x < 709 else math.inf
 
 
 def _p(p: float) -> float | None:
@@ -185,7 +193,7 @@ def geometric_mean(estimates: Sequence[Estimate], family: float = 1) -> Estimate
     usable = [e for e in estimates if e.log_diff is not None and e.se is not None and e.df]
     if not usable:
         values = [e.ratio for e in estimates if e.ratio]
-        value = math.exp(statistics.fmean(math.log(v) for v in values)) if values and all(v > 0 for v in values) else None
+        value = _exp(statistics.fmean(math.log(v) for v in values)) if values and all(v > 0 for v in values) else None
         return Estimate(value, None, None, None, family, (len(estimates), len(estimates)),
                         "no figure could be tested")
     k = len(usable)
@@ -195,12 +203,12 @@ def geometric_mean(estimates: Sequence[Estimate], family: float = 1) -> Estimate
     basis = f"geometric mean of {k} figure{'s' if k > 1 else ''}" + (
         f" ({len(estimates) - k} untested left out)" if k < len(estimates) else "")
     if se == 0:
-        return Estimate(math.exp(diff), math.exp(diff), math.exp(diff), 1.0 if diff == 0 else 0.0, family, (k, k),
+        return Estimate(_exp(diff), _exp(diff), _exp(diff), 1.0 if diff == 0 else 0.0, family, (k, k),
                         basis, diff, 0.0, math.inf)
     df = variance ** 2 / sum(e.se ** 4 / e.df for e in usable if e.se)
     p = 2 * float(stats.t.sf(abs(diff / se), df))
     half = float(stats.t.ppf(1 - ALPHA / (2 * family), df)) * se
-    return Estimate(math.exp(diff), math.exp(diff - half), math.exp(diff + half), p, family, (k, k), basis,
+    return Estimate(_exp(diff), _exp(diff - half), _exp(diff + half), p, family, (k, k), basis,
                     diff, se, df)
 
 

@@ -207,28 +207,40 @@ def answers(shared: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def answer_lines(found: list[dict[str, Any]]) -> list[str]:
-    """The answers as plain lines, each within 80 characters for figure names of up to about 37 (the terminal,
-    --json): the overall line first, then each suite's line with its headline figures indented and aligned, then
-    what the intervals and answers mean."""
+def _ratio_text(value: float) -> str:
+    """A ratio in at most six characters: 0.27, 13.1, 5027, ∞."""
+    if value == math.inf:
+        return "∞"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+def answer_lines(found: list[dict[str, Any]], columns: int = 80) -> list[str]:
+    """The answers as plain lines within ``columns`` (the terminal, --json): the overall line first, then each
+    suite's line with its headline figures indented and aligned — a figure's name on a line of its own when the
+    row would not fit — then what the intervals and answers mean."""
     headlines = [a for a in found if a["kind"] == "headline"]
     several = len({a["vs"] for a in found}) > 1
-    cells = {id(a): (f"{a['ratio']:.2f}×" if a["ratio"] is not None else "—",
-                     f"({a['ci_low']:.2f}–{a['ci_high']:.2f})" if a["ci_low"] is not None else "",
+    cells = {id(a): (f"{_ratio_text(a['ratio'])}×" if a["ratio"] is not None else "—",
+                     f"({_ratio_text(a['ci_low'])}–{_ratio_text(a['ci_high'])})" if a["ci_low"] is not None else "",
                      f"{a['n'][0]} vs {a['n'][1]}") for a in headlines}
     width = [max((len(a["figure"]) for a in headlines), default=0),
              *(max((len(c[i]) for c in cells.values()), default=0) for i in range(3))]
+    answer_width = max((len(a["answer"]) for a in headlines), default=0)
+    numbers = width[1] + 1 + width[2] + 2 + width[3] + 2 + answer_width
+    apart = 2 + width[0] + 2 + numbers > columns  # the name above its numbers
+    lead = 6 if apart else 2 + width[0] + 2
     lines = []
     header = ""
     if headlines:
         level = headlines[0]["interval"].split(":")[0].replace(" CI", "")
-        header = (f"  {'':<{width[0]}}  {'× A' if several else 'B / A':>{width[1]}} {'(' + level + ')':<{width[2]}}  "
+        header = (f"{'':<{lead}}{'× A' if several else 'B / A':>{width[1]}} {'(' + level + ')':<{width[2]}}  "
                   f"{'n':<{width[3]}}  answer")
     for a in found:
         against = f" ({a['vs']} against A)" if several else ""
         if a["kind"] == "headline":
             ratio, interval, n = cells[id(a)]
-            lines.append(f"  {a['figure']:<{width[0]}}  {ratio:>{width[1]}} {interval:<{width[2]}}  {n:<{width[3]}}  {a['answer']}")
+            row = f"{ratio:>{width[1]}} {interval:<{width[2]}}  {n:<{width[3]}}  {a['answer']}"
+            lines += [f"  {a['figure']}", f"{'':<{lead}}{row}"] if apart else [f"  {a['figure']:<{width[0]}}  {row}"]
         elif a["kind"] == "overall":
             lines.append(f"overall{against}: {a['answer']}")
         else:
@@ -251,9 +263,15 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
     unsure = [a for a in headlines if a["answer"] == "cannot tell"]
     if unsure:
         counts = [a["repeats_for_5pct"] for a in unsure if a["repeats_for_5pct"]]
-        terms.append(f"cannot tell: --repeats {max(counts)} would resolve {E.RESOLVE:.0%} here"
-                     if counts and len(counts) == len(unsure) else
-                     "cannot tell: no measured spread; measure this host's once with --repeats 3")
+        unmeasured = sum(1 for a in unsure if "no measured spread" in a["basis"])
+        if counts:
+            terms.append(f"cannot tell: --repeats {max(counts)} would resolve {E.RESOLVE:.0%} here"
+                         + ("" if len(counts) == len(unsure) else f" for {len(counts)} of {len(unsure)}"))
+        if len(unsure) - len(counts) - unmeasured > 0:
+            terms.append(f"{len(unsure) - len(counts) - unmeasured} spread too far to resolve {E.RESOLVE:.0%} "
+                         f"in {E.MOST_REPEATS} repeats a side")
+        if unmeasured:
+            terms.append(f"{unmeasured} with no measured spread: measure it once with --repeats 3")
     lines: list[str] = []
     for term in terms:
         if lines and len(lines[-1]) + 2 + len(term) <= 80:
