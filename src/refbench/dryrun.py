@@ -43,7 +43,8 @@ def dry_run(plan: Plan) -> list[str]:
         if estimate:
             lines += textwrap.wrap(f"reckoned as: {estimate.method}", 78, initial_indent="  ", subsequent_indent="    ")
         if timing := TIMES.get((name, plan.profile)):
-            lines += textwrap.wrap(f"the {plan.profile} profile's defaults took {timing.said()} on {HOST}", 78,
+            once = " measuring each case once" if plan.profile == "quick" else ""
+            lines += textwrap.wrap(f"the {plan.profile} profile's defaults took {timing.said()}{once} on {HOST}", 78,
                                    initial_indent="  ", subsequent_indent="    ")
         width = max((len(c.id) for c in cases[name]), default=0)
         lines += [f"  {c.id:<{width}}  {c.title}" for c in cases[name]]
