@@ -2,7 +2,7 @@
 VENV ?= .venv
 RUNS ?= runs
 
-.PHONY: demo test test-reference setup clean
+.PHONY: demo test test-reference test-false-changes setup clean
 
 setup:
 	@VENV=$(VENV) scripts/setup.sh
@@ -12,7 +12,7 @@ demo: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/refbench run --plan plans/quick.toml --runs-dir $(RUNS)
 
 test: setup
-	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder --durations=25 -m 'not reference'
+	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder --durations=25 -m 'not reference and not false_changes'
 
 # The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the
 # loads of 8.6 million rows mostly), and the bottlenecks made on purpose on PostgreSQL that the wait profile must name
@@ -20,6 +20,11 @@ test: setup
 # PostgreSQL and on a managed one (about 260 s). CI runs it after `make test`.
 test-reference: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=5 -m reference
+
+# compare's false-change rate over 20 pairs of same-configuration runs, half beside a CPU-bound neighbour, and its
+# power on three real changes at --repeats 3 (about an hour; docs/BENCHMARKS.md, "False changes and power of compare").
+test-false-changes: setup
+	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -s -p no:xdist -m false_changes --basetemp /var/tmp/refbench-false-changes
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

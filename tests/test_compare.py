@@ -215,3 +215,16 @@ def test_runs_of_one_configuration_give_this_hosts_run_to_run_spread(tmp_path, r
     assert estimate_change(a, b, {}).significant  # the repeats alone would call it
     wide = estimate_change(a, b, {"runs": estimate.Spread(0.05, 6, "7 runs of this configuration on this host")})
     assert not wide.significant and "7 runs of this configuration" in wide.basis and wide.n == (1, 1)
+
+
+def test_the_figures_of_one_case_count_once_in_a_suites_effect():
+    """NOPM and TPM count the same transactions: taken as two independent figures, a suite's effect would be
+    sure of what was measured once (seen: "1.50× slower" between oltp runs of one configuration)."""
+    from refbench import estimate
+
+    nopm = estimate.ratio([100, 80, 120], [90, 70, 95])
+    one = estimate.geometric_mean([nopm])
+    both = estimate.geometric_mean([estimate.together([nopm, nopm])])
+    assert (both.low, both.high) == pytest.approx((one.low, one.high))
+    twice = estimate.geometric_mean([nopm, nopm])  # what the suite line did before
+    assert twice.high - twice.low < one.high - one.low

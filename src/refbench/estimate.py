@@ -183,6 +183,22 @@ def _p(p: float) -> float | None:
     return None if math.isnan(p) else float(p)
 
 
+def together(estimates: Sequence[Estimate]) -> Estimate:
+    """Figures measured together (one case's throughput and its transactions): one estimate, their mean log ratio
+    with the mean of their standard errors, as if they moved as one (they do: taking them as independent would
+    narrow the interval of an effect that was measured once)."""
+    if len(estimates) == 1:
+        return estimates[0]
+    usable = [e for e in estimates if e.log_diff is not None and e.se is not None and e.df]
+    if len(usable) < len(estimates):
+        return min(estimates, key=lambda e: e.se if e.se is not None else -1.0)  # one that could not be tested
+    diff = statistics.fmean(e.log_diff for e in usable)
+    se = statistics.fmean(e.se for e in usable)
+    first = usable[0]
+    return replace(first, ratio=_exp(diff), log_diff=diff, se=se, df=min(e.df for e in usable),
+                   low=None, high=None, basis=f"{len(usable)} figures of one case, taken as one")
+
+
 def geometric_mean(estimates: Sequence[Estimate], family: float = 1) -> Estimate:
     """The overall effect of several figures (pyperf's "Geometric mean"): the mean of their log ratios, its standard
     error from theirs (the figures taken as independent), its degrees of freedom by Welch–Satterthwaite. Figures

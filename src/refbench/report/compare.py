@@ -154,11 +154,16 @@ def wait_lines(changes: list[dict[str, Any]], found: list[dict[str, Any]]) -> li
 def effect(rows: list[dict[str, Any]], family: float = 1, adjustment: str = "") -> dict[str, Any]:
     """The overall effect of some headline figures (pyperf's "Geometric mean"): how many times better B is than A,
     over the figures with a better direction, its interval at the family's confidence, and the answer in words."""
-    oriented = [r["estimate"].oriented(direction(r["metric"])) for r in rows if direction(r["metric"]) != 0]
+    by_case: dict[tuple[str, str], list[E.Estimate]] = {}
+    for r in rows:
+        if direction(r["metric"]) != 0:
+            by_case.setdefault((r["suite"], r["case"]), []).append(r["estimate"].oriented(direction(r["metric"])))
+    # The figures of one case move together (NOPM and TPM count the same transactions): one case, one figure.
+    oriented = [E.together(estimates) for estimates in by_case.values()]
     est = E.geometric_mean(oriented)
     if family > 1:
         est = est.adjusted(family, adjustment)
-    result = {"ratio": est.ratio, "ci_low": est.low, "ci_high": est.high, "p": est.p_adjusted, "figures": len(oriented),
+    result = {"ratio": est.ratio, "ci_low": est.low, "ci_high": est.high, "p": est.p_adjusted, "cases": len(oriented),
               "interval": est.interval_words(), "basis": est.basis}
     if est.ratio is None:
         return result | {"answer": "no figure with a better direction", "significant": False}
