@@ -228,3 +228,16 @@ def test_the_figures_of_one_case_count_once_in_a_suites_effect():
     assert (both.low, both.high) == pytest.approx((one.low, one.high))
     twice = estimate.geometric_mean([nopm, nopm])  # what the suite line did before
     assert twice.high - twice.low < one.high - one.low
+
+
+def test_a_headline_from_another_case_is_compared_with_its_like(tmp_path, refbench):
+    """1 → 4 users: the best load level is another case in each run; the runs' bests are still compared."""
+    a = _run(refbench, tmp_path, "--set", "sleepy.cases=2", "--repeats", "2", "--noise-pct", "5")
+    b = _run(refbench, tmp_path, "--set", "sleepy.cases=4", "--repeats", "2", "--noise-pct", "5")
+    result = refbench("compare", str(a), str(b), "--json")
+    assert result.code == 0, result.stderr
+    heads = {a["case"]: a for a in result.json()["answers"] if a["kind"] == "headline"}
+    crossed = heads["case-001 → case-003"]
+    assert crossed["figure"] == "ops/s, case-001 → case-003" and crossed["ratio"] == pytest.approx(2, rel=0.1)
+    assert crossed["n"] == [2, 2] and crossed["answer"] == "faster", crossed
+    assert "case-001" in heads  # the case both measured, compared as itself too

@@ -38,17 +38,33 @@ def verdict(metric: str, a: float, b: float) -> tuple[float | None, str]:
     return better, f"{better:.2f}× faster" if better > 1 else f"{1 / better:.2f}× slower"
 
 
-def _headline_figures(run: Run) -> dict[tuple[str, str, str], str]:
-    """(suite, figure's case, metric) -> the headline's name in a comparison. headline_keys names records; the
-    figures name their groups."""
+def _headline_figures(run: Run) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """(suite, figure's case, metric) -> the headline's name in a comparison and its role (headline_keys).
+    headline_keys names records; the figures name their groups."""
     if run.plan.hosts:  # a cluster run's headlines are its totals, named as its figures are ("u4@2n")
-        return {(v["suite"], h["case"], h["metric"]): h["figure"] for v in run.read_json(run.verdict_path) or []
-                if v.get("scope", "").startswith("total") for h in v["headlines"]}
+        return {(v["suite"], h["case"], h["metric"]): (h["figure"], f"{h['figure']}@{v['suite']}")
+                for v in run.read_json(run.verdict_path) or [] if v.get("scope", "").startswith("total")
+                for h in v["headlines"]}
     keys = headline_keys(run)
     if not keys:
         return {}
     case_of = figure_cases(run)
-    return {(suite, case_of.get((suite, case), case), metric): name for (suite, case, metric), name in keys.items()}
+    return {(suite, case_of.get((suite, case), case), metric): named for (suite, case, metric), named in keys.items()}
+
+
+def across_cases(base: dict[tuple[str, str, str], tuple[str, str]], other: dict[tuple[str, str, str], tuple[str, str]],
+                 base_figures: dict, other_figures: dict) -> dict[tuple[str, str, str], tuple[tuple[str, str, str], str]]:
+    """The headlines of one role that came from different cases in the two runs (the best load level was 1 user in
+    A and 4 in B): (suite, "u1 → u4", metric) -> (B's figure key, the name), so that the runs' best is compared with
+    their best even where neither measured the other's case."""
+    theirs = {role: key for key, (_, role) in other.items()}
+    out = {}
+    for key, (name, role) in base.items():
+        mine = theirs.get(role)
+        if mine is None or mine == key or key not in base_figures or mine not in other_figures:
+            continue
+        out[(key[0], f"{key[1]} → {mine[1]}", key[2])] = (mine, f"{name} → {mine[1]}")
+    return out
 
 
 # ---- the answers -------------------------------------------------------------------------------------------
@@ -109,22 +125,26 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
         other_figures = side_figures(side)
         have = {suite for suite, _, _ in headlines}
         headlines |= {k: name for k, name in others_headlines.items() if k[0] not in have}
-        keys = [k for k in base_figures if k in other_figures and not (metric and metric not in k[2])]
+        crossed = across_cases(headlines_of[0], others_headlines, base_figures, other_figures)
+        base_figures_here = {**base_figures, **{k: base_figures[(k[0], k[1].split(" → ")[0], k[2])] for k in crossed}}
+        other_figures_here = {**other_figures, **{k: other_figures[theirs] for k, (theirs, _) in crossed.items()}}
+        keys = [k for k in base_figures_here if k in other_figures_here and not (metric and metric not in k[2])]
+        names = {k: name for k, (name, _) in headlines.items()} | {k: name for k, (_, name) in crossed.items()}
         spreads = host_spreads([*sides[0], *side], keys)
-        raw = {k: estimate_change(base_figures[k], other_figures[k], spreads.get(k, {})) for k in keys}
-        judged = dict(zip(heads := [k for k in keys if k in headlines],
+        raw = {k: estimate_change(base_figures_here[k], other_figures_here[k], spreads.get(k, {})) for k in keys}
+        judged = dict(zip(heads := [k for k in keys if k in names],
                           E.bonferroni([raw[k] for k in heads], "headline figures")))
-        judged |= dict(zip(rest := [k for k in keys if k not in headlines],
+        judged |= dict(zip(rest := [k for k in keys if k not in names],
                            E.false_discovery([raw[k] for k in rest], "other figures")))
         for key in keys:
-            fa, fb, est = base_figures[key], other_figures[key], judged[key]
+            fa, fb, est = base_figures_here[key], other_figures_here[key], judged[key]
             factor, words = verdict(key[2], fa.value, fb.value)
             identical = fa.value == fb.value and not (fa.samples or fb.samples)
             answer, why = ("same", "identical values") if identical else E.answer(est, direction(key[2]))
             row = {"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
                    "B": fb.value, "factor": factor, "B vs A": words, "significant": est.significant,
                    "p": None if est.p_adjusted is None else round(est.p_adjusted, 4), "basis": est.basis,
-                   "headline": key in headlines, "name": headlines.get(key, f"{key[1]} {key[2]}"), "n": est.n,
+                   "headline": key in names, "name": names.get(key, f"{key[1]} {key[2]}"), "n": est.n,
                    "ci_low": None if est.low is None else round(est.low, 4),
                    "ci_high": None if est.high is None else round(est.high, 4),
                    "interval": est.interval_words(), "answer": answer, "why": why, "estimate": est,

@@ -113,9 +113,12 @@ def _with_checks(engines: list[dict[str, Any]], findings: list) -> list[dict[str
     return out
 
 
-def headline_keys(run: Run) -> dict[tuple[str, str, str], str]:
-    """(suite, case id, metric) of every headline figure that comes from one record -> its name in a comparison."""
-    return {(v.suite, h.case, h.metric): h.compared_as for v in run_verdict(run) for h in v.headlines if h.case}
+def headline_keys(run: Run) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """(suite, case id, metric) of every headline figure that comes from one record -> its name in a comparison,
+    and its role (its [accept] name: oltp.nopm, dss.power.duckdb), which another run's headline of the same role
+    shares whatever case it came from."""
+    return {(v.suite, h.case, h.metric): (h.compared_as, h.threshold(v.suite)) for v in run_verdict(run)
+            for h in v.headlines if h.case}
 
 
 def _bottleneck(headlines: list[Headline], records: list[Record], measured: list[Record],
