@@ -39,30 +39,30 @@ def evaluate(run: "Run", thresholds: list[Threshold]) -> list[dict[str, Any]]:
     """[{"threshold", "value", "passed", "detail"}] in the plan's order."""
     from refbench.report.verdict import run_verdict
 
+    from refbench.figures import figure_cases, figures
+
     verdicts = {v.suite: v for v in run_verdict(run)} if thresholds else {}
+    repeated = {}
+    if thresholds:  # each headline's figure, with its repeats (figures and their cases read once for every threshold)
+        found, case_of = figures(run), figure_cases(run)
+        repeated = {h.threshold(v.suite): found.get((v.suite, case_of.get((v.suite, h.case), h.case), h.metric))
+                    for v in verdicts.values() for h in v.headlines if h.case}
     results = []
     for t in thresholds:
         value, detail = _value(run, verdicts, t.figure)
         passed = value is not None and OPERATORS[t.op](value, t.limit)
         results.append({"threshold": str(t), "value": value, "passed": passed,
-                        "detail": detail + _repeats_interval(run, verdicts, t)})
+                        "detail": detail + _repeats_interval(repeated.get(t.figure), t)})
     return results
 
 
-def _repeats_interval(run: "Run", verdicts: dict[str, Any], threshold: Threshold) -> str:
+def _repeats_interval(figure: Any, threshold: Threshold) -> str:
     """What the repeats behind a headline figure say of it: their 95% interval (estimate.level), and whether it
     reaches across the limit — a pass or a fail the next run may not repeat. The threshold is judged on the
     verdict's figure all the same."""
     from refbench.estimate import level
-    from refbench.figures import figure_cases, figures
     from refbench.report.html import fmt
 
-    suite, *_ = threshold.figure.split(".")
-    named = {h.threshold(suite): h for h in verdicts[suite].headlines} if suite in verdicts else {}
-    headline = named.get(threshold.figure)
-    if headline is None or not headline.case:
-        return ""
-    figure = figures(run).get((suite, figure_cases(run).get((suite, headline.case), headline.case), headline.metric))
     if figure is None or (found := level(figure.samples)) is None:
         return ""
     _, low, high = found

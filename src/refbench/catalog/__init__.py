@@ -351,8 +351,7 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
            "started_utc": meta.get("started_utc"), "ended_utc": meta.get("ended_utc"),
            "suites": json.dumps(plan.get("suites", [])), "tags": json.dumps(run.tags()),
            "records": sum(map(len, groups.values())), "plan": json.dumps(plan)}
-    rows = [(suite, case, metric, f.value, *_spread(f.samples), (log_spread(f.samples) or (None,))[0])
-            for (suite, case, metric), f in found.items()]
+    rows = [(suite, case, metric, f.value, *_spread(f.samples)) for (suite, case, metric), f in found.items()]
     case_of = figure_cases(run, groups) if not plan.get("hosts") else {}
     headlines = []
     indexed: set[str] = set()
@@ -364,12 +363,15 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
         for h in v["headlines"]:
             figure = found.get((v["suite"], case_of.get((v["suite"], h["case"]), h["case"]), h["metric"]))
             headlines.append((v["suite"], h["label"], h["value"], h["unit"], h["case"], h["metric"], h.get("note", ""),
-                              *_spread(figure.samples if figure else []), h.get("unrated") or ""))
+                              *_spread(figure.samples if figure else [])[:3], h.get("unrated") or ""))
     return row, headlines, rows
 
 
-def _spread(samples: list[float]) -> tuple[float | None, float | None, int | None]:
-    return (min(samples), max(samples), len(samples)) if len(samples) > 1 else (None, None, None)
+def _spread(samples: list[float]) -> tuple[float | None, float | None, int | None, float | None]:
+    """(lowest, highest, how many, sd of the logarithms) of a figure's repeats; None each when measured once."""
+    if len(samples) < 2:
+        return None, None, None, None
+    return min(samples), max(samples), len(samples), (log_spread(samples) or (None,))[0]
 
 
 def _fingerprint(run_path: Path) -> str:

@@ -53,17 +53,18 @@ def _headline_figures(run: Run) -> dict[tuple[str, str, str], tuple[str, str]]:
 
 
 def across_cases(base: dict[tuple[str, str, str], tuple[str, str]], other: dict[tuple[str, str, str], tuple[str, str]],
-                 base_figures: dict, other_figures: dict) -> dict[tuple[str, str, str], tuple[tuple[str, str, str], str]]:
+                 base_figures: dict, other_figures: dict
+                 ) -> dict[tuple[str, str, str], tuple[tuple[str, str, str], tuple[str, str, str], str]]:
     """The headlines of one role that came from different cases in the two runs (the best load level was 1 user in
-    A and 4 in B): (suite, "u1 → u4", metric) -> (B's figure key, the name), so that the runs' best is compared with
-    their best even where neither measured the other's case."""
+    A and 4 in B): (suite, "u1 → u4", metric) -> (A's figure key, B's, the name), so that the runs' best is compared
+    with their best even where neither measured the other's case."""
     theirs = {role: key for key, (_, role) in other.items()}
     out = {}
     for key, (name, role) in base.items():
         mine = theirs.get(role)
         if mine is None or mine == key or key not in base_figures or mine not in other_figures:
             continue
-        out[(key[0], f"{key[1]} → {mine[1]}", key[2])] = (mine, f"{name} → {mine[1]}")
+        out[(key[0], f"{key[1]} → {mine[1]}", key[2])] = (key, mine, f"{name} → {mine[1]}")
     return out
 
 
@@ -126,10 +127,10 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
         have = {suite for suite, _, _ in headlines}
         headlines |= {k: name for k, name in others_headlines.items() if k[0] not in have}
         crossed = across_cases(headlines_of[0], others_headlines, base_figures, other_figures)
-        base_figures_here = {**base_figures, **{k: base_figures[(k[0], k[1].split(" → ")[0], k[2])] for k in crossed}}
-        other_figures_here = {**other_figures, **{k: other_figures[theirs] for k, (theirs, _) in crossed.items()}}
+        base_figures_here = {**base_figures, **{k: base_figures[mine] for k, (mine, _, _) in crossed.items()}}
+        other_figures_here = {**other_figures, **{k: other_figures[theirs] for k, (_, theirs, _) in crossed.items()}}
         keys = [k for k in base_figures_here if k in other_figures_here and not (metric and metric not in k[2])]
-        names = {k: name for k, (name, _) in headlines.items()} | {k: name for k, (_, name) in crossed.items()}
+        names = {k: name for k, (name, _) in headlines.items()} | {k: name for k, (_, _, name) in crossed.items()}
         spreads = host_spreads([*sides[0], *side], keys)
         raw = {k: estimate_change(base_figures_here[k], other_figures_here[k], spreads.get(k, {})) for k in keys}
         judged = dict(zip(heads := [k for k in keys if k in names],
