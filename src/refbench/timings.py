@@ -48,7 +48,7 @@ TIMES: dict[tuple[str, str], Timing] = {
     # each case measured once (the quick profile's repeats were 1 then; the dry run says so beside them).
     # The demo with its 3 repeats (2026-11-27), beside the false-change reference test's runs.
     (DEMO, "quick"): Timing(909, "measured", condition="with 3 repeats, beside another benchmark",
-                            source="make demo, run 20261127T140717Z-demo"),
+                            source="refbench run --plan plans/quick.toml, what make demo runs: run 20261127T140717Z-demo"),
     ("device", "quick"): Timing(65, "measured", source="refbench device"),
     ("oltp", "quick"): Timing(33, "measured", source="refbench oltp"),
     ("dss", "quick"): Timing(16, "measured", source="refbench dss (DuckDB and PostgreSQL)"),
