@@ -30,6 +30,7 @@ from refbench.engines.managed import ServerDidNotStart
 from refbench.exhaustion import ResourceExhausted, explain, resource_of
 from refbench.host import inventory, tuning
 from refbench.host.cachebound import last_oom
+from refbench.host.contention import MachineTime, disturbed
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan, PlanError
 from refbench.repeats import repeat_cases, strip_repeat
@@ -398,9 +399,12 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
 def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     shutil.rmtree(run.raw_dir(suite.name, case.id), ignore_errors=True)  # an interrupted attempt's output
     started = utc_now()
+    machine = MachineTime()  # the whole case; a database suite's probe splits its measured interval with the server's
+    machine.start()
     t0 = time.time()
     record = suite.measure(ctx, case)
     t1 = time.time()
+    split = machine.stop()
     record.suite, record.case_id, record.params = suite.name, case.id, dict(case.params)
     record.host = socket.gethostname()
     record.started_utc, record.ended_utc = iso(started), iso(utc_now())
@@ -409,7 +413,10 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
         # Most of the last second is enough here; a suite that needs the exact end waits itself.
         ctx.telemetry.wait_for_sample_after(t1, slack_s=1.0)
     window = ctx.telemetry.window(t0, t1)
-    record.telemetry = window.to_dict() if window else {}
+    record.telemetry = (window.to_dict() if window else {}) | {"machine": split}
+    if said := disturbed((record.extra.get("storage") or {}).get("machine") or split):
+        record.extra["disturbed"] = said
+        ctx.log(f"disturbed: {said} while {case.id} was measured; its figures are kept and marked")
     run.write_record(record)
 
 

@@ -302,6 +302,9 @@ def block_counts(dsn: str) -> dict[str, float]:
                            "WHERE datname = current_database()").fetchone()
         out: dict[str, float] = dict(zip(("blocks_read", "blocks_hit", "block_bytes", "database_bytes"), map(int, row[:4])))
         out["read_time_ms"] = float(row[4])
+        timing = ["track_io_timing"] + (["track_wal_io_timing"] if conn.info.server_version >= 140000 else [])
+        if off := [name for name, value in server_settings(conn, timing).items() if value != "on"]:
+            out["io_timing_off"] = off  # the times above stay 0: say so rather than print a time per read of nothing
         version = conn.info.server_version
         if 140000 <= version < 180000:  # 18 moved the WAL's write and sync counts to pg_stat_io
             syncs, sync_ms, writes, write_ms = conn.execute(

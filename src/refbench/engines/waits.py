@@ -20,12 +20,13 @@ from typing import Any, Callable
 
 SAMPLE_HZ = 10
 
-# The foreground sessions of this database that are active, the sampler's own connection left out. A running
-# session has no wait event: it is on a CPU or in the run queue.
+# The foreground sessions of this database that are active, with the parallel workers of their queries (a query's
+# time is its leader's and its workers'), the sampler's own connection left out. A running session has no wait
+# event: it is on a CPU or in the run queue. The third column says which rows are parallel workers.
 POSTGRES_ACTIVE_SESSIONS = (
-    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, 'CPU') FROM pg_stat_activity "
-    "WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid() "
-    "AND datname = current_database()")
+    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, 'CPU'), backend_type = 'parallel worker' "
+    "FROM pg_stat_activity WHERE backend_type IN ('client backend', 'parallel worker') AND state = 'active' "
+    "AND pid <> pg_backend_pid() AND datname = current_database()")
 
 
 # MariaDB's foreground sessions of this database that are running a statement: waiting on a row lock (InnoDB's
@@ -53,6 +54,8 @@ MEANINGS = {
     ("IO", "WALSync"): "flush", ("IO", "WALWrite"): "flush", ("IO", "WALInitSync"): "flush",
     ("IO", "WALInitWrite"): "flush", ("LWLock", "WALWrite"): "flush",  # waiting for another session's flush
     ("IO", "DataFileRead"): "read", ("IO", "DataFilePrefetch"): "read", ("IO", "BufFileRead"): "read",
+    # waiting for the read of a page another process has in flight: the read's latency all the same
+    ("IPC", "BufferIO"): "read", ("LWLock", "BufferIO"): "read",
     ("IO", "DataFileWrite"): "write", ("IO", "DataFileExtend"): "write", ("IO", "BufFileWrite"): "write",
     ("IO", "DataFileFlush"): "write", ("IO", "DataFileSync"): "write",
     ("Client", "ClientRead"): "client", ("Client", "ClientWrite"): "client",
@@ -62,11 +65,21 @@ MEANINGS = {
     ("IO", REDO_WAIT): "flush",
     ("IO", "block read"): "read", ("IO", "temp write"): "write",  # DuckDB's profiler (engines.duckdb.QueryProfiler)
 }
-CLASS_MEANINGS = {"CPU": "cpu", "Lock": "locks", "LWLock": "contention", "BufferPin": "contention", "IO": "io",
+CLASS_MEANINGS = {"CPU": "cpu", "CPU wait": "cpuwait", "Unseen": "unseen", "Lock": "locks", "LWLock": "contention", "BufferPin": "contention", "IO": "io",
                   "IPC": "ipc", "Timeout": "other", "Activity": "other", "Extension": "other", "Client": "client"}
 
 
+# A parallel query's processes waiting for each other: the leader for its workers' rows, a worker for the leader to
+# take them, all of them at a parallel hash join's barriers. Their waits are not a limit of the stack; the workers'
+# own (CPU, reads) are.
+PARALLEL_EVENTS = {"ExecuteGather", "ParallelFinish", "BgWorkerShutdown", "BgWorkerStartup", "MessageQueueSend",
+                   "MessageQueuePutMessage", "MessageQueueReceive", "MessageQueueInternal", "ParallelBitmapScan",
+                   "ParallelCreateIndexScan"}
+
+
 def meaning(kind: str, event: str) -> str:
+    if kind == "IPC" and (event in PARALLEL_EVENTS or event.startswith("Hash")):
+        return "parallel"
     return MEANINGS.get((kind, event)) or CLASS_MEANINGS.get(kind, "other")
 
 
@@ -203,6 +216,7 @@ class SessionSampler:
         self._events: Counter[tuple[str, str]] = Counter()
         self._per_second: dict[int, Counter[str]] = {}
         self._ticks = 0
+        self._workers = 0  # session samples that were a parallel worker of another session's query
         self._query_s = 0.0
         self._cpu_s = 0.0
         self._error: str | None = None
@@ -225,8 +239,9 @@ class SessionSampler:
                     self._query_s += time.monotonic() - t0
                     second = int(t0 - begin)
                     bucket = self._per_second.setdefault(second, Counter())
-                    for kind, event in rows:
+                    for kind, event, *worker in rows:
                         self._events[(kind, event)] += 1
+                        self._workers += bool(worker and worker[0])
                         bucket[kind] += 1
                     bucket["_ticks"] += 1
                     self._ticks += 1
@@ -243,6 +258,8 @@ class SessionSampler:
         if self._thread is not None:
             self._thread.join(timeout=10)
         out = profile(self._events, self._per_second, self._ticks, self.period, self._query_s, self._cpu_s, self._error)
+        if self._workers:
+            out["parallel_worker_pct"] = round(100 * self._workers / out["session_samples"], 1)
         if self.watch is not None:
             self.watch.close()
             out |= self.watch.summary()
@@ -278,3 +295,73 @@ def profile(events: Counter, per_second: dict[int, Counter], ticks: int, period:
     if error:
         out["error"] = error
     return out
+
+
+# Reconciliation (reconcile): what moves a sampled "running" share, and when a wait is far above the device's time.
+MIN_MOVED_S = 0.5  # session seconds: below this the ticks of CPU accounting and of sampling decide, not the server
+MIN_MOVED_SHARE = 0.05  # of the sampled running time
+FAR_ABOVE_DEVICE = 3.0  # a flush or read taking this many times the device's own await…
+FAR_ABOVE_DEVICE_MS = 0.5  # …and at least this much longer spent its time elsewhere than in the device
+CPU_EVIDENCE_PCT = 10.0  # of periods throttled, or of session time its threads queued: the server's CPU is starved
+QUOTA, QUEUE = "throttled by its CPU quota", "queued for a CPU"
+
+
+def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[str, Any] | None,
+              device: dict[str, Any] | None) -> dict[str, Any]:
+    """A sampled profile checked against the server's measured time (refbench.host.contention's split of the same
+    interval): a session sampled "running" was on a CPU only as long as the server had CPU time, and its threads
+    waited for a CPU as long as their run delay says. So the running share keeps at most the server's CPU seconds;
+    the run delay (a CPU quota's throttling included) becomes "CPU wait"; what is left was neither running nor
+    queued: a wait the server does not show ("Unseen"). A flush or read wait far above the device's own await while
+    the CPU was starved is CPU wait for its part above the device's time. The profile keeps what it moved
+    ("reconciled"). Sampled profiles only (DuckDB's measures its threads' time itself)."""
+    if not waits.get("session_samples") or "busy_threads" in waits or not machine or \
+            machine.get("server_cpu_s") is None or not waits.get("avg_active_sessions"):
+        return waits
+    session_s = waits["avg_active_sessions"] * machine["interval_s"]
+    seconds = {(e["class"], e["event"]): e["share_pct"] / 100 * session_s for e in waits["events"]}
+    throttled = machine.get("server_throttled") or {}
+    throttled_pct = 100 * throttled.get("throttled_periods", 0) / throttled["periods"] if throttled.get("periods") else 0.0
+    cpu_wait = ("CPU wait", QUOTA if throttled_pct >= CPU_EVIDENCE_PCT else QUEUE)
+    running = seconds.pop(("CPU", "CPU"), 0.0)
+    queued = min(running, machine.get("server_runqueue_s") or 0.0)
+    unseen = max(0.0, running - queued - machine["server_cpu_s"])
+    kept = running - queued - unseen
+    note: dict[str, Any] = {"running_sampled_s": round(running, 2), "server_cpu_s": machine["server_cpu_s"],
+                            "server_runqueue_s": machine.get("server_runqueue_s"), "throttled_periods_pct": round(throttled_pct, 1)}
+    if queued < max(MIN_MOVED_S, MIN_MOVED_SHARE * running):
+        queued, kept = 0.0, kept + queued
+    if unseen < max(MIN_MOVED_S, MIN_MOVED_SHARE * running):
+        unseen, kept = 0.0, kept + unseen
+    # The server's own evidence only: a neighbour's load on the machine starves this server when its threads queue.
+    starved = throttled_pct >= CPU_EVIDENCE_PCT or \
+        100 * (machine.get("server_runqueue_s") or 0.0) / session_s >= CPU_EVIDENCE_PCT
+    beyond = 0.0
+    for kind, event in list(seconds):
+        what = meaning(kind, event)
+        per_op, await_ms = _times(what, io, device)
+        if starved and per_op and await_ms and per_op >= FAR_ABOVE_DEVICE * await_ms and \
+                per_op - await_ms >= FAR_ABOVE_DEVICE_MS:
+            moved = seconds[(kind, event)] * (1 - await_ms / per_op)
+            seconds[(kind, event)] -= moved
+            beyond += moved
+            note[f"{what}_ms_per_op"], note[f"device_{what}_await_ms"] = per_op, await_ms
+    if not (queued or unseen or beyond):
+        return {**waits, "reconciled": note}
+    seconds[("CPU", "CPU")] = kept
+    seconds[cpu_wait] = seconds.get(cpu_wait, 0.0) + queued + beyond
+    if unseen:
+        seconds[("Unseen", "not on a CPU, not queued")] = unseen
+    note |= {"moved_to_cpu_wait_s": round(queued + beyond, 2), "of_it_io_beyond_device_s": round(beyond, 2),
+             "unseen_s": round(unseen, 2)}
+    return {**waits, **shares(Counter({k: v for k, v in seconds.items() if v > 0})), "reconciled": note}
+
+
+def _times(what: str, io: dict[str, Any] | None, device: dict[str, Any] | None) -> tuple[float | None, float | None]:
+    """(ms per flush or read as the database timed it, the device's own await for the same kind of request)."""
+    io, device = io or {}, device or {}
+    if what == "flush":
+        return io.get("ms_per_flush"), device.get("device_w_await_ms")
+    if what == "read":
+        return io.get("ms_per_read"), device.get("device_r_await_ms")
+    return None, None

@@ -42,6 +42,9 @@ class SuiteVerdict:
     # Per headline case measured several times: its repeats' case ids and the limit named in each, in repeat order
     # ({"case": "u4", "repeats": ["u4", "u4-r2", "u4-r3"], "limits": ["storage flush latency", "CPU", …]}).
     bottleneck_repeats: list[dict[str, Any]] = field(default_factory=list)
+    # Neighbours took the machine while a headline case was measured (refbench.host.contention.disturbed), in words:
+    # "other processes used 61% of the CPU (u4, 2 of its 3 repeats)"; empty when every headline case ran undisturbed.
+    disturbed: str = ""
 
     @property
     def correctness(self) -> str:
@@ -55,7 +58,7 @@ class SuiteVerdict:
     def to_dict(self) -> dict[str, Any]:
         return {"suite": self.suite, "headlines": [{**asdict(h), "threshold": h.threshold(self.suite)} for h in self.headlines], "checks_passed": self.checks_passed,
                 "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
-                "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats}
+                "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats, "disturbed": self.disturbed}
 
 
 def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[SuiteVerdict]:
@@ -79,7 +82,8 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
         engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
         bottleneck, per_repeat = _bottleneck(headlines, records, measured, telemetry)
         out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed, bottleneck,
-                                _with_checks(engines, findings.get(name, [])), per_repeat))
+                                _with_checks(engines, findings.get(name, [])), per_repeat,
+                                _disturbed(headlines, records, measured)))
     return out
 
 
@@ -100,6 +104,21 @@ def _with_repeats(headline: Headline, records: list[Record]) -> Headline:
     low, high = min(repeats["values"]), max(repeats["values"])
     said = f"median of {repeats['n']} repeats, {fmt(low)}–{fmt(high)}"
     return replace(headline, note=f"{said}; {headline.note}" if headline.note else said, spread=high - low)
+
+
+def _disturbed(headlines: list[Headline], records: list[Record], measured: list[Record]) -> str:
+    """Which headline cases neighbours disturbed, and how: the first one's words, and where."""
+    by_id = {r.case_id: r for r in measured}
+    said, where = "", []
+    for record in records:
+        if not any(h.case == record.case_id for h in headlines):
+            continue
+        group = [by_id[c] for c in (record.extra.get("repeats") or {}).get("cases", [record.case_id]) if c in by_id]
+        hit = [r for r in group if r.extra.get("disturbed")]
+        if hit:
+            said = said or hit[0].extra["disturbed"]
+            where.append(record.case_id + (f", {len(hit)} of its {len(group)} repeats" if len(group) > 1 else ""))
+    return f"{said} ({'; '.join(where)})" if said else ""
 
 
 def _with_checks(engines: list[dict[str, Any]], findings: list) -> list[dict[str, Any]]:
@@ -214,7 +233,7 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
 
     resource, phrase = _host_bottleneck(record, window)
     storage = record.extra.get("storage") or {}
-    said = explain(storage.get("waits"), storage.get("io_latency"), storage.get("device"))
+    said = explain(storage.get("waits"), storage.get("io_latency"), storage.get("device"), storage.get("machine"))
     if said is None:
         return resource, phrase
     return by_meaning(storage["waits"])[0][0], f"{said}; host: {phrase}"
@@ -231,6 +250,11 @@ def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
         device = max(disks, key=lambda d: disks[d]["busy_pct"])
         busy = disks[device]["busy_pct"]
     extras = []
+    machine = (record.extra.get("storage") or {}).get("machine") or window.get("machine") or {}
+    if cpu and machine.get("others_pct") is not None:
+        server = f"the server {machine['server_pct']:.0f}%, " if machine.get("server_pct") is not None else ""
+        extras.append(f"the CPU: {server}refbench {machine['own_pct']:.0f}%, other processes {machine['others_pct']:.0f}%"
+                      + (f", steal {machine['steal_pct']:.0f}%" if machine.get("steal_pct", 0) >= 1 else ""))
     if (share := record.metrics.get("driver_cpu_share_pct")) is not None:
         extras.append(f"the load driver's share {share:.0f}%")
     hit = (record.extra.get("storage") or {}).get("hit_ratio_pct")
@@ -262,5 +286,7 @@ def verdict_lines(verdicts: list[SuiteVerdict]) -> list[tuple[str, str]]:
             lines.append((v.suite if i == 0 else "", text))
         lines.append(("", f"correctness: {v.correctness}"))
         lines.append(("", f"bottleneck: {v.bottleneck}"))
+        if v.disturbed:
+            lines.append(("", f"disturbed: {v.disturbed}"))
     return lines
 

@@ -15,26 +15,38 @@ PHRASES = {
     "flush": "storage flush latency", "read": "storage read latency", "write": "storage write latency",
     "locks": "row locks", "contention": "internal contention", "cpu": "CPU", "client": "the client (driver)",
     "io": "other I/O", "ipc": "waiting on other server processes", "other": "other waits",
+    "cpuwait": "waiting for CPU", "unseen": "waits the server does not show", "parallel": "its parallel workers",
 }
 SHOWN_EVENTS = 3  # per meaning, in the bottleneck line
+NOT_A_LIMIT = {"parallel"}  # a leader waiting for its own parallel workers: the workers' waits say what limits them
+TIMING_ON = {"track_io_timing": "time per block read", "track_wal_io_timing": "time per WAL flush"}
 
 
-def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str | None) -> str | None:
+def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str | None,
+            machine: dict[str, Any] | None = None) -> str | None:
     """The bottleneck in the database's words: "storage flush latency: 40% of session time waiting (IO:WALSync 30%,
-    LWLock:WALWrite 9%), 0.26 ms per WAL flush on vda (1,730 a second); then CPU 52% (…)". None without samples."""
+    LWLock:WALWrite 9%), 0.26 ms per WAL flush on vda (1,730 a second); then CPU 52% (…)". A profile reconciled with
+    the server's CPU (refbench.engines.waits.reconcile) can name "waiting for CPU (throttled)": the evidence follows
+    from ``machine`` (refbench.host.contention). None without samples."""
     if not waits or not waits.get("session_samples"):
         return None
-    groups = by_meaning(waits)
+    groups = [g for g in by_meaning(waits) if g[0] not in NOT_A_LIMIT] or by_meaning(waits)
     top, share, events = groups[0]
     on = f" on {device}" if device else ""
     of = waits.get("of", "session time")  # DuckDB's profile shares its query threads' time
+    io = io or {}
     if top == "cpu" and events[0]["event"] == "CPU":
         text = f"CPU: {share:.0f}% of {of} running (not waiting)"
     elif top == "cpu":  # the operators that ran, by name (DuckDB's profiler)
         text = f"CPU: {share:.0f}% of {of} in operators ({_named(events, with_class=False)})"
+    elif top == "cpuwait":
+        text = f"{PHRASES[top]} ({_starved(events, machine or {})}): {share:.0f}% of {of} runnable but not running"
+    elif top == "unseen":
+        text = (f"{PHRASES[top]}: {share:.0f}% of {of} sampled as running was neither on a CPU nor queued for one "
+                f"(the server used {fmt((machine or {}).get('server_cpu_s'))} CPU-s in "
+                f"{fmt((machine or {}).get('interval_s'))} s)")
     else:
         text = f"{PHRASES[top]}: {share:.0f}% of {of} {'reading' if 'busy_threads' in waits else 'waiting'} ({_named(events)})"
-        io = io or {}
         if top == "flush" and io.get("ms_per_flush") is not None:
             sampled = "flush_ms_basis" in io  # MariaDB's redo log, timed by sampling (RedoLogWatch)
             text += (f", {'about ' if sampled else ''}{fmt(io['ms_per_flush'])} ms per "
@@ -44,8 +56,33 @@ def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str
     if len(groups) > 1:
         text += f"; then {PHRASES[groups[1][0]]} {groups[1][1]:.0f}%"
     if "busy_threads" in waits:
-        return text + f" ({waits['busy_threads']:.3g} busy threads on average, {waits['samples']:,} queries)"
-    return text + f" ({waits['avg_active_sessions']:.3g} active sessions on average, {waits['samples']:,} samples)"
+        text += f" ({waits['busy_threads']:.3g} busy threads on average, {waits['samples']:,} queries)"
+    else:
+        workers = f", {waits['parallel_worker_pct']:.0f}% of them parallel workers" if waits.get("parallel_worker_pct") else ""
+        text += f" ({waits['avg_active_sessions']:.3g} active sessions on average{workers}, {waits['samples']:,} samples)"
+    if untimed := [name for name in io.get("untimed", []) if (top, name) in (("flush", "track_wal_io_timing"),
+                                                                             ("read", "track_io_timing"))]:
+        text += (f"; no {TIMING_ON[untimed[0]]}: the server has {untimed[0]} off (refbench turns it on in a server it "
+                 f"manages unless the plan turns it off; on your own server: ALTER SYSTEM SET {untimed[0]} = on, then "
+                 "SELECT pg_reload_conf())")
+    return text
+
+
+def _starved(events: list[dict[str, Any]], machine: dict[str, Any]) -> str:
+    """Why the server's sessions waited for a CPU, from the interval's split: its quota, or the run queue and who
+    else had the CPU."""
+    from refbench.engines.waits import QUOTA
+
+    throttled = machine.get("server_throttled") or {}
+    if events[0]["event"] == QUOTA and throttled.get("periods"):
+        quota = f"a quota of {fmt(throttled['quota_cpus'])} CPUs, " if throttled.get("quota_cpus") else ""
+        return (f"throttled: {quota}{throttled['throttled_periods']:,} of {throttled['periods']:,} periods "
+                f"throttled, {fmt(throttled['throttled_s'])} s")
+    said = [f"{fmt(machine['server_runqueue_avg'])} server threads queued on average"] if machine.get("server_runqueue_avg") else []
+    if machine.get("others_pct") is not None:
+        said.append(f"the server had {machine['server_pct']:.0f}% of the CPU, refbench {machine['own_pct']:.0f}%, "
+                    f"other processes {machine['others_pct']:.0f}%")
+    return "queued: " + ", ".join(said) if said else "queued"
 
 
 def _named(events: list[dict[str, Any]], with_class: bool = True) -> str:

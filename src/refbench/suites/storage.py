@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 from refbench.engines.settings import pg_size_bytes
 from refbench.host.cachebound import last_oom, process_tree_io
+from refbench.engines.waits import reconcile
+from refbench.host.contention import MachineTime
 from refbench.host.telemetry import disk_rates, read_disks, read_process_io
 from refbench.plan import Option, PlanError
 
@@ -134,6 +136,7 @@ class Probe:
         self.server, self.data_bytes, self.with_children = server, data_bytes, with_children
         self.counters_restart_with_server = counters_restart_with_server
         self.sampler = sampler  # the engine's session sampler (refbench.engines.waits), for the wait profile
+        self.machine = MachineTime(pid, device, with_children)  # who had the CPU: the server, the run, its neighbours
         self._start: dict[str, Any] | None = None
         self._oom_kills = 0
 
@@ -146,6 +149,7 @@ class Probe:
     def start(self) -> None:
         cgroup = self._cgroup()
         self._oom_kills = cgroup.read_oom_kills() if cgroup else 0
+        self.machine.start()
         self._start = self._snapshot()
         if self.sampler is not None:
             self.sampler.start()
@@ -163,6 +167,7 @@ class Probe:
         assert self._start is not None, "stop() before start()"
         waits = self.sampler.stop() if self.sampler is not None else None
         a, b = self._start, self._snapshot()
+        machine = self.machine.stop()
         cgroup = self._cgroup()
         if cgroup is not None and cgroup.read_oom_kills() > self._oom_kills:
             raise MemoryError(last_oom())
@@ -188,15 +193,16 @@ class Probe:
                     "requested_mb": round((hit + missed) * b["blocks"]["block_bytes"] / 1e6, 3)}
             out["io_latency"] = io_latency(blocks0, b["blocks"], missed, seconds,
                                            (waits or {}).get("redo_log_in_flight_pct"))
-        if waits is not None:
-            if "io_latency" in waits and not out.get("io_latency"):  # an engine's profiler timed the reads itself
-                out["io_latency"] = waits.pop("io_latency")
-            out["waits"] = waits
         dev = self.device
         if dev and dev in a["disks"] and dev in b["disks"]:
             rates = disk_rates(a["disks"][dev], b["disks"][dev], seconds)
             out |= {f"device_{k}": round(rates[k], 3) for k in ("r_iops", "w_iops", "read_mb_s", "write_mb_s",
                                                                    "r_await_ms", "w_await_ms", "avg_queue")}
+        out["machine"] = machine
+        if waits is not None:
+            if "io_latency" in waits and not out.get("io_latency"):  # an engine's profiler timed the reads itself
+                out["io_latency"] = waits.pop("io_latency")
+            out["waits"] = reconcile(waits, machine, out.get("io_latency"), out)
         data = (b["blocks"] or {}).get("database_bytes") or (self.data_bytes() if self.data_bytes else None)
         out["data_mb"] = round(data / 1e6, 1) if data else None
         if self.memory is not None:
@@ -249,6 +255,9 @@ def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, second
     if "timed_reads" in after:  # the engine counts its timed reads itself (MariaDB: file reads, not pages)
         reads = int(delta("timed_reads"))
     read_ms, flushes, flush_ms = delta("read_time_ms"), delta("wal_syncs"), delta("wal_sync_ms")
+    untimed = after.get("io_timing_off") or []
+    read_ms = None if "track_io_timing" in untimed else read_ms
+    flush_ms = None if "track_wal_io_timing" in untimed else flush_ms
     writes, write_ms = delta("wal_writes"), delta("wal_write_ms")
     # Counters that restart with the server (a crash, an immediate restart) would give a negative count.
     wal_bytes, records, fpi = (max(0, delta(k)) if k in after else None for k in ("wal_bytes", "wal_records", "wal_fpi"))
@@ -264,6 +273,7 @@ def io_latency(before: dict[str, Any], after: dict[str, Any], reads: int, second
             "log_writes": writes, "ms_per_log_write": round(write_ms / writes, 4) if writes and write_ms else None,
             **({"wal_mb": round(wal_bytes / 1e6, 1), "wal_mb_per_s": round(wal_bytes / 1e6 / seconds, 2),
                 "full_page_image_pct": round(100 * fpi / records, 1) if records else None} if wal_bytes is not None else {}),
+            **({"untimed": after["io_timing_off"]} if after.get("io_timing_off") else {}),
             **({"checkpoints_timed": max(0, int(delta("checkpoints_timed"))),
                 "checkpoints_requested": max(0, int(delta("checkpoints_requested")))} if "checkpoints_timed" in after
                else {})}

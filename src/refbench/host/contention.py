@@ -1,0 +1,277 @@
+"""Where the machine's time went while an interval was measured, so that a starved CPU is never called a slow disk.
+
+A ``MachineTime`` reads the kernel's counters at the start and the end of a measured interval and splits the
+machine's CPU time (cores × seconds) into: the run's own (refbench and everything it started: its driver threads,
+fio, a managed server), the database server's (its process tree, out of the run's own when refbench started it),
+everything else's (other processes, the kernel's own threads and interrupts) and steal (the hypervisor gave the
+time to another machine). Beside it, for the server: the time its threads were runnable but waited for a CPU
+(/proc/PID/task/*/schedstat's run delay, which counts time a CPU quota held them too), its CPU cgroup's throttling
+(cpu.stat) and pressure; for the machine: Linux pressure stall information (/proc/pressure: the share of the
+interval some task was stalled on CPU, I/O or memory); and for the measured device the bytes other processes moved.
+
+A measurement is *disturbed* when neighbours took more than DISTURBED_CPU_PCT of the machine's CPU, or read more than
+DISTURBED_DEVICE_PCT of the bytes the device read; its figures are kept, marked, and not compared as if quiet.
+
+Units: seconds of CPU; percentages of the machine's CPU time (all cores) or of the interval; MB = 10^6 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from refbench.host.cachebound import children
+from refbench.host.telemetry import SECTOR_BYTES, read_cpu, read_disks, read_process_io
+
+PROC = Path("/proc")
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+DISTURBED_CPU_PCT = 25.0  # of the machine's CPU time: half a core of two, a whole one of four
+DISTURBED_DEVICE_PCT = 50.0  # of the bytes the measured device read
+DISTURBED_DEVICE_MIN_MB_S = 5.0  # neighbours reading less than this do not disturb a device, whatever their share
+PRESSURE = ("cpu", "io", "memory")
+MIN_INTERVAL_S = 1.0  # CPU time is counted in ticks of 10 ms: a shorter interval's split would be mostly rounding
+
+
+def process_tree(pid: int) -> list[int]:
+    """A process and its live descendants."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children(p)
+    return out
+
+
+def cpu_ticks(pid: int) -> int:
+    """A process's CPU ticks (all its threads) with those of the children it has reaped; 0 when it is gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        return sum(int(f) for f in fields[11:15])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def run_delay_ns(pid: int) -> int:
+    """Nanoseconds a process's threads have spent runnable but not running (the scheduler's run delay)."""
+    total = 0
+    try:
+        threads = os.listdir(PROC / str(pid) / "task")
+    except OSError:
+        return 0
+    for thread in threads:
+        try:
+            total += int((PROC / str(pid) / "task" / thread / "schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def pressure_totals(directory: Path, suffix: str = "") -> dict[str, int]:
+    """{"cpu_some": µs, "io_full": µs, …} from the pressure files in ``directory`` (/proc/pressure: "cpu"; a cgroup:
+    "cpu.pressure"). Empty where the kernel keeps none."""
+    out = {}
+    for resource in PRESSURE:
+        try:
+            lines = (directory / f"{resource}{suffix}").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            kind, _, rest = line.partition(" ")
+            total = dict(part.split("=") for part in rest.split()).get("total")
+            if total is not None:
+                out[f"{resource}_{kind}"] = int(total)
+    return out
+
+
+def cgroup_dirs(pid: int) -> tuple[Path | None, Path | None]:
+    """The directories of a process's CPU cgroup (cgroup v1's cpu controller, or v2's) and of its cgroup v2 (where
+    the pressure files are), or None where they are not visible here. The root cgroup v2 is None: its pressure is the
+    machine's (/proc/pressure)."""
+    try:
+        membership = (PROC / str(pid) / "cgroup").read_text().splitlines()
+        mounts = (PROC / "self" / "mountinfo").read_text().splitlines()
+    except OSError:
+        return None, None
+    v1_cpu = v2 = None
+    for line in membership:
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and controllers == "":
+            v2 = path
+        elif "cpu" in controllers.split(","):
+            v1_cpu = path
+    cpu_dir = v2_dir = None
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        root, mount_point, fstype, options = fields[3].rstrip("/"), Path(fields[4]), tail[0], tail[2].split(",")
+        if fstype == "cgroup" and "cpu" in options and v1_cpu is not None and v1_cpu.startswith(root):
+            cpu_dir = mount_point / v1_cpu[len(root):].lstrip("/")
+        elif fstype == "cgroup2" and v2 not in (None, "/") and v2.startswith(root):
+            v2_dir = mount_point / v2[len(root):].lstrip("/")
+    if cpu_dir is None and v2_dir is not None and (v2_dir / "cpu.max").exists():
+        cpu_dir = v2_dir
+    return cpu_dir, v2_dir
+
+
+def throttling(cpu_dir: Path | None) -> dict[str, int]:
+    """A CPU cgroup's periods, throttled periods and throttled µs so far (cpu.stat, v1 or v2)."""
+    if cpu_dir is None:
+        return {}
+    try:
+        stat = dict(line.split() for line in (cpu_dir / "cpu.stat").read_text().splitlines() if " " in line)
+    except (OSError, ValueError):
+        return {}
+    out = {k: int(stat[k]) for k in ("nr_periods", "nr_throttled") if k in stat}
+    if "throttled_usec" in stat:
+        out["throttled_us"] = int(stat["throttled_usec"])
+    elif "throttled_time" in stat:  # v1: nanoseconds
+        out["throttled_us"] = int(stat["throttled_time"]) // 1000
+    return out
+
+
+def cpu_quota(cpu_dir: Path | None) -> float | None:
+    """The CPUs a cgroup may use (its quota over its period), None when unbounded."""
+    if cpu_dir is None:
+        return None
+    try:
+        if (cpu_dir / "cpu.max").exists():
+            quota, period = (cpu_dir / "cpu.max").read_text().split()
+            return None if quota == "max" else int(quota) / int(period)
+        quota = int((cpu_dir / "cpu.cfs_quota_us").read_text())
+        return None if quota < 0 else quota / int((cpu_dir / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _tree_io_bytes(pids: list[int]) -> tuple[int, int]:
+    read = written = 0
+    for pid in pids:
+        io = read_process_io(pid)
+        read += io.get("read_bytes", 0)
+        written += io.get("write_bytes", 0)
+    return read, written
+
+
+class MachineTime:
+    """``start()`` and ``stop()`` bracket a measured interval; ``stop()`` returns its split (see the module)."""
+
+    def __init__(self, server_pid: Callable[[], int | None] | None = None, device: str | None = None,
+                 with_children: bool = True, own_pid: int | None = None):
+        """``server_pid``: the database server's root process now (None: no server on this host, or none to read),
+        with its descendants unless not ``with_children`` (an engine inside refbench's own process); ``device``: the
+        measured device (None: the one that moved the most bytes)."""
+        self.server_pid, self.device, self.own_pid = server_pid or (lambda: None), device, own_pid or os.getpid()
+        self.with_children = with_children
+        self._start: dict[str, Any] | None = None
+
+    def _snapshot(self) -> dict[str, Any]:
+        server = self.server_pid()
+        server_tree = (process_tree(server) if self.with_children else [server]) if server else []
+        own_tree = [p for p in process_tree(self.own_pid) if p not in set(server_tree)]
+        cpu_dir, v2_dir = cgroup_dirs(server) if server else (None, None)
+        return {
+            "t": time.monotonic(), "machine": read_cpu(PROC), "server": server,
+            "own_ticks": sum(cpu_ticks(p) for p in own_tree),
+            # A server started inside refbench's tree is the run's own child: its time is the server's, not the run's.
+            "server_ticks": sum(cpu_ticks(p) for p in server_tree),
+            "run_delay": {p: run_delay_ns(p) for p in server_tree},
+            "throttling": throttling(cpu_dir), "quota": cpu_quota(cpu_dir),
+            "server_pressure": pressure_totals(v2_dir, suffix=".pressure") if v2_dir else {},
+            "pressure": pressure_totals(PROC / "pressure"),
+            "disks": read_disks(PROC), "io": _tree_io_bytes(own_tree + server_tree),
+        }
+
+    def start(self) -> None:
+        self._start = self._snapshot()
+
+    def stop(self) -> dict[str, Any]:
+        assert self._start is not None, "stop() before start()"
+        return split(self._start, self._snapshot(), self.device)
+
+
+def split(a: dict[str, Any], b: dict[str, Any], device: str | None) -> dict[str, Any]:
+    """The interval between two snapshots as a record keeps it."""
+    seconds = max(b["t"] - a["t"], 1e-9)
+    cores = os.cpu_count() or 1
+    out: dict[str, Any] = {"interval_s": round(seconds, 3), "cores": cores}
+    if seconds < MIN_INTERVAL_S:
+        return out | {"note": f"shorter than {MIN_INTERVAL_S:g} s: the kernel's CPU ticks cannot split it"}
+    if a["machine"] and b["machine"]:
+        d = {k: b["machine"][k] - a["machine"][k] for k in b["machine"]}
+        total = sum(d.values()) or 1
+        capacity_s = total / TICKS_PER_S  # the machine's CPU time in the interval, as /proc/stat counted it
+        busy_s = (total - d["idle"] - d["iowait"] - d["steal"]) / TICKS_PER_S
+        # Processes' ticks and the machine's are counted apart: bounded, so that the parts never pass the whole.
+        own_s = min(busy_s, max(0, b["own_ticks"] - a["own_ticks"]) / TICKS_PER_S)
+        same_server = a["server"] and a["server"] == b["server"]
+        server_s = min(busy_s - own_s, max(0, b["server_ticks"] - a["server_ticks"]) / TICKS_PER_S) if same_server else None
+        others_s = max(0.0, busy_s - own_s - (server_s or 0.0))
+        steal_s = d["steal"] / TICKS_PER_S
+        out |= {"own_cpu_s": round(own_s, 2), "server_cpu_s": None if server_s is None else round(server_s, 2),
+                "others_cpu_s": round(others_s, 2), "steal_s": round(steal_s, 2),
+                "own_pct": _pct(own_s, capacity_s), "server_pct": None if server_s is None else _pct(server_s, capacity_s),
+                "others_pct": _pct(others_s, capacity_s), "steal_pct": _pct(steal_s, capacity_s),
+                "idle_pct": _pct((d["idle"] + d["iowait"]) / TICKS_PER_S, capacity_s)}
+    if a["server"] and a["server"] == b["server"]:
+        delay_ns = sum(b["run_delay"][p] - a["run_delay"][p] for p in b["run_delay"] if p in a["run_delay"])
+        out["server_runqueue_s"] = round(max(0, delay_ns) / 1e9, 3)
+        out["server_runqueue_avg"] = round(max(0, delay_ns) / 1e9 / seconds, 3)  # server threads waiting, on average
+        if a["throttling"] and b["throttling"] and (b["quota"] is not None or b["throttling"] != a["throttling"]):
+            t0, t1 = a["throttling"], b["throttling"]
+            out["server_throttled"] = {"periods": t1.get("nr_periods", 0) - t0.get("nr_periods", 0),
+                                       "throttled_periods": t1.get("nr_throttled", 0) - t0.get("nr_throttled", 0),
+                                       "throttled_s": round((t1.get("throttled_us", 0) - t0.get("throttled_us", 0)) / 1e6, 3),
+                                       "quota_cpus": b["quota"]}
+        if pressure := _pressure_pct(a["server_pressure"], b["server_pressure"], seconds):
+            out["server_pressure_pct"] = pressure
+    if pressure := _pressure_pct(a["pressure"], b["pressure"], seconds):
+        out["pressure_pct"] = pressure
+    out |= _others_io(a, b, seconds, device)
+    return out
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100 * part / whole, 1) if whole else 0.0
+
+
+def _pressure_pct(a: dict[str, int], b: dict[str, int], seconds: float) -> dict[str, float]:
+    """The share of the interval some (or all: "full") tasks were stalled, per resource."""
+    return {k: round(min(100.0, (b[k] - a[k]) / 1e6 / seconds * 100), 1) for k in b if k in a}
+
+
+def _others_io(a: dict[str, Any], b: dict[str, Any], seconds: float, device: str | None) -> dict[str, Any]:
+    """The device's MB/s and the part of it other processes moved: the device's bytes less the run's own (its
+    processes' /proc/PID/io, a managed server's included). Reads only are judged: a write is counted to a process when
+    it dirties the page, to the device when the kernel writes it back, perhaps in another interval."""
+    moved = {name: sum(b["disks"][name][i] - a["disks"][name][i] for i in (1, 4)) for name in b["disks"]
+             if name in a["disks"]}
+    if device is None or device not in moved:
+        device = max(moved, key=moved.get) if moved and max(moved.values()) > 0 else None
+    if device is None:
+        return {}
+    read_mb = (b["disks"][device][1] - a["disks"][device][1]) * SECTOR_BYTES / 1e6
+    written_mb = (b["disks"][device][4] - a["disks"][device][4]) * SECTOR_BYTES / 1e6
+    own_read_mb, own_written_mb = ((b["io"][i] - a["io"][i]) / 1e6 for i in (0, 1))
+    return {"device": device, "device_read_mb_s": round(read_mb / seconds, 2),
+            "others_read_mb_s": round(max(0.0, read_mb - own_read_mb) / seconds, 2),
+            "others_write_mb_s": round(max(0.0, written_mb - own_written_mb) / seconds, 2)}
+
+
+def disturbed(machine: dict[str, Any] | None) -> str | None:
+    """Why an interval was disturbed by its neighbours, in words ("other processes used 61% of the CPU"), or None."""
+    if not machine:
+        return None
+    said = []
+    others, steal = machine.get("others_pct") or 0.0, machine.get("steal_pct") or 0.0
+    if others + steal > DISTURBED_CPU_PCT:
+        said.append(f"other processes used {others:.0f}% of the CPU" + (f" and the hypervisor took {steal:.0f}% (steal)"
+                                                                        if steal >= 1 else ""))
+    read, others_read = machine.get("device_read_mb_s") or 0.0, machine.get("others_read_mb_s") or 0.0
+    if others_read >= DISTURBED_DEVICE_MIN_MB_S and read and 100 * others_read / read > DISTURBED_DEVICE_PCT:
+        said.append(f"other processes read {others_read:,.1f} of {read:,.1f} MB/s from {machine['device']}")
+    return "; ".join(said) or None
