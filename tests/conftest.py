@@ -21,6 +21,9 @@ TEST_SUITES = "sleepy=suite_for_tests:SleepySuite"
 # One measurement of each case unless a test asks for repeats (--repeats, a plan's repeats): the profiles' three
 # would triple the headline cases of every test run. tests/test_repeats.py runs the profile's default without it.
 os.environ.setdefault("REFBENCH_REPEATS", "1")
+# The tests run beside each other (xdist): a run's neighbours are the other tests, and a test that is not about them
+# does not have its figures marked disturbed by them. tests/test_contention.py judges disturbance with it unset.
+os.environ.setdefault("REFBENCH_DISTURBED", "off")
 
 
 # The test files that take longest, longest first (wall time of each file on one xdist worker, measured on the

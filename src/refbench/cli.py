@@ -217,6 +217,8 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
             style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
             table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
             table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
+            if v.get("disturbed"):
+                table.add_row("", f"[yellow]disturbed: {escape(v['disturbed'])}[/yellow]")
         if out.is_terminal:
             print_table(table)
         else:  # a pipe or a file gets whole lines, without padding to the table's width

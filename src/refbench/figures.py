@@ -49,6 +49,7 @@ class Figure:
     value: float
     samples: list[float] = field(default_factory=list)  # its replicates (repeats, or runs of a side), or none
     source: str = "1 measurement"
+    disturbed: str = ""  # neighbours took the machine while a replicate was measured (host.contention): how
 
 
 def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str, str], Figure]:
@@ -64,8 +65,9 @@ def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None)
             values = [r.metrics[metric] for r in records if is_figure(r.metrics.get(metric))]
             if not values:
                 continue
-            out[(suite, case, metric)] = (Figure(statistics.fmean(values), values, f"{len(values)} repeats")
-                                          if len(values) > 1 else Figure(values[0]))
+            out[(suite, case, metric)] = Figure(statistics.fmean(values), values if len(values) > 1 else [],
+                                                f"{len(values)} repeats" if len(values) > 1 else "1 measurement",
+                                                next((r.extra["disturbed"] for r in records if r.extra.get("disturbed")), ""))
     return out
 
 
@@ -75,7 +77,8 @@ def side_figures(runs: list[Run]) -> dict[tuple[str, str, str], Figure]:
     if len(runs) == 1:
         return figures(runs[0])
     each = [figures(run) for run in runs]
-    return {key: Figure(statistics.fmean(values := [f[key].value for f in each]), values, f"{len(runs)} runs")
+    return {key: Figure(statistics.fmean(values := [f[key].value for f in each]), values, f"{len(runs)} runs",
+                        next((f[key].disturbed for f in each if f[key].disturbed), ""))
             for key in each[0] if all(key in f for f in each)}
 
 

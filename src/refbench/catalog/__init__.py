@@ -45,10 +45,11 @@ BUSY_TIMEOUT_S = 5.0
 MAX_TAG_FILTERS = 20
 # What SQLite says of a file whose pages or header are not a database's: made again from the run directories.
 DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # A figure's spread is the lowest and highest of the repeats behind it, how many there were, and the standard
 # deviation of their logarithms (this host's run-to-run spread, which compare tests a figure measured once a side
-# against); NULL when it was measured once. The seconds of one measurement are not repeats.
+# against); NULL when it was measured once. The seconds of one measurement are not repeats. "disturbed": what
+# neighbours took while it was measured (refbench.host.contention), NULL when nothing: such a figure gives no spread.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, name TEXT, status TEXT, problem TEXT,
@@ -58,7 +59,7 @@ CREATE TABLE IF NOT EXISTS headlines (
     low REAL, high REAL, n INTEGER, unrated TEXT);
 CREATE TABLE IF NOT EXISTS figures (
     run TEXT NOT NULL, suite TEXT NOT NULL, case_id TEXT NOT NULL, metric TEXT NOT NULL, value REAL,
-    low REAL, high REAL, n INTEGER, log_sd REAL);
+    low REAL, high REAL, n INTEGER, log_sd REAL, disturbed TEXT);
 CREATE INDEX IF NOT EXISTS headlines_run ON headlines (run);
 CREATE INDEX IF NOT EXISTS headlines_metric ON headlines (suite, metric);
 CREATE INDEX IF NOT EXISTS figures_run ON figures (run);
@@ -142,7 +143,7 @@ class Catalog:
                                 row.get("ended_utc"), row["suites"], row["tags"], row.get("records"), row.get("plan")))
             self.db.executemany("INSERT INTO headlines VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                                 [(run.path.name, *h) for h in headlines])
-            self.db.executemany("INSERT INTO figures VALUES (?,?,?,?,?,?,?,?,?)", [(run.path.name, *f) for f in figures])
+            self.db.executemany("INSERT INTO figures VALUES (?,?,?,?,?,?,?,?,?,?)", [(run.path.name, *f) for f in figures])
 
     def _forget(self, run: str) -> None:
         for table in ("runs", "headlines", "figures"):
@@ -184,7 +185,8 @@ class Catalog:
         configuration)."""
         out: dict[tuple[str, str, str], dict[str, Spread]] = {}
         query = ("SELECT x.case_id, x.value, x.log_sd, x.n, r.run, r.plan FROM figures x JOIN runs r USING (run) "
-                 "WHERE r.host IS ? AND r.profile IS ? AND x.suite = ? AND x.metric = ? "
+                 # A run its neighbours disturbed spreads by their load, not by this host's own noise.
+                 "WHERE r.host IS ? AND r.profile IS ? AND x.suite = ? AND x.metric = ? AND x.disturbed IS NULL "
                  "ORDER BY r.started_utc DESC, r.run DESC")
         plans: dict[str, str] = {}
         for suite, case, metric in keys:
@@ -351,7 +353,8 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
            "started_utc": meta.get("started_utc"), "ended_utc": meta.get("ended_utc"),
            "suites": json.dumps(plan.get("suites", [])), "tags": json.dumps(run.tags()),
            "records": sum(map(len, groups.values())), "plan": json.dumps(plan)}
-    rows = [(suite, case, metric, f.value, *_spread(f.samples)) for (suite, case, metric), f in found.items()]
+    rows = [(suite, case, metric, f.value, *_spread(f.samples), f.disturbed or None)
+            for (suite, case, metric), f in found.items()]
     case_of = figure_cases(run, groups) if not plan.get("hosts") else {}
     headlines = []
     indexed: set[str] = set()

@@ -311,8 +311,8 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     """A sampled profile checked against the server's measured time (refbench.host.contention's split of the same
     interval): a session sampled "running" was on a CPU only as long as the server had CPU time, and its threads
     waited for a CPU as long as their run delay says. So the running share keeps at most the server's CPU seconds;
-    the run delay (a CPU quota's throttling included) becomes "CPU wait"; what is left was neither running nor
-    queued: a wait the server does not show ("Unseen"). A flush or read wait far above the device's own await while
+    beyond them, up to the run delay (a CPU quota's throttling included), it becomes "CPU wait"; what is left was
+    neither running nor queued: a wait the server does not show ("Unseen"). A flush or read wait far above the device's own await while
     the CPU was starved is CPU wait for its part above the device's time. The profile keeps what it moved
     ("reconciled"). Sampled profiles only (DuckDB's measures its threads' time itself)."""
     if not waits.get("session_samples") or "busy_threads" in waits or not machine or \
@@ -323,10 +323,11 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     throttled = machine.get("server_throttled") or {}
     throttled_pct = 100 * throttled.get("throttled_periods", 0) / throttled["periods"] if throttled.get("periods") else 0.0
     cpu_wait = ("CPU wait", QUOTA if throttled_pct >= CPU_EVIDENCE_PCT else QUEUE)
+    # Sampled running: on a CPU for as long as the server had one, then queued for as long as its threads were.
     running = seconds.pop(("CPU", "CPU"), 0.0)
-    queued = min(running, machine.get("server_runqueue_s") or 0.0)
-    unseen = max(0.0, running - queued - machine["server_cpu_s"])
-    kept = running - queued - unseen
+    kept = min(running, machine["server_cpu_s"])
+    queued = min(running - kept, machine.get("server_runqueue_s") or 0.0)
+    unseen = running - kept - queued
     note: dict[str, Any] = {"running_sampled_s": round(running, 2), "server_cpu_s": machine["server_cpu_s"],
                             "server_runqueue_s": machine.get("server_runqueue_s"), "throttled_periods_pct": round(throttled_pct, 1)}
     if queued < max(MIN_MOVED_S, MIN_MOVED_SHARE * running):

@@ -44,14 +44,26 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
-def cpu_ticks(pid: int) -> int:
-    """A process's CPU ticks (all its threads) with those of the children it has reaped; 0 when it is gone."""
+def cpu_ticks(pid: int) -> tuple[int, int]:
+    """A process's own CPU ticks (all its threads) and those of the children it has reaped; 0, 0 when it is gone."""
     try:
         stat = (PROC / str(pid) / "stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
-        return sum(int(f) for f in fields[11:15])
+        fields = [int(f) for f in stat[stat.rindex(")") + 2:].split()[11:15]]
+        return fields[0] + fields[1], fields[2] + fields[3]
     except (OSError, ValueError, IndexError):
-        return 0
+        return 0, 0
+
+
+def interval_ticks(a: dict[int, tuple[int, int]], b: dict[int, tuple[int, int]]) -> int:
+    """The CPU ticks a set of processes used between two readings of each one's (own, reaped children's) ticks. A
+    child reaped meanwhile brings its whole life into its parent's reaped ticks: what it had used by the first
+    reading is taken out again, so a connection closed at the interval's start does not count its past."""
+    total = 0
+    for pid, (own, reaped) in b.items():
+        before_own, before_reaped = a.get(pid, (0, 0))
+        total += own - before_own + reaped - before_reaped
+    total -= sum(own + reaped for pid, (own, reaped) in a.items() if pid not in b)
+    return max(0, total)
 
 
 def run_delay_ns(pid: int) -> int:
@@ -176,9 +188,9 @@ class MachineTime:
         cpu_dir, v2_dir = cgroup_dirs(server) if server else (None, None)
         return {
             "t": time.monotonic(), "machine": read_cpu(PROC), "server": server,
-            "own_ticks": sum(cpu_ticks(p) for p in own_tree),
+            "own_ticks": {p: cpu_ticks(p) for p in own_tree},
             # A server started inside refbench's tree is the run's own child: its time is the server's, not the run's.
-            "server_ticks": sum(cpu_ticks(p) for p in server_tree),
+            "server_ticks": {p: cpu_ticks(p) for p in server_tree},
             "run_delay": {p: run_delay_ns(p) for p in server_tree},
             "throttling": throttling(cpu_dir), "quota": cpu_quota(cpu_dir),
             "server_pressure": pressure_totals(v2_dir, suffix=".pressure") if v2_dir else {},
@@ -207,9 +219,9 @@ def split(a: dict[str, Any], b: dict[str, Any], device: str | None) -> dict[str,
         capacity_s = total / TICKS_PER_S  # the machine's CPU time in the interval, as /proc/stat counted it
         busy_s = (total - d["idle"] - d["iowait"] - d["steal"]) / TICKS_PER_S
         # Processes' ticks and the machine's are counted apart: bounded, so that the parts never pass the whole.
-        own_s = min(busy_s, max(0, b["own_ticks"] - a["own_ticks"]) / TICKS_PER_S)
+        own_s = min(busy_s, interval_ticks(a["own_ticks"], b["own_ticks"]) / TICKS_PER_S)
         same_server = a["server"] and a["server"] == b["server"]
-        server_s = min(busy_s - own_s, max(0, b["server_ticks"] - a["server_ticks"]) / TICKS_PER_S) if same_server else None
+        server_s = min(busy_s - own_s, interval_ticks(a["server_ticks"], b["server_ticks"]) / TICKS_PER_S) if same_server else None
         others_s = max(0.0, busy_s - own_s - (server_s or 0.0))
         steal_s = d["steal"] / TICKS_PER_S
         out |= {"own_cpu_s": round(own_s, 2), "server_cpu_s": None if server_s is None else round(server_s, 2),
@@ -263,8 +275,9 @@ def _others_io(a: dict[str, Any], b: dict[str, Any], seconds: float, device: str
 
 
 def disturbed(machine: dict[str, Any] | None) -> str | None:
-    """Why an interval was disturbed by its neighbours, in words ("other processes used 61% of the CPU"), or None."""
-    if not machine:
+    """Why an interval was disturbed by its neighbours, in words ("other processes used 61% of the CPU"), or None.
+    REFBENCH_DISTURBED=off judges none (refbench's own tests, which run beside each other on purpose)."""
+    if not machine or os.environ.get("REFBENCH_DISTURBED", "").lower() == "off":
         return None
     said = []
     others, steal = machine.get("others_pct") or 0.0, machine.get("steal_pct") or 0.0

@@ -185,7 +185,8 @@ def _checks(v: SuiteVerdict) -> str:
 
 def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
     rows = "".join(f'<tr><td><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a></td><td>{_headlines(v)}</td>'
-                   f'<td data-label="Correctness checks">{_checks(v)}</td><td data-label="Bottleneck">{h.esc(v.bottleneck)}</td></tr>'
+                   f'<td data-label="Correctness checks">{_checks(v)}</td><td data-label="Bottleneck">{h.esc(v.bottleneck)}'
+                   + (f'<br><b>disturbed</b>: {h.esc(v.disturbed)}' if v.disturbed else "") + '</td></tr>'
                    for v in verdicts)
     return h.scroll('<table class="verdict"><thead><tr><th>Suite</th><th>Headline figures</th><th>Correctness checks</th>'
                     f"<th>Bottleneck</th></tr></thead><tbody>{rows}</tbody></table>")
@@ -281,6 +282,8 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
         if verdict.headlines:
             facts.append(f"<p>{_headlines(verdict)}</p>")
         facts.append(f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
+        if verdict.disturbed:
+            facts.append(f"<p><b>Disturbed</b>: {h.esc(verdict.disturbed)}</p>")
     storage_verdicts = storage.verdicts(records)
     facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]
     facts.append(_correctness(findings))

@@ -142,8 +142,11 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
             factor, words = verdict(key[2], fa.value, fb.value)
             identical = fa.value == fb.value and not (fa.samples or fb.samples)
             answer, why = ("same", "identical values") if identical else E.answer(est, direction(key[2]))
+            if disturbance := _disturbance(fa, fb):
+                answer, why = "not compared", f"disturbed: {disturbance}"
             row = {"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
-                   "B": fb.value, "factor": factor, "B vs A": words, "significant": est.significant,
+                   "B": fb.value, "factor": factor, "B vs A": words,
+                   "significant": est.significant and answer != "not compared",
                    "p": None if est.p_adjusted is None else round(est.p_adjusted, 4), "basis": est.basis,
                    "headline": key in names, "name": names.get(key, f"{key[1]} {key[2]}"), "n": est.n,
                    "ci_low": None if est.low is None else round(est.low, 4),
@@ -153,6 +156,12 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
                    if est.log_sd and not est.significant else None}
             rows.append(row)
     return rows
+
+
+def _disturbance(a: Figure, b: Figure) -> str:
+    """Which side's neighbours disturbed a figure, and how; "" when neither: a change between disturbed
+    measurements is the neighbours' as much as the stack's, so compare does not call one."""
+    return "; ".join(f"{side}: {f.disturbed}" for side, f in (("A", a), ("B", b)) if f.disturbed)
 
 
 def wait_changes(runs: list[Run]) -> list[dict[str, Any]]:
@@ -176,8 +185,11 @@ def effect(rows: list[dict[str, Any]], family: float = 1, adjustment: str = "") 
     """The overall effect of some headline figures (pyperf's "Geometric mean"): how many times better B is than A,
     over the figures with a better direction, its interval at the family's confidence, and the answer in words."""
     by_case: dict[tuple[str, str], list[E.Estimate]] = {}
+    if rows and all(r["answer"] == "not compared" for r in rows):
+        return {"ratio": None, "ci_low": None, "ci_high": None, "p": None, "cases": 0, "interval": "", "basis": "",
+                "significant": False, "answer": f"not compared: {rows[0]['why']}"}
     for r in rows:
-        if direction(r["metric"]) != 0:
+        if direction(r["metric"]) != 0 and r["answer"] != "not compared":
             by_case.setdefault((r["suite"], r["case"]), []).append(r["estimate"].oriented(direction(r["metric"])))
     # The figures of one case move together (NOPM and TPM count the same transactions): one case, one figure.
     oriented = [E.together(estimates) for estimates in by_case.values()]
@@ -286,6 +298,7 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
     terms += [f"1 a side: tested against {s}" for s in spreads]
     if "no change" in words:
         terms.append(f"no change: the interval lies within ±{E.RESOLVE:.0%}")
+    terms += [f"not compared: {why}" for why in dict.fromkeys(a["why"] for a in headlines if a["answer"] == "not compared")]
     unsure = [a for a in headlines if a["answer"] == "cannot tell"]
     if unsure:
         counts = [a["repeats_for_5pct"] for a in unsure if a["repeats_for_5pct"]]
@@ -314,7 +327,7 @@ def _tally(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         if r["headline"]:
             answers[r["answer"]] = answers.get(r["answer"], 0) + 1
-    order = ["faster", "slower", "changed", "no change", "same", "cannot tell"]
+    order = ["faster", "slower", "changed", "no change", "same", "cannot tell", "not compared"]
     parts = [", ".join(f"{answers[word]} {word}" for word in order if word in answers)] if answers else []
     others = [r for r in rows if not r["headline"] and direction(r["metric"]) != 0]
     if others:

@@ -23,6 +23,7 @@ from refbench.suites import Headline, Record, Table, get_suite
 SATURATED_DEVICE_PCT = 80.0  # busy %: the device had a request in flight nearly all the time
 SATURATED_CPU_PCT = 85.0  # user + system + steal; beyond it, the work queues for a CPU
 IDLE_DEVICE_PCT = 20.0
+THROTTLED_SHARE = 0.1  # of the server's CPU cgroup's periods: its quota, not the machine, bounds its CPU
 MEMORY_HIT_RATIO_PCT = 99.0  # the cache answered nearly every read: storage barely mattered
 # The host's resources (name_bottleneck without a wait profile) as a limit counted across repeats; a wait profile's
 # meanings are said as refbench.report.waits.PHRASES says them.
@@ -220,7 +221,7 @@ def _window(record: Record, records: list[Record], telemetry: Telemetry) -> dict
         return record.telemetry
     # Cases shorter than the sampling: the suite's measured span as a whole.
     window = telemetry.window(min(r.started_epoch_s for r in records), max(r.ended_epoch_s for r in records))
-    return window.to_dict() if window else {}
+    return (window.to_dict() | {"machine": record.telemetry.get("machine")}) if window else {}
 
 
 def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
@@ -240,6 +241,8 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
 
 
 def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
+    from refbench.report.html import fmt
+
     cpu = window.get("cpu") or {}
     disks = window.get("disks") or {}
     if not cpu and not disks:
@@ -262,6 +265,11 @@ def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
         extras.append(f"cache hit ratio {hit:.1f}%" + (": measured from memory" if hit >= MEMORY_HIT_RATIO_PCT else ""))
     tail = f"; {', '.join(extras)}" if extras else ""
     cpu_saturated = cpu_pct is not None and cpu_pct >= SATURATED_CPU_PCT
+    throttled = machine.get("server_throttled") or {}
+    if throttled.get("periods") and throttled["throttled_periods"] >= THROTTLED_SHARE * throttled["periods"]:
+        quota = f" of {fmt(throttled['quota_cpus'])} CPUs" if throttled.get("quota_cpus") else ""
+        return "cpu", (f"the server's CPU quota{quota} (throttled in {throttled['throttled_periods']:,} of "
+                       f"{throttled['periods']:,} periods), machine CPU {cpu_pct}%{tail}")
     if device and busy >= SATURATED_DEVICE_PCT:
         both = f" and CPU ({cpu_pct}%)" if cpu_saturated else ""
         return "device", f"{device} ({busy:.0f}% busy, queue {disks[device]['avg_queue']:.3g}){both}{tail}"

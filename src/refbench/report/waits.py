@@ -76,8 +76,8 @@ def _starved(events: list[dict[str, Any]], machine: dict[str, Any]) -> str:
     throttled = machine.get("server_throttled") or {}
     if events[0]["event"] == QUOTA and throttled.get("periods"):
         quota = f"a quota of {fmt(throttled['quota_cpus'])} CPUs, " if throttled.get("quota_cpus") else ""
-        return (f"throttled: {quota}{throttled['throttled_periods']:,} of {throttled['periods']:,} periods "
-                f"throttled, {fmt(throttled['throttled_s'])} s")
+        return (f"throttled: {quota}held it back in {throttled['throttled_periods']:,} of {throttled['periods']:,} "
+                f"periods, {fmt(throttled['throttled_s'])} s in all")
     said = [f"{fmt(machine['server_runqueue_avg'])} server threads queued on average"] if machine.get("server_runqueue_avg") else []
     if machine.get("others_pct") is not None:
         said.append(f"the server had {machine['server_pct']:.0f}% of the CPU, refbench {machine['own_pct']:.0f}%, "

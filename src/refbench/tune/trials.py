@@ -52,6 +52,8 @@ class SideRun:
     wall_s: float
     error: str = ""
     load: str = ""  # the loaded database the run started from a copy of ("": it loaded its own, or has none)
+    disturbed: str = ""  # neighbours took the machine while its objective was measured (its verdict says how)
+    run_again: bool = False  # disturbed, and measured again in its place: not judged
 
 
 @dataclass
@@ -129,20 +131,27 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
         return SideRun(side, str(run_dir or ""), None, wall, tail[-1] if tail else f"exit status {child.returncode}")
     if child.returncode == 1:
         return SideRun(side, str(run_dir), None, wall, "a correctness check failed (see the run's report)")
-    value = objective.value_in(json.loads((run_dir / "verdict.json").read_text())) if objective else None
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    value = objective.value_in(verdict) if objective else None
+    disturbed = next((v.get("disturbed", "") for v in verdict if objective and v.get("suite") == objective.suite), "")
     return SideRun(side, str(run_dir), value, wall, "" if value is not None or objective is None else
-                   f"the run has no {objective.label}")
+                   f"the run has no {objective.label}", disturbed=disturbed)
 
 
-def interleaved(repeats: int, run: Callable[[str, int], SideRun]) -> list[SideRun]:
+def interleaved(repeats: int, run: Callable[[str, int], SideRun],
+                again: Callable[[SideRun], bool] = lambda _: False) -> list[SideRun]:
     """A B B A …: ``repeats`` runs a side in pairs whose order alternates (A B, B A, A B, …), so that a drift of the
     host (a neighbour, a warming cache, a filling device) falls on both sides alike: with A always first, a drift
     down would favour A. ``run(side, i)``: the i-th run of that side (also the i-th pair). Stops at the first run
-    that fails."""
+    that fails. A run its neighbours disturbed is run again while ``again(it)`` says the budget allows (once each),
+    and the disturbed one is kept but not judged (judge)."""
     out = []
     for i in range(1, repeats + 1):
         for side in ("AB" if i % 2 else "BA"):
             out.append(run(side, i))
+            if out[-1].disturbed and not out[-1].error and again(out[-1]):
+                out[-1].run_again = True
+                out.append(run(side, i))
             if out[-1].error:
                 return out
     return out
@@ -152,6 +161,8 @@ def judge(metric: str, runs: list[SideRun], family: int = 1) -> Judgement:
     """Kept when B is better than A significantly — estimate.ratio's Welch test on the runs, its p adjusted over
     ``family`` comparisons (Bonferroni) below ALPHA — and by at least SAME_WITHIN."""
     failed = next((r for r in runs if r.error), None)
+    # A disturbed run measured the neighbours as much as the change; one run again in its place is judged instead.
+    runs = [r for r in runs if not r.run_again]
     a = [r.value for r in runs if r.side == "A" and r.value is not None]
     b = [r.value for r in runs if r.side == "B" and r.value is not None]
     family = max(1, family)

@@ -349,7 +349,7 @@ class Tuner:
         def run(side: str, i: int) -> SideRun:  # the pairs in even runs of loads: 3 over 2, A B B A | A B
             template = loads[(i - 1) * len(loads) // repeats]
             return self.run_once(f"{label}-{side}{i}", *configs[side], side, copied=copied, template=template)
-        runs = interleaved(repeats, run)
+        runs = interleaved(repeats, run, again=lambda disturbed: self.left_s() > 2 * disturbed.wall_s)
         return runs, judge(self.objective.metric, runs)
 
     def copied(self, *configs: dict[str, tuple[K.Knob, str]]) -> bool:

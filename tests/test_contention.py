@@ -1,0 +1,212 @@
+"""Time accounted under contention: the machine's CPU split between the server, the run and its neighbours; a
+disturbed measurement named and not compared; a wait profile reconciled with the CPU the server had."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_env, refbench_command, wait_for
+from process_tree import descendants
+from refbench.children import die_with_parent
+from refbench.engines.waits import QUEUE, QUOTA, reconcile, shares
+from refbench.host.contention import MachineTime, disturbed, interval_ticks
+from refbench.host.contention import cpu_ticks as _ticks
+from refbench.report.waits import explain
+
+BUSY = [sys.executable, "-c", "while True: pass"]
+
+
+def cpu_ticks(pid: int) -> int:
+    return sum(_ticks(pid))
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+
+
+def _busy(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen(BUSY, preexec_fn=functools.partial(die_with_parent, signal.SIGKILL)) for _ in range(n)]
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    for p in processes:
+        p.kill()
+        p.wait()
+
+
+def test_an_intervals_cpu_splits_into_the_servers_the_runs_own_and_its_neighbours():
+    # The "run" is a sleeping process; the "server" and the "neighbour" each spin a CPU.
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    server, neighbour = _busy(2)
+    try:
+        time.sleep(0.3)
+        machine = MachineTime(server_pid=lambda: server.pid, own_pid=run.pid)
+        server_outer, neighbour_outer = cpu_ticks(server.pid), cpu_ticks(neighbour.pid)
+        machine.start()
+        server_inner, neighbour_inner = cpu_ticks(server.pid), cpu_ticks(neighbour.pid)
+        time.sleep(1.5)
+        server_inner, neighbour_inner = cpu_ticks(server.pid) - server_inner, cpu_ticks(neighbour.pid) - neighbour_inner
+        split = machine.stop()
+        server_outer, neighbour_outer = cpu_ticks(server.pid) - server_outer, cpu_ticks(neighbour.pid) - neighbour_outer
+    finally:
+        _stop([server, neighbour, run])
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    # The server's CPU is its own ticks over the interval: between what it used inside and around the interval.
+    assert server_inner * tick - 2 * tick <= split["server_cpu_s"] <= server_outer * tick + 2 * tick, split
+    # The neighbour is not the run's nor the server's: its CPU is among the others'.
+    assert split["others_cpu_s"] >= neighbour_inner * tick - 3 * tick, split
+    assert split["own_cpu_s"] <= 3 * tick, split  # the run slept
+    parts = split["own_pct"] + split["server_pct"] + split["others_pct"] + split["steal_pct"] + split["idle_pct"]
+    assert 99 <= parts <= 101, split
+    assert "server_runqueue_s" in split and "pressure_pct" in split or not Path("/proc/pressure").exists()
+    # An interval shorter than the CPU ticks can split is not split (nor judged).
+    short = MachineTime()
+    short.start()
+    assert "own_cpu_s" not in short.stop()
+
+
+def test_disturbed_is_said_from_the_neighbours_share_of_the_cpu_or_of_the_devices_reads(monkeypatch):
+    monkeypatch.delenv("REFBENCH_DISTURBED")
+    assert disturbed({"others_pct": 61.0, "steal_pct": 0.0}) == "other processes used 61% of the CPU"
+    assert disturbed({"others_pct": 12.0, "steal_pct": 0.5}) is None
+    said = disturbed({"others_pct": 3.0, "device": "vda", "device_read_mb_s": 100.0, "others_read_mb_s": 80.0})
+    assert said == "other processes read 80.0 of 100.0 MB/s from vda"
+    monkeypatch.setenv("REFBENCH_DISTURBED", "off")
+    assert disturbed({"others_pct": 61.0}) is None
+
+
+def _profile(events: dict[tuple[str, str], float], active: float) -> dict:
+    return {"hz": 10, "samples": 100, "session_samples": int(100 * active), "avg_active_sessions": active,
+            **shares(__import__("collections").Counter(events)), "per_second": []}
+
+
+def test_a_throttled_servers_running_and_flush_time_is_time_waiting_for_cpu():
+    # 2 sessions for 10 s sampled 80% in WAL flushes, 20% running; the server had 1 CPU-s of its cgroup's 0.3 CPU,
+    # 183 of 196 periods throttled, its threads queued 12 s; each flush took 3.2 ms where the device took 0.13.
+    # Running keeps 1 s of 4 (the server's CPU), 3 s were queued; of 16 s in flushes, the device's part stays a flush.
+    waits = _profile({("IO", "WALSync"): 80, ("CPU", "CPU"): 20}, 2.0)
+    machine = {"interval_s": 10.0, "server_cpu_s": 1.0, "server_runqueue_s": 12.0, "server_runqueue_avg": 1.2,
+               "server_pct": 5.0, "own_pct": 3.0, "others_pct": 1.0,
+               "server_throttled": {"periods": 196, "throttled_periods": 183, "throttled_s": 9.1, "quota_cpus": 0.3}}
+    io = {"ms_per_flush": 3.2, "flushes_per_s": 500.0}
+    reconciled = reconcile(waits, machine, io, {"device_w_await_ms": 0.13})
+    by_event = {(e["class"], e["event"]): e["share_pct"] for e in reconciled["events"]}
+    assert by_event[("CPU", "CPU")] == pytest.approx(100 * 1 / 20, abs=0.1)
+    assert by_event[("IO", "WALSync")] == pytest.approx(100 * 16 * 0.13 / 3.2 / 20, abs=0.1)
+    assert by_event[("CPU wait", QUOTA)] > 80
+    assert abs(sum(by_event.values()) - 100) < 0.1
+    line = explain(reconciled, io, "vda", machine)
+    assert line.startswith("waiting for CPU (throttled: a quota of 0.3 CPUs held it back in 183 of 196 periods"), line
+
+    # The same flushes on a quiet CPU (a device throttled below the block layer, whose await does not show it): the
+    # flush stays the limit.
+    quiet = {**machine, "server_cpu_s": 4.0, "server_runqueue_s": 0.1, "server_throttled": {}}
+    assert reconcile(waits, quiet, io, {"device_w_await_ms": 0.13})["events"] == waits["events"]
+    assert explain(reconcile(waits, quiet, io, {"device_w_await_ms": 0.13}), io, "vda", quiet).startswith(
+        "storage flush latency: 80% of session time waiting")
+    # A slow device under a starved CPU: the flush took what the device took, and stays a flush.
+    slow = reconcile(waits, {**machine, "server_throttled": {}}, {"ms_per_flush": 33.0}, {"device_w_await_ms": 30.0})
+    assert {(e["class"], e["event"]): e["share_pct"] for e in slow["events"]}[("IO", "WALSync")] == 80
+
+
+def test_sessions_sampled_running_while_the_server_barely_ran_were_waiting_unseen():
+    # 8 sessions sampled running 98% of 15 s (a lock convoy the sampler cannot see), the server used 9.4 CPU-s.
+    waits = _profile({("CPU", "CPU"): 98, ("IO", "WALSync"): 2}, 8.0)
+    machine = {"interval_s": 15.0, "server_cpu_s": 9.4, "server_runqueue_s": 0.2}
+    reconciled = reconcile(waits, machine, {}, {})
+    by_event = {(e["class"], e["event"]): e["share_pct"] for e in reconciled["events"]}
+    assert by_event[("CPU", "CPU")] < 10 and by_event[("Unseen", "not on a CPU, not queued")] > 85
+    assert ("CPU wait", QUEUE) not in by_event  # 0.2 s queued is within what the ticks decide
+    assert explain(reconciled, {}, None, machine).startswith("waits the server does not show: ")
+
+
+def test_a_server_that_does_not_time_its_io_says_so_with_the_setting_that_would():
+    waits = _profile({("IO", "WALSync"): 70, ("CPU", "CPU"): 30}, 1.5)
+    line = explain(waits, {"ms_per_flush": None, "flushes_per_s": 300.0, "untimed": ["track_wal_io_timing"]}, "vda")
+    assert "no time per WAL flush: the server has track_wal_io_timing off" in line and "?" not in line
+    assert "ALTER SYSTEM SET track_wal_io_timing = on" in line
+
+
+def test_a_neighbour_taking_the_cpu_marks_the_run_disturbed_and_compare_calls_no_change(tmp_path):
+    env = cli_env(REFBENCH_DISTURBED="")
+    sleepy = ["sleepy", "--set", "sleepy.sleep_s=1.5", "--set", "sleepy.cases=2", "--runs-dir", "runs"]
+    neighbours = _busy(os.cpu_count() or 2)
+    try:
+        runs = []
+        for speed in ("1", "2"):
+            done = subprocess.run(refbench_command(*sleepy, "--set", f"sleepy.speed={speed}"), cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            runs.append(tmp_path / done.stdout.strip().splitlines()[-1])
+            assert "disturbed: other processes used " in done.stdout, done.stdout
+    finally:
+        _stop(neighbours)
+    record = json.loads((runs[0] / "records" / "sleepy" / "case-001.json").read_text())
+    assert record["extra"]["disturbed"].startswith("other processes used ")
+    assert record["telemetry"]["machine"]["others_pct"] > 25
+    verdict = json.loads((runs[0] / "verdict.json").read_text())[0]
+    assert verdict["disturbed"].startswith("other processes used ") and "(case-001)" in verdict["disturbed"]
+    compared = subprocess.run(refbench_command("compare", str(runs[0]), str(runs[1])), cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert compared.returncode == 0, compared.stderr
+    assert "sleepy: not compared: disturbed: A: other processes used" in compared.stdout, compared.stdout
+    assert "faster" not in compared.stdout.split("what limits it")[0]
+
+
+def _server_processes(root: int) -> list[int]:
+    # The postmaster (".../bin/postgres -D …") and the processes it has forked ("postgres: checkpointer", …).
+    return [pid for pid, command in descendants(root).items() if Path(command.split(" ")[0]).name.startswith("postgres")]
+
+
+@pytest.mark.slow
+@pytest.mark.reference  # `make test-reference`: a real oltp run with its server capped
+def test_a_cpu_capped_server_is_said_to_wait_for_cpu_not_for_its_storage(tmp_path, reachable_dir):
+    if not (CPU_CGROUPS / "cpu.cfs_quota_us").exists():
+        pytest.skip("no cgroup v1 cpu controller here to cap the server with")
+    group = CPU_CGROUPS / f"refbench-test-{uuid.uuid4().hex[:8]}"
+    group.mkdir()
+    (group / "cpu.cfs_quota_us").write_text("30000")  # 0.3 CPU in each 100 ms period
+    command = refbench_command("oltp", "--warehouses", "1", "--rampup-s", "2", "--duration-s", "8", "--users", "2",
+                               "--data-dir", str(reachable_dir / "data"), "--runs-dir", "runs")
+    process = subprocess.Popen(command, cwd=tmp_path, env=cli_env(REFBENCH_DISTURBED=""), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+    try:
+        # The server capped from the end of the load: its processes then, and the sessions it forks after.
+        wait_for(lambda: list(tmp_path.glob("runs/*/work/oltp/load.json")), 300, "the load", every_s=0.2)
+        for pid in _server_processes(process.pid):
+            try:
+                (group / "cgroup.procs").write_text(str(pid))
+            except ProcessLookupError:
+                pass
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        process.kill()
+        process.wait()
+        wait_for(lambda: not (group / "cgroup.procs").read_text().strip(), 30, "the server's end", every_s=0.2)
+        group.rmdir()
+    assert process.returncode == 0, stderr
+    run = tmp_path / stdout.strip().splitlines()[-1]
+    line = json.loads((run / "verdict.json").read_text())[0]["bottleneck"]
+    assert line.startswith("waiting for CPU (throttled: a quota of 0.3 CPUs held it back"), line
+    assert "host: the server's CPU quota" in line  # the host's figures say so too, not "neither saturated"
+    record = json.loads(next((run / "records" / "oltp").glob("*.json")).read_text())
+    machine = record["extra"]["storage"]["machine"]
+    assert machine["server_throttled"]["throttled_periods"] > 0 and machine["server_cpu_s"] < 0.35 * machine["interval_s"]
+
+
+def test_a_child_reaped_in_the_interval_counts_only_the_cpu_it_used_in_it():
+    # A parent (ticks 100 own, 0 reaped) with a child at 500 ticks; the child ends having used 50 more and is
+    # reaped: the parent's reaped ticks grow by the child's whole 550, of which 50 were the interval's.
+    before = {1: (100, 0), 2: (500, 0)}
+    after = {1: (110, 550)}
+    assert interval_ticks(before, after) == 10 + 50
+    # A child born and reaped within the interval counts whole, and a new one alive at the end too.
+    assert interval_ticks({1: (100, 0)}, {1: (100, 30), 3: (20, 0)}) == 50
