@@ -75,7 +75,7 @@ def _starved(events: list[dict[str, Any]], machine: dict[str, Any]) -> str:
 
     throttled = machine.get("server_throttled") or {}
     if events[0]["event"] == QUOTA and throttled.get("periods"):
-        quota = f"a quota of {fmt(throttled['quota_cpus'])} CPUs, " if throttled.get("quota_cpus") else ""
+        quota = f"a quota of {fmt(throttled['quota_cpus'])} CPUs " if throttled.get("quota_cpus") else "its quota "
         return (f"throttled: {quota}held it back in {throttled['throttled_periods']:,} of {throttled['periods']:,} "
                 f"periods, {fmt(throttled['throttled_s'])} s in all")
     said = [f"{fmt(machine['server_runqueue_avg'])} server threads queued on average"] if machine.get("server_runqueue_avg") else []
