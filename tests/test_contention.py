@@ -179,13 +179,18 @@ def test_a_cpu_capped_server_is_said_to_wait_for_cpu_not_for_its_storage(tmp_pat
                                stderr=subprocess.PIPE, text=True,
                                preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
     try:
-        # The server capped from the end of the load: its processes then, and the sessions it forks after.
+        # The server capped from the end of the load to the end of the measurement: its processes, and the
+        # sessions it forks (a session forked while the others were moved is moved at the next look).
         wait_for(lambda: list(tmp_path.glob("runs/*/work/oltp/load.json")), 300, "the load", every_s=0.2)
-        for pid in _server_processes(process.pid):
-            try:
-                (group / "cgroup.procs").write_text(str(pid))
-            except ProcessLookupError:
-                pass
+
+        def capped() -> bool:
+            for pid in _server_processes(process.pid):
+                try:
+                    (group / "cgroup.procs").write_text(str(pid))
+                except ProcessLookupError:
+                    pass
+            return bool(list(tmp_path.glob("runs/*/records/oltp/*.json"))) or process.poll() is not None
+        wait_for(capped, 300, "the measurement", every_s=0.1)
         stdout, stderr = process.communicate(timeout=600)
     finally:
         process.kill()
@@ -210,3 +215,20 @@ def test_a_child_reaped_in_the_interval_counts_only_the_cpu_it_used_in_it():
     assert interval_ticks(before, after) == 10 + 50
     # A child born and reaped within the interval counts whole, and a new one alive at the end too.
     assert interval_ticks({1: (100, 0)}, {1: (100, 30), 3: (20, 0)}) == 50
+
+
+@pytest.mark.slow
+@pytest.mark.reference  # `make test-reference`: a real PostgreSQL power stream, its plans made parallel
+def test_a_power_streams_parallel_workers_are_sampled_with_their_leader(refbench, tmp_path, reachable_dir):
+    parallel = ('dss.pg_settings=["work_mem=64MB","parallel_setup_cost=0","parallel_tuple_cost=0",'
+                '"min_parallel_table_scan_size=0","max_parallel_workers_per_gather=2"]')
+    result = refbench("dss", "--sf", "0.1", "--engines", "postgres", "--modes", "power", "--set", parallel,
+                      "--data-dir", str(reachable_dir / "tpch"), "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    run = tmp_path / result.last_line
+    record = json.loads(next(run.glob("records/dss/postgres-power*.json")).read_text())
+    waits = record["extra"]["storage"]["waits"]
+    assert waits["parallel_worker_pct"] > 10, waits  # the workers' samples, beside their leader's
+    assert waits["avg_active_sessions"] > 1.1, waits  # one stream, more than one process at work
+    bottleneck = json.loads((run / "verdict.json").read_text())[0]["bottleneck"]
+    assert "of them parallel workers" in bottleneck and not bottleneck.startswith("its parallel workers"), bottleneck
