@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 from refbench.engines.waits import by_meaning, meaning
+from refbench.host.contention import DISTURBED_CPU_PCT, DISTURBED_DEVICE_PCT
 from refbench.report.html import fmt
 from refbench.suites import Chart, Table
 
@@ -101,6 +102,17 @@ def tables(records: list) -> list[Table]:
             "timed taken out of them (IO:block read); the active sessions are its busy threads. Share: of all "
             "sampled session (or query thread) time in the measured interval; a case's shares add up to 100%. The "
             "top five per case; every event is in the record.")))
+    if rows := contention_rows(records):
+        out.append(Table("contention", "Who had the machine while each case was measured", rows, note=(
+            "The machine's CPU time (all cores) over the measured interval: the database server's process tree, "
+            "refbench's own processes (its driver, fio, and a server it manages when the split has no server), other "
+            "processes (the kernel's threads and interrupts included) and steal (the hypervisor's), from the "
+            "processes' and the machine's CPU ticks. Server run queue: the server's threads runnable but waiting for "
+            "a CPU, on average (/proc/PID/task/*/schedstat); throttled: the share of its CPU cgroup's periods its "
+            "quota held it back. PSI: the share of the interval some task was stalled on CPU or I/O "
+            "(/proc/pressure). Others' reads: the device's read MB/s less the run's own. Disturbed: neighbours took "
+            f"more than {DISTURBED_CPU_PCT:g}% of the CPU, or more than {DISTURBED_DEVICE_PCT:g}% of the device's "
+            "reads; compare does not call a change between such measurements.")))
     if rows := latency_rows(records):
         out.append(Table("io_latency", "I/O as the database timed it", rows, note=(
             "Block reads: those the server asked of the OS (its page cache or the device), timed with "
@@ -111,7 +123,9 @@ def tables(records: list) -> list[Table]:
             "read from /proc), times the interval, over their count. PostgreSQL's WAL written and its checkpoints "
             "requested by WAL volume (max_wal_size reached; pg_stat_wal, pg_stat_bgwriter). The device's "
             "own IOPS, await (ms per request, queueing included) and average queue beside them, from /proc/diskstats "
-            "over the same interval, whoever issued the requests.")))
+            "over the same interval, whoever issued the requests; the server's run queue and other processes' share "
+            "of the CPU beside them (a time per flush far above the device's await, with the server's threads "
+            "queued, is time waiting for a CPU: the wait profile counts it so).")))
     return out
 
 
@@ -129,6 +143,26 @@ def top_rows(records: list) -> list[dict[str, Any]]:
     return rows
 
 
+def contention_rows(records: list) -> list[dict[str, Any]]:
+    """Per case the machine's time split (refbench.host.contention): the probe's interval where a database suite
+    has one, else the whole case's."""
+    rows = []
+    for r in records:
+        m = (r.extra.get("storage") or {}).get("machine") or r.telemetry.get("machine") or {}
+        if m.get("others_pct") is None:
+            continue
+        throttled = m.get("server_throttled") or {}
+        rows.append({"case": r.case_id, "seconds": m["interval_s"], "server CPU %": m.get("server_pct"),
+                     "refbench CPU %": m["own_pct"], "others CPU %": m["others_pct"], "steal %": m["steal_pct"],
+                     "idle %": m["idle_pct"], "server run queue": m.get("server_runqueue_avg"),
+                     "throttled periods %": round(100 * throttled["throttled_periods"] / throttled["periods"], 1)
+                     if throttled.get("periods") else None,
+                     "PSI cpu %": (m.get("pressure_pct") or {}).get("cpu_some"),
+                     "PSI io %": (m.get("pressure_pct") or {}).get("io_some"),
+                     "others' reads MB/s": m.get("others_read_mb_s"), "disturbed": r.extra.get("disturbed", "")})
+    return rows
+
+
 def latency_rows(records: list) -> list[dict[str, Any]]:
     """Per case the I/O as the database timed it, beside the device's own figures."""
     rows = []
@@ -143,7 +177,9 @@ def latency_rows(records: list) -> list[dict[str, Any]]:
                      "checkpoints requested": io.get("checkpoints_requested"), "device": storage.get("device"),
                      "device read IOPS": storage.get("device_r_iops"), "device read await ms": storage.get("device_r_await_ms"),
                      "device write IOPS": storage.get("device_w_iops"), "device write await ms": storage.get("device_w_await_ms"),
-                     "device queue": storage.get("device_avg_queue")})
+                     "device queue": storage.get("device_avg_queue"),
+                     "server run queue": (storage.get("machine") or {}).get("server_runqueue_avg"),
+                     "others CPU %": (storage.get("machine") or {}).get("others_pct")})
     return rows
 
 
