@@ -232,3 +232,30 @@ def test_a_power_streams_parallel_workers_are_sampled_with_their_leader(refbench
     assert waits["avg_active_sessions"] > 1.1, waits  # one stream, more than one process at work
     bottleneck = json.loads((run / "verdict.json").read_text())[0]["bottleneck"]
     assert "of them parallel workers" in bottleneck and not bottleneck.startswith("its parallel workers"), bottleneck
+
+
+def test_row_lock_waits_are_named_by_table_and_a_hot_row_is_said():
+    from collections import Counter
+
+    from refbench.engines.waits import by_table
+
+    events = Counter({("Lock", "row lock on `db`.`warehouse` row 1"): 40, ("Lock", "row lock on `db`.`district` row 1, 2"): 10,
+                      ("Lock", "row lock on `db`.`district` row 1, 3"): 10, ("CPU", "CPU"): 40})
+    tables, rows = by_table(events)
+    assert tables[("Lock", "row lock on `db`.`district`")] == 20 and rows["`db`.`warehouse` row 1"] == 40
+    waits = _profile(tables, 4.0) | {"lock_rows": [{"row": "`db`.`warehouse` row 1", "share_pct": 40.0}]}
+    line = explain(waits, {}, None)
+    assert line.startswith("row locks: 60% of session time waiting (Lock:row lock on `db`.`warehouse` 40%"), line
+    assert "; a hot row: 67% of them on `db`.`warehouse` row 1" in line
+
+
+@pytest.mark.slow
+@pytest.mark.reference  # `make test-reference`: a real MariaDB lock convoy
+def test_sixteen_mariadb_users_on_one_warehouse_queue_for_its_row(refbench, tmp_path, reachable_dir):
+    result = refbench("oltp", "--engine", "mariadb", "--warehouses", "1", "--users", "16", "--rampup-s", "2",
+                      "--duration-s", "8", "--data-dir", str(reachable_dir / "data"), "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    line = json.loads((tmp_path / result.last_line / "verdict.json").read_text())[0]["bottleneck"]
+    # On two cores 16 sessions also queue for a CPU; the row locks are named, and the one row they queue for.
+    assert "row locks" in line.split("; host:")[0] and "of them on `refbench`.`warehouse` row 1" in line, line
+    assert not line.startswith("CPU: "), line  # not "98% of session time running"

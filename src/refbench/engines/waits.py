@@ -30,13 +30,17 @@ POSTGRES_ACTIVE_SESSIONS = (
 
 
 # MariaDB's foreground sessions of this database that are running a statement: waiting on a row lock (InnoDB's
-# transaction in LOCK WAIT), on file I/O (performance_schema's current waits, the finished ones left out: a thread's
-# last wait stays in events_waits_current after it ends), committing (RedoLogWatch tells whether that is waiting for
-# the redo log), or running.
+# transaction in LOCK WAIT, named by the table and the row's key it asked for, so that many sessions on one row read
+# as a hot row), on a metadata or table lock (the processlist's state), on file I/O (performance_schema's current
+# waits, the finished ones left out: a thread's last wait stays in events_waits_current after it ends), committing
+# (RedoLogWatch tells whether that is waiting for the redo log), or running.
 MARIADB_ACTIVE_SESSIONS = (
-    "SELECT CASE WHEN t.trx_state = 'LOCK WAIT' THEN 'Lock' WHEN w.EVENT_NAME IS NOT NULL THEN 'IO' ELSE 'CPU' END, "
-    "CASE WHEN t.trx_state = 'LOCK WAIT' THEN 'row lock' WHEN w.EVENT_NAME IS NOT NULL "
-    "THEN concat(substring_index(w.EVENT_NAME, '/', -1), ' ', lower(w.OPERATION)) "
+    "SELECT CASE WHEN t.trx_state = 'LOCK WAIT' OR th.PROCESSLIST_STATE LIKE 'Waiting for%lock%' THEN 'Lock' "
+    "WHEN w.EVENT_NAME IS NOT NULL THEN 'IO' ELSE 'CPU' END, "
+    "CASE WHEN t.trx_state = 'LOCK WAIT' THEN concat('row lock on ', coalesce(l.lock_table, 'a table'), "
+    "coalesce(concat(' row ', l.lock_data), '')) "
+    "WHEN th.PROCESSLIST_STATE LIKE 'Waiting for%lock%' THEN lower(substring(th.PROCESSLIST_STATE, 13)) "
+    "WHEN w.EVENT_NAME IS NOT NULL THEN concat(substring_index(w.EVENT_NAME, '/', -1), ' ', lower(w.OPERATION)) "
     # A commit's stages; with the thread pool a session whose commit waits for its redo log write shows the
     # stage after it (MariaDB 10.6 on answers the client once the write is durable).
     "WHEN th.PROCESSLIST_STATE IN ('Commit', 'Starting cleanup') THEN 'commit' ELSE 'CPU' END "
@@ -44,6 +48,7 @@ MARIADB_ACTIVE_SESSIONS = (
     "LEFT JOIN performance_schema.events_waits_current w ON w.THREAD_ID = th.THREAD_ID AND w.END_EVENT_ID IS NULL "
     "AND w.EVENT_NAME LIKE 'wait/io/file/%' "
     "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = th.PROCESSLIST_ID "
+    "LEFT JOIN information_schema.INNODB_LOCKS l ON l.lock_id = t.trx_requested_lock_id "
     "WHERE th.PROCESSLIST_COMMAND = 'Query' AND th.PROCESSLIST_DB = DATABASE() AND th.PROCESSLIST_ID <> CONNECTION_ID()")
 
 REDO_WAIT = "redo log write at commit"
@@ -257,13 +262,34 @@ class SessionSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        out = profile(self._events, self._per_second, self._ticks, self.period, self._query_s, self._cpu_s, self._error)
+        events, rows = by_table(self._events)
+        out = profile(events, self._per_second, self._ticks, self.period, self._query_s, self._cpu_s, self._error)
+        if rows:
+            total = sum(events.values())
+            out["lock_rows"] = [{"row": row, "share_pct": round(100 * n / total, 2)} for row, n in rows.most_common(3)]
         if self._workers:
             out["parallel_worker_pct"] = round(100 * self._workers / out["session_samples"], 1)
         if self.watch is not None:
             self.watch.close()
             out |= self.watch.summary()
         return out
+
+
+LOCKED_ROW = re.compile(r"^(row lock on .+?) row (.+)$")
+
+
+def by_table(events: Counter) -> tuple[Counter, Counter]:
+    """Row-lock waits named by their table in the profile ("row lock on `db`.`warehouse`"), and apart from it the
+    rows waited for ("`db`.`warehouse` row 1": sample counts), whose few most waited for name a hot row."""
+    tables: Counter[tuple[str, str]] = Counter()
+    rows: Counter[str] = Counter()
+    for (kind, event), n in events.items():
+        if kind == "Lock" and (locked := LOCKED_ROW.match(event)):
+            tables[(kind, locked.group(1))] += n
+            rows[f"{locked.group(1).removeprefix('row lock on ')} row {locked.group(2)}"] += n
+        else:
+            tables[(kind, event)] += n
+    return tables, rows
 
 
 def shares(weights: Counter) -> dict[str, Any]:
