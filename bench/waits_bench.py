@@ -6,6 +6,9 @@
   unsampled with Welch's test.
 - mariadb --arm performance-schema: the same case unsampled, with the managed server's performance_schema wait
   instruments on (refbench's default) and off: what keeping them on costs.
+- mariadb --arm query-cost --against FILE: the server's CPU per sample of this refbench's sampler query against the
+  one in FILE (an older src/refbench/engines/waits.py, e.g. from `git show COMMIT:src/refbench/engines/waits.py`),
+  measured directly, interleaved.
 - duckdb: the TPC-H power and throughput streams with and without DuckDB's profiler (--sf 1): queries/h × SF each
   side and the profiler's own calls' time as a share of the streams' time.
 
@@ -97,7 +100,8 @@ def duckdb_main(a) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", default="postgres", choices=["postgres", "mariadb", "duckdb"])
-    ap.add_argument("--arm", default="sampling", choices=["sampling", "performance-schema"],
+    ap.add_argument("--against", type=Path, help="--arm query-cost: an older waits.py whose MariaDB query to measure")
+    ap.add_argument("--arm", default="sampling", choices=["sampling", "performance-schema", "query-cost"],
                     help="what is on in one arm and off in the other (performance-schema: MariaDB only)")
     ap.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (duckdb)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -109,6 +113,8 @@ def main() -> None:
         return duckdb_main(a)
     if a.arm == "performance-schema":
         return performance_schema_main(a)
+    if a.arm == "query-cost":
+        return query_cost_main(a)
     with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
         work = Path(scratch)
         work.chmod(0o755)
@@ -182,6 +188,26 @@ def mariadb_cpu_per_sample(work: Path, sessions: int, samples: int = 3000) -> di
         server.stop()
     return {"active_sessions_seen": active, "samples": samples, "loop_s": round(loop_s, 2),
             "server_cpu_ms_per_sample": round(1000 * (loop_cpu - idle_cpu) / samples, 4)}
+
+
+def query_cost_main(a) -> None:
+    import importlib.util
+
+    import refbench.engines.waits as waits
+
+    spec = importlib.util.spec_from_file_location("older_waits", a.against)
+    older = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(older)
+    queries = {"before": older.MARIADB_ACTIVE_SESSIONS, "now": waits.MARIADB_ACTIVE_SESSIONS}
+    costs: dict[str, list[float]] = {"before": [], "now": []}
+    for i in range(a.repeats):
+        for side, query in queries.items():  # A B A B: the query the cost function reads is swapped in
+            waits.MARIADB_ACTIVE_SESSIONS = query
+            with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
+                Path(scratch).chmod(0o755)
+                costs[side].append(mariadb_cpu_per_sample(Path(scratch), a.users)["server_cpu_ms_per_sample"])
+            print(f"repeat {i + 1} {side}: {costs[side][-1]} ms of server CPU per sample", flush=True)
+    print(f"server CPU per sample, before / now: {_ratio(costs['before'], costs['now'])}")
 
 
 def performance_schema_main(a) -> None:
