@@ -259,3 +259,13 @@ def test_sixteen_mariadb_users_on_one_warehouse_queue_for_its_row(refbench, tmp_
     # On two cores 16 sessions also queue for a CPU; the row locks are named, and the one row they queue for.
     assert "row locks" in line.split("; host:")[0] and "of them on `refbench`.`warehouse` row 1" in line, line
     assert not line.startswith("CPU: "), line  # not "98% of session time running"
+
+
+def test_a_users_server_elsewhere_prints_no_question_mark_for_its_devices_reads():
+    from refbench.suites.storage import verdicts
+    from refbench.suites import Record
+
+    storage = {"engine": "postgres", "interval_s": 10.0, "server_read_mb": None, "device": None,
+               "blocks_hit": 990, "blocks_read": 10}
+    line, = verdicts([Record(metrics={}, extra={"storage": storage})])
+    assert "?" not in line and "its device's reads unknown" in line, line

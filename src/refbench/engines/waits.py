@@ -98,6 +98,15 @@ def by_meaning(waits: dict[str, Any]) -> list[tuple[str, float, list[dict[str, A
                   key=lambda g: -g[1])
 
 
+NOT_A_LIMIT = {"parallel"}  # a query's processes waiting for each other: their own waits say what limits them
+
+
+def limits(waits: dict[str, Any]) -> list[tuple[str, float, list[dict[str, Any]]]]:
+    """by_meaning without what is no limit of the stack (a leader waiting for its own parallel workers)."""
+    groups = by_meaning(waits)
+    return [g for g in groups if g[0] not in NOT_A_LIMIT] or groups
+
+
 def figures(waits: dict[str, Any] | None, io: dict[str, Any] | None) -> dict[str, float]:
     """A record's figures from its interval's profile and timed I/O, for compare and history: the share of session
     time per meaning (wait_flush_pct, wait_cpu_pct…) and the time per WAL flush and per block read."""

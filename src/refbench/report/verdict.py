@@ -204,14 +204,14 @@ def what_limits(run: Run, suite: str, case: str) -> list[str]:
     """What limited one case, largest first: its wait profile's meanings (flush, read, cpu…) that held at least 5% of
     session time, then the host's resource (device, cpu, neither): what `refbench tune` addresses first. A case
     measured several times: those of the repeat the verdict names it from, one bound by the limit most repeats were."""
-    from refbench.engines.waits import by_meaning
+    from refbench.engines.waits import limits
 
     measured = run.records(suite)
     telemetry = Telemetry(run.telemetry_path)
     record = next(r for r in one_per_configuration(measured, _suite(suite)) if r.case_id == case)
     _, _, record, _ = _case_bottleneck(record, measured, telemetry)
     waits = (record.extra.get("storage") or {}).get("waits")
-    meanings = [m for m, share, _ in by_meaning(waits) if share >= 5] if waits else []
+    meanings = [m for m, share, _ in limits(waits) if share >= 5] if waits else []
     host, _ = _host_bottleneck(record, _window(record, measured, telemetry))
     return list(dict.fromkeys(meanings + [host]))
 
@@ -229,7 +229,7 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     latency: 40% of session time waiting (IO:WALSync 30%, …), 0.26 ms per WAL flush on vda"), with the host's
     figures after it; from the host's figures alone otherwise: "vda (98% busy, queue 31)", "CPU (97%), storage idle",
     or neither saturated."""
-    from refbench.engines.waits import by_meaning
+    from refbench.engines.waits import limits
     from refbench.report.waits import explain
 
     resource, phrase = _host_bottleneck(record, window)
@@ -237,7 +237,7 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     said = explain(storage.get("waits"), storage.get("io_latency"), storage.get("device"), storage.get("machine"))
     if said is None:
         return resource, phrase
-    return by_meaning(storage["waits"])[0][0], f"{said}; host: {phrase}"
+    return limits(storage["waits"])[0][0], f"{said}; host: {phrase}"
 
 
 def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:

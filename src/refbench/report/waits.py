@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from refbench.engines.waits import by_meaning, meaning
+from refbench.engines.waits import limits, meaning
 from refbench.host.contention import DISTURBED_CPU_PCT, DISTURBED_DEVICE_PCT
 from refbench.report.html import fmt
 from refbench.suites import Chart, Table
@@ -19,7 +19,6 @@ PHRASES = {
     "cpuwait": "waiting for CPU", "unseen": "waits the server does not show", "parallel": "its parallel workers",
 }
 SHOWN_EVENTS = 3  # per meaning, in the bottleneck line
-NOT_A_LIMIT = {"parallel"}  # a leader waiting for its own parallel workers: the workers' waits say what limits them
 TIMING_ON = {"track_io_timing": "time per block read", "track_wal_io_timing": "time per WAL flush"}
 
 
@@ -31,7 +30,7 @@ def explain(waits: dict[str, Any] | None, io: dict[str, Any] | None, device: str
     from ``machine`` (refbench.host.contention). None without samples."""
     if not waits or not waits.get("session_samples"):
         return None
-    groups = [g for g in by_meaning(waits) if g[0] not in NOT_A_LIMIT] or by_meaning(waits)
+    groups = limits(waits)
     top, share, events = groups[0]
     on = f" on {device}" if device else ""
     of = waits.get("of", "session time")  # DuckDB's profile shares its query threads' time
@@ -220,7 +219,7 @@ def case_profile(records: list) -> dict[str, Any] | None:
         return None
     shares: dict[str, float] = {}
     for waits in profiles:
-        for kind, share, _ in by_meaning(waits):
+        for kind, share, _ in limits(waits):
             shares[kind] = shares.get(kind, 0.0) + share / len(profiles)
     io = [(r.extra.get("storage") or {}).get("io_latency") or {} for r in records]
 

@@ -299,7 +299,7 @@ def verdicts(records: list) -> list[str]:
         prefix = f"{engine}: " if len(by_engine) > 1 else ""
         if any(p["server_read_mb"] is None for p in parts):
             lines.append(f"{prefix}storage not proven: the server's own reads are unknown (a server refbench does not "
-                         f"manage); {hit_ratio}, {device} read {_mean(parts, 'device_read_mb_s')} MB/s in all")
+                         f"manage); {hit_ratio}, {_device_reads(parts, device)}")
         elif rate >= MIN_READ_MB_S and share_ok:
             lines.append(f"{prefix}storage exercised: {rate:,.1f} MB/s read from {device}, {hit_ratio}")
         else:
@@ -314,9 +314,12 @@ def say_verdicts(ctx) -> None:
         ctx.log(line)
 
 
-def _mean(parts: list[dict[str, Any]], key: str) -> str:
-    values = [p[key] for p in parts if p.get(key) is not None]
-    return f"{sum(values) / len(values):,.1f}" if values else "?"
+def _device_reads(parts: list[dict[str, Any]], device: str) -> str:
+    """What the device read, all processes together; said as unknown when the server's device is not this host's."""
+    values = [p["device_read_mb_s"] for p in parts if p.get("device_read_mb_s") is not None]
+    if not values:
+        return "its device's reads unknown (the server's data is not on a device of this host that refbench can see)"
+    return f"{device} read {sum(values) / len(values):,.1f} MB/s in all"
 
 
 def bound_methods(records: list) -> str:
