@@ -16,8 +16,9 @@ test: setup
 
 # The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the
 # loads of 8.6 million rows mostly), and the bottlenecks made on purpose on PostgreSQL that the wait profile must name
-# (flush, read, locks, CPU; flush and CPU on MariaDB too: about 130 s), and refbench tune end to end on a user's
-# PostgreSQL and on a managed one (about 260 s). CI runs it after `make test`.
+# (flush, read, locks, CPU; flush and CPU on MariaDB too: about 130 s), the contention made on purpose (a server
+# capped by its cgroup, a MariaDB lock convoy, a parallel power stream: about 90 s), and refbench tune end to end on a
+# user's PostgreSQL and on a managed one (about 260 s). CI runs it after `make test`.
 test-reference: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=5 -m reference
 

@@ -72,16 +72,16 @@ def find_home(proc_self: Path = Path("/proc/self")) -> tuple[CgroupHome | None, 
             continue
         root, mount_point, fstype, options = fields[3], fields[4], tail[0], tail[2].split(",")
         if v1_path is not None and fstype == "cgroup" and "memory" in options:
-            if (found := _inside(Path(mount_point), root, v1_path)) is not None:
+            if (found := inside_mount(Path(mount_point), root, v1_path)) is not None:
                 return CgroupHome(1, found), ""
         if v1_path is None and v2_path is not None and fstype == "cgroup2":
-            found = _inside(Path(mount_point), root, v2_path)
+            found = inside_mount(Path(mount_point), root, v2_path)
             if found is not None and "memory" in _words(found / "cgroup.controllers"):
                 return CgroupHome(2, found), ""
     return None, "no memory cgroup controller is available to this process"
 
 
-def _inside(mount_point: Path, root: str, path: str) -> Path | None:
+def inside_mount(mount_point: Path, root: str, path: str) -> Path | None:
     """The directory of cgroup ``path`` under a mount of the hierarchy's ``root``, if it is visible there."""
     root, path = root.rstrip("/"), path.rstrip("/")
     if path != root and not path.startswith(root + "/"):

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from refbench.host.cachebound import children
+from refbench.host.cachebound import children, inside_mount
 from refbench.host.telemetry import SECTOR_BYTES, read_cpu, read_disks, read_process_io
 
 PROC = Path("/proc")
@@ -120,11 +120,11 @@ def cgroup_dirs(pid: int) -> tuple[Path | None, Path | None]:
         fields, tail = left.split(), right.split()
         if len(fields) < 5 or len(tail) < 3:
             continue
-        root, mount_point, fstype, options = fields[3].rstrip("/"), Path(fields[4]), tail[0], tail[2].split(",")
-        if fstype == "cgroup" and "cpu" in options and v1_cpu is not None and v1_cpu.startswith(root):
-            cpu_dir = mount_point / v1_cpu[len(root):].lstrip("/")
-        elif fstype == "cgroup2" and v2 not in (None, "/") and v2.startswith(root):
-            v2_dir = mount_point / v2[len(root):].lstrip("/")
+        root, mount_point, fstype, options = fields[3], Path(fields[4]), tail[0], tail[2].split(",")
+        if fstype == "cgroup" and "cpu" in options and v1_cpu is not None:
+            cpu_dir = inside_mount(mount_point, root, v1_cpu) or cpu_dir
+        elif fstype == "cgroup2" and v2 not in (None, "/"):
+            v2_dir = inside_mount(mount_point, root, v2) or v2_dir
     if cpu_dir is None and v2_dir is not None and (v2_dir / "cpu.max").exists():
         cpu_dir = v2_dir
     return cpu_dir, v2_dir
