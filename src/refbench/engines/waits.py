@@ -349,7 +349,11 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     beyond them, up to the run delay (a CPU quota's throttling included), it becomes "CPU wait"; what is left was
     neither running nor queued: a wait the server does not show ("Unseen"). A flush or read wait far above the device's own await while
     the CPU was starved is CPU wait for its part above the device's time. The profile keeps what it moved
-    ("reconciled"). Sampled profiles only (DuckDB's measures its threads' time itself)."""
+    ("reconciled"). Sampled profiles only (DuckDB's measures its threads' time itself).
+
+    The part of a flush or read wait above the device's time moved to CPU wait is at most what the server's run delay
+    has left once the sampled running is accounted: each second moved is a second some server thread was measured
+    queued for a CPU."""
     if not waits.get("session_samples") or "busy_threads" in waits or not machine or \
             machine.get("server_cpu_s") is None or not waits.get("avg_active_sessions"):
         return waits
@@ -361,7 +365,10 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     # Sampled running: on a CPU for as long as the server had one, then queued for as long as its threads were.
     running = seconds.pop(("CPU", "CPU"), 0.0)
     kept = min(running, machine["server_cpu_s"])
-    queued = min(running - kept, machine.get("server_runqueue_s") or 0.0)
+    # Time the server's threads waited for a CPU: their run delay, or (when its quota held the cgroup back longer
+    # than the threads' run delay shows) the time the cgroup was throttled, during which a thread of it was runnable.
+    waited = max(machine.get("server_runqueue_s") or 0.0, throttled.get("throttled_s") or 0.0)
+    queued = min(running - kept, waited)
     unseen = running - kept - queued
     note: dict[str, Any] = {"running_sampled_s": round(running, 2), "server_cpu_s": machine["server_cpu_s"],
                             "server_runqueue_s": machine.get("server_runqueue_s"), "throttled_periods_pct": round(throttled_pct, 1)}
@@ -370,15 +377,16 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     if unseen < max(MIN_MOVED_S, MIN_MOVED_SHARE * running):
         unseen, kept = 0.0, kept + unseen
     # The server's own evidence only: a neighbour's load on the machine starves this server when its threads queue.
-    starved = throttled_pct >= CPU_EVIDENCE_PCT or \
-        100 * (machine.get("server_runqueue_s") or 0.0) / session_s >= CPU_EVIDENCE_PCT
-    beyond = 0.0
+    starved = throttled_pct >= CPU_EVIDENCE_PCT or 100 * waited / session_s >= CPU_EVIDENCE_PCT
+    # What the run delay left after the sampled running: the most of a flush or read wait that can have been
+    # waiting for a CPU (a device throttled above its queue also makes flushes far slower than its await).
+    beyond, unexplained_queue = 0.0, max(0.0, waited - queued)
     for kind, event in list(seconds):
         what = meaning(kind, event)
         per_op, await_ms = _times(what, io, device)
         if starved and per_op and await_ms and per_op >= FAR_ABOVE_DEVICE * await_ms and \
                 per_op - await_ms >= FAR_ABOVE_DEVICE_MS:
-            moved = seconds[(kind, event)] * (1 - await_ms / per_op)
+            moved = min(seconds[(kind, event)] * (1 - await_ms / per_op), unexplained_queue - beyond)
             seconds[(kind, event)] -= moved
             beyond += moved
             note[f"{what}_ms_per_op"], note[f"device_{what}_await_ms"] = per_op, await_ms
