@@ -211,8 +211,9 @@ def test_a_purpose_made_bottleneck_is_named_from_the_wait_profile(bottleneck, tm
     finally:
         process.kill()
         process.wait()
-        if group is not None:
-            group.rmdir()  # the run and its server have ended: the group is empty
+        if group is not None:  # once the run's server has stopped too (a moment after the run ends), it is empty
+            wait_for(lambda: not (group / "cgroup.procs").read_text().strip(), 60, "the server's end", every_s=0.2)
+            group.rmdir()
     # A throttled run commits a few dozen transactions in its 5 s: too few to judge the mix by, which fails its
     # check, saying so; no other check may fail.
     failed = [line for line in stderr.splitlines() if line.startswith("FAILED")]
