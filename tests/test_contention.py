@@ -282,3 +282,23 @@ def test_a_users_server_elsewhere_prints_no_question_mark_for_its_devices_reads(
                "blocks_hit": 990, "blocks_read": 10}
     line, = verdicts([Record(metrics={}, extra={"storage": storage})])
     assert "?" not in line and "its device's reads unknown" in line, line
+
+
+@pytest.mark.slow
+def test_a_users_server_on_this_host_has_its_time_split_out_too(refbench, tmp_path, data_dir):
+    from refbench.engines.postgres import ManagedPostgres
+
+    server = ManagedPostgres(data_dir, {"track_io_timing": "on"})  # the user's server: refbench did not start it
+    server.start()
+    try:
+        dsn = server.database("refbench")
+        result = refbench("oltp", "--dsn", dsn, "--warehouses", "1", "--users", "2", "--rampup-s", "1",
+                          "--duration-s", "3", "--runs-dir", "runs")
+    finally:
+        server.stop()
+    assert result.code == 0, result.stderr
+    storage = json.loads(next((tmp_path / result.last_line).glob("records/oltp/*.json")).read_text())["extra"]["storage"]
+    machine = storage["machine"]
+    assert machine["server_cpu_s"] > 0 and "server_runqueue_s" in machine, machine  # found from its connection
+    assert storage["server_read_mb"] is None  # its own I/O is still not refbench's to read
+    assert "reconciled" in storage["waits"]

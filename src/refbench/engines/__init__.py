@@ -364,6 +364,30 @@ class ServerEngine:
     def database_bytes(self) -> int | None:
         return self.counters()["database_bytes"]
 
+    def local_server_pid(self) -> int | None:
+        """The server's root process when it runs on this host: the managed one's, or a user's found from the main
+        connection (find_local_pid); None for a server elsewhere or one this user may not see. For the machine's
+        split of a measured interval (refbench.host.contention), not for the server's own I/O, which is the
+        managed server's alone."""
+        if self.server is not None:
+            return self.server_pid()
+        if getattr(self, "_local_pid", None) is None:
+            self._local_pid = 0
+            try:
+                session = self.main or self.session()
+                try:
+                    self._local_pid = self.find_local_pid(session.conn) or 0
+                finally:
+                    if session is not self.main:
+                        session.close()
+            except Exception:  # a server that cannot say: no split of its time, and the run goes on
+                pass
+        return self._local_pid or None
+
+    def find_local_pid(self, conn: Any) -> int | None:
+        """A user's server's root process on this host, from one of its connections; None when it is elsewhere."""
+        return None
+
 
 def sql_statements(text: str) -> list[str]:
     """The statements of an SQL script, its comment lines left out."""

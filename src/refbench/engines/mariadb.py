@@ -791,9 +791,12 @@ class MariaDbEngine(ServerEngine):
             timed = timed_io(conn)
         return {k: counts[k] for k in ("blocks_hit", "blocks_read", "block_bytes", "database_bytes")} | timed
 
+    def find_local_pid(self, conn) -> int | None:
+        return local_mariadbd(conn)
+
     def wait_sampler(self) -> SessionSampler:
         return SessionSampler(lambda: connect(self.dsn, autocommit=True), MARIADB_ACTIVE_SESSIONS, fetch=_rows,
-                              watch=RedoLogWatch.for_server(self.server_pid()), classify=commits_as_running)
+                              watch=RedoLogWatch.for_server(self.local_server_pid()), classify=commits_as_running)
 
     def usage(self) -> dict[str, int]:
         """The redo log written (wal_bytes) and the pages the executor asked of the buffer pool (logical_read_bytes);
@@ -927,6 +930,16 @@ def _each_in_parallel(dsn: str, groups: list[list[str]], workers: int) -> None:
         list(pool.map(run, [g for g in groups if g]))
 
 
+def local_mariadbd(conn) -> int | None:
+    """A user's server on this host: its process, from its pid file when this user may read it."""
+    try:
+        pid = int(Path(_rows(conn, "SELECT @@pid_file")[0][0]).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    stat = proc_stat(pid)
+    return pid if stat is not None and stat[0] in ("mariadbd", "mysqld") else None
+
+
 def _process_cpu_s(pid: int) -> float | None:
     """CPU seconds so far of one process and all its threads (mariadbd is one process)."""
     stat = proc_stat(pid)
@@ -1057,17 +1070,8 @@ class MariaDbTransactional:
                 "xact_rollback": int(status["Com_rollback"])}
 
     def server_cpu(self, conn):
-        pid = self.server_pid
-        if pid is None:
-            # A user's server on this host: its pid file, when this user may read it.
-            try:
-                pid = int(Path(_rows(conn, "SELECT @@pid_file")[0][0]).read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                return None
-            stat = proc_stat(pid)
-            if stat is None or stat[0] not in ("mariadbd", "mysqld"):
-                return None
-        return functools.partial(_process_cpu_s, pid)
+        pid = self.server_pid or local_mariadbd(conn)
+        return None if pid is None else functools.partial(_process_cpu_s, pid)
 
     def client(self, calls: dict[str, str], rollback_code: str) -> MariaDbClient:
         return MariaDbClient(self.dsn, calls, rollback_code)

@@ -472,6 +472,9 @@ class PostgresEngine(ServerEngine):
     def counters(self) -> dict[str, float]:
         return block_counts(self.dsn)
 
+    def find_local_pid(self, conn) -> int | None:
+        return postmaster_pid(conn)
+
     def wait_sampler(self) -> SessionSampler:
         # Prepared: the view's plan is made once, not ten times a second.
         return SessionSampler(lambda: connect(self.dsn, autocommit=True), POSTGRES_ACTIVE_SESSIONS,

@@ -128,7 +128,8 @@ class Probe:
     def __init__(self, engine: str, pid: Callable[[], int | None], device: str | None,
                  blocks: Callable[[], dict[str, int]] | None = None, memory: ServerMemory | None = None,
                  server=None, data_bytes: Callable[[], int | None] | None = None, with_children: bool = True,
-                 counters_restart_with_server: bool = False, sampler=None):
+                 counters_restart_with_server: bool = False, sampler=None,
+                 machine_pid: Callable[[], int | None] | None = None):
         """``pid``: the server's process now (its descendants count too when ``with_children``), None when it is
         not ours to read; ``blocks``: the engine's buffer counters (refbench.engines.Engine.counters), which start
         again from 0 in a restarted server when ``counters_restart_with_server``."""
@@ -136,7 +137,8 @@ class Probe:
         self.server, self.data_bytes, self.with_children = server, data_bytes, with_children
         self.counters_restart_with_server = counters_restart_with_server
         self.sampler = sampler  # the engine's session sampler (refbench.engines.waits), for the wait profile
-        self.machine = MachineTime(pid, device, with_children)  # who had the CPU: the server, the run, its neighbours
+        # Who had the CPU: the server (``machine_pid``: a user's server on this host too), the run, its neighbours.
+        self.machine = MachineTime(machine_pid or pid, device, with_children)
         self._start: dict[str, Any] | None = None
         self._oom_kills = 0
 
@@ -229,7 +231,8 @@ def engine_probe(engine, memory: ServerMemory | None, sessions: bool = False) ->
                  memory if engine.server is not None else None, engine.server, data_bytes=engine.database_bytes,
                  with_children=not engine.in_process,
                  counters_restart_with_server=getattr(engine, "counters_restart_with_server", False),
-                 sampler=sampler() if sampler else None)
+                 sampler=sampler() if sampler else None,
+                 machine_pid=getattr(engine, "local_server_pid", None))
 
 
 def wait_figures(seen: dict[str, Any] | None) -> dict[str, float]:
