@@ -50,32 +50,44 @@ class CgroupHome:
     path: Path
 
 
+def read_cgroups(cgroup_file: Path, mountinfo: Path) -> tuple[dict[str, str], str | None,
+                                                              list[tuple[str, Path, str, list[str]]]]:
+    """A process's cgroups, as /proc says: its cgroup v1 path per controller and its cgroup v2 path (from
+    /proc/PID/cgroup), and the cgroup hierarchies mounted where this process sees them (root, mount point, "cgroup"
+    or "cgroup2", mount options; from a mountinfo: a container sees a subtree). OSError when either cannot be read."""
+    membership = cgroup_file.read_text().splitlines()
+    mounts = mountinfo.read_text().splitlines()
+    v1: dict[str, str] = {}
+    v2 = None
+    for line in membership:
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and controllers == "":
+            v2 = path
+        for controller in filter(None, controllers.split(",")):
+            v1[controller] = path
+    found = []
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) >= 5 and len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+            found.append((fields[3], Path(fields[4]), tail[0], tail[2].split(",")))
+    return v1, v2, found
+
+
 def find_home(proc_self: Path = Path("/proc/self")) -> tuple[CgroupHome | None, str]:
     """Our memory cgroup's directory, or None and why not. Read from /proc/self/cgroup (which cgroup we are in) and
     /proc/self/mountinfo (where that hierarchy is mounted, and which part of it: a container sees a subtree)."""
     try:
-        membership = (proc_self / "cgroup").read_text().splitlines()
-        mounts = (proc_self / "mountinfo").read_text().splitlines()
+        v1, v2_path, mounts = read_cgroups(proc_self / "cgroup", proc_self / "mountinfo")
     except OSError as exc:
         return None, f"cannot read the process's cgroups ({exc.strerror})"
-    v1_path = v2_path = None
-    for line in membership:
-        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if number == "0" and controllers == "":
-            v2_path = path
-        elif "memory" in controllers.split(","):
-            v1_path = path
-    for line in mounts:
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        root, mount_point, fstype, options = fields[3], fields[4], tail[0], tail[2].split(",")
+    v1_path = v1.get("memory")
+    for root, mount_point, fstype, options in mounts:
         if v1_path is not None and fstype == "cgroup" and "memory" in options:
-            if (found := inside_mount(Path(mount_point), root, v1_path)) is not None:
+            if (found := inside_mount(mount_point, root, v1_path)) is not None:
                 return CgroupHome(1, found), ""
         if v1_path is None and v2_path is not None and fstype == "cgroup2":
-            found = inside_mount(Path(mount_point), root, v2_path)
+            found = inside_mount(mount_point, root, v2_path)
             if found is not None and "memory" in _words(found / "cgroup.controllers"):
                 return CgroupHome(2, found), ""
     return None, "no memory cgroup controller is available to this process"

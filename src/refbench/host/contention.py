@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from refbench.host.cachebound import children, inside_mount
+from refbench.host.cachebound import children, inside_mount, read_cgroups
 from refbench.host.telemetry import SECTOR_BYTES, read_cpu, read_disks, read_process_io
 
 PROC = Path("/proc")
@@ -103,24 +103,12 @@ def cgroup_dirs(pid: int) -> tuple[Path | None, Path | None]:
     the pressure files are), or None where they are not visible here. The root cgroup v2 is None: its pressure is the
     machine's (/proc/pressure)."""
     try:
-        membership = (PROC / str(pid) / "cgroup").read_text().splitlines()
-        mounts = (PROC / "self" / "mountinfo").read_text().splitlines()
+        v1, v2, mounts = read_cgroups(PROC / str(pid) / "cgroup", PROC / "self" / "mountinfo")
     except OSError:
         return None, None
-    v1_cpu = v2 = None
-    for line in membership:
-        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if number == "0" and controllers == "":
-            v2 = path
-        elif "cpu" in controllers.split(","):
-            v1_cpu = path
+    v1_cpu = v1.get("cpu")
     cpu_dir = v2_dir = None
-    for line in mounts:
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        root, mount_point, fstype, options = fields[3], Path(fields[4]), tail[0], tail[2].split(",")
+    for root, mount_point, fstype, options in mounts:
         if fstype == "cgroup" and "cpu" in options and v1_cpu is not None:
             cpu_dir = inside_mount(mount_point, root, v1_cpu) or cpu_dir
         elif fstype == "cgroup2" and v2 not in (None, "/"):
@@ -184,7 +172,8 @@ class MachineTime:
     def _snapshot(self) -> dict[str, Any]:
         server = self.server_pid()
         server_tree = (process_tree(server) if self.with_children else [server]) if server else []
-        own_tree = [p for p in process_tree(self.own_pid) if p not in set(server_tree)]
+        in_server = set(server_tree)
+        own_tree = [p for p in process_tree(self.own_pid) if p not in in_server]
         cpu_dir, v2_dir = cgroup_dirs(server) if server else (None, None)
         return {
             "t": time.monotonic(), "machine": read_cpu(PROC), "server": server,
