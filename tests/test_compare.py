@@ -79,7 +79,7 @@ def test_noise_is_not_a_change_and_runs_or_repeats_are_the_replicates(tmp_path, 
     rows = {(f["vs"], f["case"], f["metric"]): f for f in result.json()["figures"]}
     noise, faster = rows[("B", "case-000", "ops_per_s")], rows[("C", "case-000", "ops_per_s")]
     assert noise["A"] != noise["B"] and not noise["significant"]
-    assert noise["basis"] == "Welch's t-test on the logarithms, 3 vs 3 replicates"
+    assert noise["basis"] == "Student's pooled t-test on the logarithms, 3 vs 3 replicates"
     assert noise["headline"]  # the case of the repeats (case-000, -r2, -r3) is the headline
     assert faster["significant"] and faster["p"] < 0.05 and faster["n"] == [3, 1]
     assert faster["basis"].startswith("3 vs 1, against this host's spread of ")
@@ -97,7 +97,7 @@ def test_noise_is_not_a_change_and_runs_or_repeats_are_the_replicates(tmp_path, 
     sides = refbench("compare", f"{a},{b}", f"{c},{d}", "--json", "--metric", "ops_per_s")
     assert sides.code == 0, sides.stderr
     row, = [f for f in sides.json()["figures"] if f["case"] == "case-000"]
-    assert row["n"] == [2, 2] and row["basis"] == "Welch's t-test on the logarithms, 2 vs 2 replicates"
+    assert row["n"] == [2, 2] and row["basis"] == "Student's pooled t-test on the logarithms, 2 vs 2 replicates"
     assert f"A = {a.name},{b.name}" in refbench("compare", f"{a},{b}", f"{c},{d}").stdout
 
 
@@ -114,7 +114,7 @@ def test_compare_needs_two_runs_and_its_help_fits_80_columns(tmp_path, refbench)
     assert "never the seconds of one run" in text and "Bonferroni" in text and "--repeats 3" in text
 
 
-def test_the_ratio_and_its_interval_come_from_welchs_test_on_the_logarithms():
+def test_the_ratio_and_its_interval_come_from_a_t_test_on_the_logarithms():
     import math
 
     from refbench import estimate
@@ -123,8 +123,17 @@ def test_the_ratio_and_its_interval_come_from_welchs_test_on_the_logarithms():
     a, b = [math.exp(v) for v in (0, 1, 2)], [math.exp(v) for v in (1, 2, 3)]
     test = estimate.ratio(a, b)
     assert test.p == pytest.approx(0.2879, abs=1e-3) and test.low < math.e < test.high and test.log_sd == pytest.approx(1.0)
+    # every replicate equal on each side (a figure rounded coarser than it spreads): no spread measured, so
+    # "cannot tell" — unless this host's spread of the figure is known, which then judges the difference
     same = estimate.ratio([5, 5, 5], [6, 6, 6])
-    assert same.p == 0.0 and same.low == same.high == pytest.approx(1.2)
+    assert same.p is None and same.ratio == pytest.approx(1.2) and estimate.answer(same, 1)[0] == "cannot tell"
+    assert estimate.ratio([5, 5, 5], [5, 5, 5]).p == 1.0
+    known = estimate.ratio([5, 5, 5], [6, 6, 6], spread=estimate.Spread(0.02, 8, "8 repeats"))
+    assert known.significant and known.low > 1
+    # equal sizes: Student's pooled test, whose degrees of freedom stay 2n − 2 when one side spreads more
+    uneven = estimate.ratio([100, 101, 99], [110, 130, 90])
+    assert uneven.df == 4 and uneven.basis.startswith("Student's pooled t-test")
+    assert estimate.ratio([100, 101, 99, 100], [110, 130, 90]).basis.startswith("Welch's t-test")
     # the noisier the host, the more repeats a 5% change needs
     assert estimate.repeats_to_resolve(0.01) < estimate.repeats_to_resolve(0.03) < estimate.repeats_to_resolve(0.05)
     # one a side: tested only against a measured spread

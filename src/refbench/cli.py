@@ -606,10 +606,11 @@ def compare(
     one line overall; the other figures that changed follow (--all: every figure).
 
     Runs and repeats are the replicates, never the seconds of one run: a side given as RUN,RUN,… is several runs
-    of one configuration, each a replicate. B / A is tested on the logarithms (Welch's t-test, SciPy's); a figure
-    measured once a side is tested against this host's measured run-to-run spread of it (earlier repeats in the
-    runs catalog), and without one it is "cannot tell" (measure the spread once with --repeats 3). The headline
-    figures are one family (Bonferroni), the other figures another (Benjamini-Hochberg); each interval shown is
+    of one configuration, each a replicate. B / A is tested on the logarithms (SciPy's t-test: Student's pooled
+    at equal sizes, as pyperf; Welch's otherwise); a figure measured once a side (or equal in every repeat) is
+    tested against this host's measured run-to-run spread of it (earlier repeats in the runs catalog), and
+    without one it is "cannot tell" (measure the spread once with --repeats 3). The headline figures are one
+    family (Bonferroni), the other figures another (Benjamini-Hochberg); each interval shown is
     the one its answer used.
     """
     from rich import box
@@ -762,7 +763,7 @@ def tune(
 ) -> None:
     """Tune a suite's stack: run it (or read --baseline), name what limits it (the wait profile, the host's
     telemetry), try the engine settings (and with --apply-host the host settings) that address that first, each
-    as an A/B trial of runs in A B B A order judged like 'refbench compare' (each run a replicate, Welch's t-test on
+    as an A/B trial of runs in A B B A order judged like 'refbench compare' (each run a replicate, a t-test on
     the logarithms), keep what is significantly better (and say which trials an adjustment for every trial tried
     would not keep), confirm the kept set against the baseline with fresh runs on two independently loaded
     databases, and write the tuned profile:

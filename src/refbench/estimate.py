@@ -5,10 +5,11 @@ The replicate is a run (or a repeat of a case within a run: another measurement 
 run are not replicates: one second's rate is much like the last, and they say nothing about how far the next run
 will land. Per-second samples describe one measurement's own stability (steady state) and nothing else.
 
-B against A is judged on the logarithms of the replicates (a ratio's interval is symmetric there): Welch's t-test
-(SciPy's) when both sides have two or more; when a side has one, the difference of the means is tested against
-this host's measured run-to-run spread of that figure (`Spread`), and without one nothing is tested ("cannot
-tell", and how to measure the spread). A family of figures judged together (a comparison's headline figures) is
+B against A is judged on the logarithms of the replicates (a ratio's interval is symmetric there): SciPy's t-test
+when both sides have two or more (Student's pooled test at equal sizes, as pyperf's; Welch's otherwise); when a
+side has one, or every replicate of each side is equal, the difference of the means is tested against this host's
+measured run-to-run spread of that figure (`Spread`), and without one nothing is tested ("cannot tell", and how to
+measure the spread). A family of figures judged together (a comparison's headline figures) is
 adjusted by Bonferroni, and so is the interval printed: an interval excludes 1 exactly when the adjusted p is below
 ALPHA, so the interval and the answer cannot disagree.
 """
@@ -134,16 +135,20 @@ def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spr
     if min(n) >= 2:
         va, vb = statistics.variance(la), statistics.variance(lb)
         log_sd = math.sqrt((va * (n[0] - 1) + vb * (n[1] - 1)) / (sum(n) - 2))
-        if va == 0 and vb == 0:  # constant on both sides: no variance to go by
-            return Estimate(value, value, value, 1.0 if diff == 0 else 0.0, family, n,
-                            f"{n[0]} vs {n[1]} replicates, each side constant", diff, 0.0, math.inf, 0.0)
+        if va == 0 and vb == 0:
+            return _constant_sides(value, diff, family, n, spread)
+        # Equal sizes: Student's pooled test (pyperf's), robust to unequal spreads when the sizes are equal, with
+        # 2n − 2 degrees of freedom; Welch's would have as few as n − 1 when one side happens to spread more, and at
+        # three repeats a side that costs power for nothing. Unequal sizes: Welch's.
+        pooled_test = n[0] == n[1]
         with warnings.catch_warnings():  # nearly identical replicates: SciPy warns of precision, the test stands
             warnings.simplefilter("ignore", RuntimeWarning)
-            result = stats.ttest_ind(lb, la, equal_var=False)
+            result = stats.ttest_ind(lb, la, equal_var=pooled_test)
         ci = result.confidence_interval(1 - ALPHA / family)
-        se = math.sqrt(va / n[0] + vb / n[1])
+        se = log_sd * math.sqrt(1 / n[0] + 1 / n[1]) if pooled_test else math.sqrt(va / n[0] + vb / n[1])
+        name = "Student's pooled t-test" if pooled_test else "Welch's t-test"
         return Estimate(value, _exp(ci.low), _exp(ci.high), _p(result.pvalue), family, n,
-                        f"Welch's t-test on the logarithms, {n[0]} vs {n[1]} replicates", diff, se,
+                        f"{name} on the logarithms, {n[0]} vs {n[1]} replicates", diff, se,
                         float(result.df), log_sd)
     if spread is None:
         several = a if n[0] > 1 else b if n[1] > 1 else None
@@ -152,12 +157,32 @@ def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spr
     if spread is None or spread.log_sd <= 0:
         return Estimate(value, None, None, None, family, n,
                         "1 measurement a side, and no measured spread of this figure on this host")
+    return _against_spread(value, diff, family, n, spread, f"{n[0]} vs {n[1]},")
+
+
+def _constant_sides(value: float, diff: float, family: float, n: tuple[int, int], spread: Spread | None) -> Estimate:
+    """Every replicate equal on each side. A measured figure does not repeat itself exactly unless its resolution
+    hides its spread (TPC-H's times rounded to 0.1 s: a 0.3 s stream against a 0.4 s one is one step of rounding),
+    so equal replicates measure no spread: the difference is tested against this host's measured spread where there
+    is one, and is otherwise "cannot tell" — unless the sides are equal too."""
+    if diff == 0:
+        return Estimate(value, value, value, 1.0, family, n, f"{n[0]} vs {n[1]} replicates, all equal", diff, 0.0,
+                        math.inf, 0.0)
+    words = f"{n[0]} vs {n[1]} replicates, each side's all equal (its resolution may hide their spread)"
+    if spread is None or spread.log_sd <= 0:
+        return Estimate(value, None, None, None, family, n, f"{words}, and no measured spread of this figure on this host")
+    return _against_spread(value, diff, family, n, spread, words + ";")
+
+
+def _against_spread(value: float, diff: float, family: float, n: tuple[int, int], spread: Spread, words: str) -> Estimate:
+    """The difference of the mean logarithms tested against a spread measured elsewhere (earlier repeats)."""
+    from scipy import stats
+
     se = spread.log_sd * math.sqrt(1 / n[0] + 1 / n[1])
-    t = diff / se
-    p = 2 * float(stats.t.sf(abs(t), spread.df))
+    p = 2 * float(stats.t.sf(abs(diff / se), spread.df))
     half = float(stats.t.ppf(1 - ALPHA / (2 * family), spread.df)) * se
     return Estimate(value, _exp(diff - half), _exp(diff + half), p, family, n,
-                    f"{n[0]} vs {n[1]}, against this host's spread of {spread.percent:.1f}% ({spread.source})",
+                    f"{words} against this host's spread of {spread.percent:.1f}% ({spread.source})",
                     diff, se, float(spread.df), spread.log_sd)
 
 
@@ -251,7 +276,7 @@ def false_discovery(estimates: Sequence[Estimate], what: str) -> list[Estimate]:
 
 
 def repeats_to_resolve(log_sd: float, change: float = RESOLVE, family: float = 1, most: int = MOST_REPEATS) -> int | None:
-    """How many replicates on each side Welch's test needs to find a change of ``change`` (5%: a ratio of 1.05) with
+    """How many replicates on each side the pooled t-test needs to find a change of ``change`` (5%: a ratio of 1.05) with
     probability POWER at ALPHA (over ``family``), when one measurement's logarithm spreads by ``log_sd``; None
     beyond ``most``. A power calculation on the noncentral t distribution."""
     from scipy import stats
@@ -275,6 +300,8 @@ def answer(estimate: Estimate, sense: int) -> tuple[str, str]:
     would tell: the repeats a power calculation on the measured spread asks for, or how to measure the spread."""
     if estimate.ratio is None:
         return "—", estimate.basis
+    if estimate.p is None and min(estimate.n) >= 2:  # repeated, each side all equal: its resolution hides the spread
+        return "cannot tell", f"{estimate.basis}: a longer measurement would show it"
     if estimate.p is None:
         return "cannot tell", f"{estimate.basis}: measure it once with --repeats 3"
     if estimate.significant:

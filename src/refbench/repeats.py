@@ -1,7 +1,7 @@
 """Repeats of a suite's headline cases (`repeats` in a plan, `--repeats N` on the command line).
 
 One measurement a side cannot tell a 3% change from noise; the same case measured several times can (compare's
-Welch test). Repeating a whole sweep would multiply its time, so a suite's cases are measured once, then the cases
+t-test). Repeating a whole sweep would multiply its time, so a suite's cases are measured once, then the cases
 its headlines come from (the peak IOPS point, the best OLTP load level, each engine's power and throughput streams)
 are measured again, round after round: with two targets or engines that is A B A B …, so a drift of the host over
 the run falls on both alike. Each repeat is a record of its own ("u4-r2", "t0-rand-w0-qd32-bs4k-r3") whose params

@@ -71,7 +71,8 @@ def across_cases(base: dict[tuple[str, str, str], tuple[str, str]], other: dict[
 # ---- the answers -------------------------------------------------------------------------------------------
 
 RULE = ("Runs and repeats are the replicates, never the seconds of one run. B / A is tested on the logarithms of "
-        "the replicates (Welch's t-test, SciPy's); a figure measured once on a side is tested against this host's "
+        "the replicates (SciPy's t-test: Student's pooled at equal sizes, Welch's otherwise); a figure measured once on "
+        "a side (or equal in every repeat) is tested against this host's "
         "measured run-to-run spread of it (from earlier repeats in the catalog), and without one it is 'cannot tell'. "
         "The headline figures of a comparison are one family (Bonferroni), the other figures another "
         "(Benjamini–Hochberg, with false-coverage intervals): every interval shown is the one the answer used, so an "
@@ -103,10 +104,10 @@ def estimate_change(a: Figure, b: Figure, spreads: dict[str, E.Spread]) -> E.Est
     measured once a side: against the run-to-run spread, else the repeats' spread, else nothing."""
     runs = spreads.get("runs")
     if a.source.endswith("runs") and b.source.endswith("runs"):
-        return E.ratio(a.samples, b.samples)
+        return E.ratio(a.samples, b.samples, spread=runs)  # the spread judges only sides each all equal
     between = E.ratio([a.value], [b.value], spread=runs) if runs else None
     if len(a.samples) >= 2 and len(b.samples) >= 2:
-        within = E.ratio(a.samples, b.samples)
+        within = E.ratio(a.samples, b.samples, spread=spreads.get("repeats"))
         if between is None or (within.se or 0) >= (between.se or 0):
             return within
         return between

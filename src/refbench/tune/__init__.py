@@ -6,8 +6,8 @@
    a suite's own tune_knobs), each with why it was tried.
 3. Each candidate is a trial (trials.py): the suite narrowed to its headline case, run A (the configuration so far)
    and B (with the change) in turns, A B B A (pairs alternating A B, B A, so that a drift falls on both sides), and
-   judged by the one estimator every comparison uses (refbench.estimate: Welch's t-test on the logarithms, each run
-   a replicate); kept only when B is significantly better by at least 1%, and then part of A for the next trials. A
+   judged by the one estimator every comparison uses (refbench.estimate: Student's pooled t-test on the logarithms,
+   each run a replicate); kept only when B is significantly better by at least 1%, and then part of A for the next trials. A
    numeric knob's values come from Optuna's TPE sampler, a few A/B trials each, the first at the rule of thumb. Once
    the search is over, a kept trial that a Bonferroni adjustment for every trial tried would not keep says so.
 4. The kept set is confirmed by a fresh A/B against the baseline's configuration, A B B A, spread over two

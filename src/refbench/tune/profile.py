@@ -169,7 +169,7 @@ def page(journey: dict[str, Any]) -> str:
     body = (f"<h1>refbench tune: {h.esc(journey['suite'])}</h1><p class=\"banner {'pass' if journey.get('confirmed') else 'none'}\">"
             f"{h.esc(journey.get('answer', ''))}</p>" + h.key_values(facts) + "<h2>The trials</h2>" + effect_chart(
                 journey.get("steps", [])) + h.table(journey_rows(journey)) +
-            "<p class=\"note\">A trial is kept when B is better than A with Welch's t-test p &lt; 0.05 (on the logarithms "
+            "<p class=\"note\">A trial is kept when B is better than A with a t-test p &lt; 0.05 (on the logarithms "
             "of the runs' figures, each run a replicate, the estimator of refbench compare) and by at least 1%; a kept "
             "trial that a Bonferroni adjustment for every trial tried would not keep says so. The kept set is then "
             "confirmed by fresh runs, A B B A, against the baseline's configuration, on more than one independently "

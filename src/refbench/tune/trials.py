@@ -1,6 +1,6 @@
 """One trial of `refbench tune`: the same suite run as A and as B in turns (A B B A, then A B B A again for more
 repeats), each run a normal refbench run kept in the tune directory, and the headline figure of the runs judged by
-the one estimator every comparison uses (refbench.estimate: Welch's t-test on the logarithms of the runs' figures,
+the one estimator every comparison uses (refbench.estimate: Student's pooled t-test on the logarithms of the runs' figures,
 each run a replicate; the interval at the confidence of the family judged, Bonferroni)."""
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def interleaved(repeats: int, run: Callable[[str, int], SideRun],
 
 
 def judge(metric: str, runs: list[SideRun], family: int = 1) -> Judgement:
-    """Kept when B is better than A significantly — estimate.ratio's Welch test on the runs, its p adjusted over
+    """Kept when B is better than A significantly — estimate.ratio's t-test on the runs, its p adjusted over
     ``family`` comparisons (Bonferroni) below ALPHA — and by at least SAME_WITHIN."""
     failed = next((r for r in runs if r.error), None)
     # A disturbed run measured the neighbours as much as the change; one run again in its place is judged instead.

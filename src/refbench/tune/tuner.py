@@ -298,8 +298,8 @@ class Tuner:
 
     @property
     def confirm_repeats(self) -> int:
-        """The confirmation measures at least three runs a side: with two, one spread-out side leaves Welch's test
-        a single degree of freedom (a dss confirmation of +28%, every B run above every A run, gave p 0.12)."""
+        """The confirmation measures at least three runs a side: with two, the pooled test has two degrees of freedom
+        (a dss confirmation of +28%, every B run above every A run, gave p 0.12 with two a side)."""
         return max(CONFIRM_REPEATS, self.request.repeats)
 
     def trial_cost_s(self, repeats: int = 0) -> float:
