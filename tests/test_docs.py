@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from refbench.timings import SUITES  # what `refbench SUITE …` stands for
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the venv's: mkdocs and refbench are installed beside this Python
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SUITES = ("device", "oltp", "dss", "dw", "analytics")  # what `refbench SUITE …` stands for
 
 FENCE = re.compile(r"^[ \t]*```([^\n]*)\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")  # an inline code span, which may cross one line break
@@ -98,24 +99,24 @@ def global_flags() -> frozenset[str]:
 
 
 def problems(command: str) -> list[str]:
+    """What is wrong with a quoted command: a command refbench does not have, a flag its --help does not list."""
     words = command.split()[1:]
     first = words[0].rstrip(",.:;") if words else ""  # "(refbench runs, history, serve)" names `refbench runs`
-    if first.startswith("-"):
-        subs, flags = [()], FLAG.findall(command)
+    if first.startswith("-"):  # `refbench --version`
+        commands = [()]
+    elif first.isupper():  # a placeholder: `refbench SUITE --profile …` holds for every suite
+        commands = [(name,) for name in {"SUITE": SUITES, "COMMAND": sorted(subcommands())}.get(first, ())]
+        if not commands:
+            return [f"{command!r}: {first} stands for no known set of commands"]
+    elif first in subcommands():
+        commands = [(first,)]
     else:
-        if first.isupper():  # a placeholder: `refbench SUITE --profile …` holds for every suite
-            names = SUITES if first == "SUITE" else ()
-            if not names:
-                return [f"{command!r}: {first} stands for no known set of commands"]
-        elif first not in subcommands():
-            return [f"{command!r}: refbench has no command {first!r} (it has {', '.join(sorted(subcommands()))})"]
-        else:
-            names = (first,)
-        subs, flags = [(name,) for name in names], FLAG.findall(command)
+        return [f"{command!r}: refbench has no command {first!r} (it has {', '.join(sorted(subcommands()))})"]
     found = []
-    for sub in subs:
-        known = set(FLAG.findall(help_text(*sub))) | global_flags()
-        found += [f"{command!r}: refbench {' '.join(sub)} --help has no {flag}" for flag in flags if flag not in known]
+    for words in commands:
+        known = set(FLAG.findall(help_text(*words))) | global_flags()
+        found += [f"{command!r}: refbench {' '.join(words)} --help has no {flag}"
+                  for flag in FLAG.findall(command) if flag not in known]
     return found
 
 
@@ -140,6 +141,24 @@ def test_every_page_is_in_the_nav():
     nav = (ROOT / "mkdocs.yml").read_text()
     for page in PAGES[1:]:
         assert re.search(rf":\s*{re.escape(page.name)}\s*$", nav, re.M), f"{page.name} is not in mkdocs.yml's nav"
+
+
+def test_the_readmes_links_lead_somewhere():
+    """The README is not part of the site, so mkdocs does not check its links: each relative one names a file that is
+    there and, with #anchor, a heading of that page (as the site's table of contents makes its anchors)."""
+    from markdown.extensions.toc import slugify
+
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", FENCE.sub("", readme))
+    assert len(links) > 20, links
+    for link in links:
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        assert (ROOT / path).is_file(), link
+        if anchor:
+            headings = re.findall(r"^#+\s+(.*)$", FENCE.sub("", (ROOT / path).read_text()), re.M)
+            assert anchor in {slugify(re.sub(r"[`*]", "", h), "-") for h in headings}, link
 
 
 def test_the_commands_quoted_are_the_clis():
@@ -174,6 +193,7 @@ def test_commands_are_found_as_quoted(text, commands):
 def test_a_wrong_flag_or_command_is_caught():
     assert problems("refbench run --plan lab.toml --dry-run") == []
     assert problems("refbench SUITE --profile quick --plan FILE --debug") == []
+    assert problems("refbench COMMAND --help") == [] and problems("refbench COMMAND --plan x")
     assert problems("refbench run --no-such-flag")
     assert problems("refbench frobnicate --plan x")
     assert len(problems("refbench SUITE --warehouses 4")) == len(SUITES) - 1  # oltp's alone
