@@ -130,3 +130,26 @@ def test_a_figure_too_small_to_rate_says_so_instead_of_standing_as_a_figure():
     (suite, line), *_ = verdict_lines([SuiteVerdict("dss", [power], 1, 0, "CPU (100%)", [])])
     assert line == ("duckdb: power: not rated at this size (24 of 24 times under TPC-H's 0.1 s floor; a larger --sf "
                     "rates it; measured 360 queries/h × SF)")
+
+
+def test_check_refuses_a_threshold_on_a_figure_the_verdict_does_not_rate(tmp_path, refbench):
+    """A quick dss run's power is TPC-H's 0.1 s floor's figure, "not rated at this size": a threshold on it, by any of
+    its names, fails in one sentence saying why, even when the number would meet it; the case's other figures are
+    judged as usual."""
+    result = refbench("dss", "--sf", "0.01", "--engines", "duckdb", "--modes", "power", "--runs-dir", "runs")
+    assert result.code == 0, result.stderr
+    headline, = json.loads((tmp_path / result.last_line / "verdict.json").read_text())[0]["headlines"]
+    assert headline["threshold"] == "dss.power.duckdb" and headline["unrated"], headline  # most times under 0.1 s
+    accept = tmp_path / "accept.toml"
+    accept.write_text('[accept]\n"dss.power.duckdb" = ">= 1"\n"dss.power" = "> 0"\n"dss.duckdb-power.power" = ">= 1"\n'
+                      '"dss.duckdb-power.elapsed_s" = "> 0"\n')
+    checked = refbench("check", result.last_line, "--runs-dir", "runs", "--accept", str(accept))
+    assert checked.code == 3, checked.stderr
+    lines = [line.strip() for line in checked.stdout.splitlines()[1:]]
+    reason = f"is not rated at this size, so no threshold can judge it: {headline['unrated']})"
+    for line, figure in zip(lines, ("dss.power.duckdb", "dss.power", "dss.duckdb-power.power")):
+        assert line.startswith(f"FAIL  {figure} ") and f"refused: {figure} (duckdb: power) {reason}" in line, line
+    assert lines[3].startswith("pass  dss.duckdb-power.elapsed_s > 0") and len(lines) == 4
+    as_json = refbench("check", result.last_line, "--runs-dir", "runs", "--accept", str(accept), "--json").json()
+    refused = as_json["accept"][0]
+    assert (refused["value"], refused["passed"]) == (headline["value"], False)  # what it measured, not judged

@@ -7,7 +7,9 @@
 A figure is a headline's name, as the verdict gives it (``suite.metric``, e.g. oltp.nopm: NOPM at the best load
 level, or ``suite.metric.of`` where a suite has several of one metric, e.g. dss.power.duckdb; ``suite.metric`` alone
 names such a figure when the run has only one), or ``suite.case.metric`` (that case's record). A threshold whose
-figure the run did not measure fails, saying why and naming the figures it did measure.
+figure the run did not measure fails, saying why and naming the figures it did measure; so does, refused, one whose
+figure the verdict calls "not rated at this size" (a quick run's dss power under TPC-H's 0.1 s floor, a dw rating of
+more than 100 times the data measured): its value is the size's, not the stack's.
 """
 
 from __future__ import annotations
@@ -50,10 +52,29 @@ def evaluate(run: "Run", thresholds: list[Threshold]) -> list[dict[str, Any]]:
     results = []
     for t in thresholds:
         value, detail = _value(run, verdicts, t.figure)
+        if refused := _unrated(verdicts, t.figure):
+            results.append({"threshold": str(t), "value": value, "passed": False, "detail": refused})
+            continue
         passed = value is not None and OPERATORS[t.op](value, t.limit)
         results.append({"threshold": str(t), "value": value, "passed": passed,
                         "detail": detail + _repeats_interval(repeated.get(t.figure), t)})
     return results
+
+
+def _unrated(verdicts: dict[str, Any], figure: str) -> str:
+    """The refusal of a threshold on a figure the verdict does not rate (its headline's ``unrated``, said as "not
+    rated at this size"), named as a headline (dss.power.duckdb, dss.power when it is the only one) or as the case's
+    record it comes from (dss.duckdb-power.power); "" for any other figure."""
+    suite, *middle, metric = figure.split(".")
+    headlines = verdicts[suite].headlines if suite in verdicts else []
+    named = {h.threshold(suite): h for h in headlines}
+    by_metric = [h for h in headlines if h.metric == metric]
+    headline = (named.get(figure) or (by_metric[0] if not middle and len(by_metric) == 1 else None)
+                or next((h for h in by_metric if middle and h.case == ".".join(middle)), None))
+    if headline is None or not headline.unrated:
+        return ""
+    return (f"refused: {figure} ({headline.label}) is not rated at this size, so no threshold can judge it: "
+            f"{headline.unrated}")
 
 
 def _repeats_interval(figure: Any, threshold: Threshold) -> str:
