@@ -585,7 +585,10 @@ def check(
 
 @app.command(short_help="Compare runs: headline figures and significant changes.",
              epilog="Examples:\n\n  refbench compare runs/…-sas-ssd runs/…-nvme\n\n"
-                    "  refbench compare BASE NEW1 NEW2 --metric iops\n\n  refbench compare BASE NEW --all --json > diff.json")
+                    "  refbench compare BASE NEW1 NEW2 --metric iops\n\n"
+                    "  refbench compare BASE NEW --format markdown  # a table to paste in a ticket\n\n"
+                    "  refbench compare BASE NEW --all --format csv > diff.csv  # a row per figure\n\n"
+                    "  refbench compare BASE NEW --all --json > diff.json")
 def compare(
     runs: list[str] = typer.Argument(..., metavar="RUN", show_default=False,
                                      help="Two or more runs: the baseline first, then the runs compared with it; "
@@ -597,7 +600,12 @@ def compare(
                                     "significant changes."),
     html_out: Optional[Path] = typer.Option(None, "--out", metavar="PATH", help="HTML file to write (default: "
                                             "next to the last run, named after the runs and the selection)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output (the same as --format json)."),
+    output_format: Optional[str] = typer.Option(None, "--format", metavar="FORMAT", show_default=False,
+                                                help="text (the default: for a terminal), markdown (the answers and "
+                                                "a table of the headline figures, for a ticket), csv (a row per "
+                                                "figure and compared run, the numbers and units in columns, for a "
+                                                "spreadsheet) or json (as --json)."),
 ) -> None:
     """Compare runs with the first: the answer first, then what changed beyond the noise.
 
@@ -616,9 +624,15 @@ def compare(
     from rich import box
     from rich.table import Column
 
-    from refbench.report.compare import (answer_lines, answers, by_figure, change_words, default_html_path, letters,
-                                         overall, public, selected, shared_figures, wait_changes, wait_lines, write_html)
+    from refbench.report.compare import (FORMATS, answer_lines, answers, by_figure, change_words, csv_text,
+                                         default_html_path, letters, markdown, overall, public, selected,
+                                         shared_figures, units, wait_changes, wait_lines, write_html)
 
+    chosen = (output_format or "").strip().lower() or ("json" if as_json else "text")
+    if chosen not in FORMATS:
+        raise UserError(f"--format {output_format!r} is not a format: use {', '.join(FORMATS[:-1])} or {FORMATS[-1]}.")
+    if as_json and chosen != "json":
+        raise UserError(f"--json and --format {chosen} ask for two outputs: give one of them.")
     if len(runs) < 2:
         raise UserError("compare needs at least two runs: the baseline, then the runs compared with it.")
     sides = [[Run.find(r, runs_dir) for r in side.split(",") if r] for side in runs]
@@ -634,7 +648,14 @@ def compare(
     significant = any(r["significant"] for r in shared)
     found_answers = answers(shared)
     changes = wait_changes(found)
-    if as_json:
+    if chosen in ("markdown", "csv"):
+        names = [",".join(r.path.name for r in side) for side in sides]
+        known = units(found)
+        sys.stdout.write(markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything)
+                         if chosen == "markdown" else csv_text(names, rows, known))
+        err.print(f"comparison: {path}")
+        return
+    if chosen == "json":
         print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
                           "waits": changes, "wait_lines": wait_lines(changes, found_answers),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import textwrap
@@ -24,7 +25,7 @@ def _no_setter_docstrings() -> None:
 _no_setter_docstrings()
 
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator, NullLocator  # noqa: E402
 
 # SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
 matplotlib.rcParams["svg.fonttype"] = "none"
@@ -68,9 +69,10 @@ def render_all(charts: list[Chart], directory: Path) -> list[Rendered]:
         return list(pool.map(render_figure, charts, [directory] * len(charts)))
 
 
-def render_figure(chart: Chart, directory: Path) -> Rendered:
+def render_figure(chart: Chart, directory: Path, links: dict[str, list[str]] | None = None) -> Rendered:
     """Writes <name>.png and <name>.svg into ``directory`` (plain files, for slides) and returns them with the hover
-    layer the report lays over the inline SVG."""
+    layer the report lays over the inline SVG. ``links``: series -> a URL per point of a line chart (the dashboard's
+    trend: each point's run); every such point is then a link, and its line is named by an id."""
     directory.mkdir(parents=True, exist_ok=True)
     # A Figure of its own rather than pyplot's: no global state, and pyplot's import cost more than a chart does.
     fig = Figure(figsize=(8, 4.5), dpi=110)
@@ -88,15 +90,18 @@ def render_figure(chart: Chart, directory: Path) -> Rendered:
     elif chart.kind == "area":
         hover = _stacked(ax, chart)
     else:
-        for label, points in chart.series.items():
+        for i, (label, points) in enumerate(chart.series.items()):
             xs = [categories.index(x) if categorical else x for x, _ in points]
-            (line,) = ax.plot(xs, [y for _, y in points], marker="o" if len(points) <= HOVER_POINTS else None,
-                              markersize=3, linewidth=1.5, label=str(label))
+            hrefs = (links or {}).get(label)
+            (line,) = ax.plot(xs, [y for _, y in points], marker="o" if len(points) <= HOVER_POINTS or hrefs else None,
+                              markersize=3, linewidth=1.5, label=str(label), gid=f"{chart.name}-line-{i}" if hrefs else None)
             if label in chart.ranges:
                 ax.vlines(*zip(*chart.ranges[label]), color=line.get_color(), alpha=0.45, linewidth=2)
-            step = -(-len(points) // HOVER_POINTS)
+            step = 1 if hrefs else -(-len(points) // HOVER_POINTS)  # a link to every point
             tips = chart.tips.get(label) or [_tip(chart, label, x, y) for x, y in points]
-            hover += [(px, y, tip) for px, (x, y), tip in list(zip(xs, points, tips))[::step] if y is not None]
+            hover += [(px, y, tip, *([f'href="{escape(href)}" data-line="{i}"'] if hrefs else []))
+                      for px, (x, y), tip, href in list(zip(xs, points, tips, hrefs or [None] * len(points)))[::step]
+                      if y is not None]
         if categorical:
             _category_ticks(ax, categories)
     for start, end, name in chart.spans:
@@ -163,13 +168,14 @@ def _unit(axis_label: str) -> str:
     return axis_label if len(axis_label) <= 24 else ""
 
 
-def _hover_layer(fig, ax, points: list[tuple[float, float, str]]) -> str:
-    """One invisible target per data point with its value as a tooltip that CSS shows on hover (no script).
-    Display coordinates are pixels at the figure's dpi with the origin at the bottom; the SVG's are points from the top."""
+def _hover_layer(fig, ax, points: list[tuple]) -> str:
+    """One invisible target per data point with its value as a tooltip that CSS shows on hover (no script); a point
+    given (x, y, text, attributes) is a link, <a attributes>. Display coordinates are pixels at the figure's dpi with
+    the origin at the bottom; the SVG's are points from the top."""
     scale = SVG_PT_PER_INCH / fig.dpi
     width, height = fig.get_size_inches() * SVG_PT_PER_INCH
     out = []
-    for x, y, text in points:
+    for x, y, text, *link in points:
         dx, dy = ax.transData.transform((x, y))
         if not (0 <= dx * scale <= width and 0 <= dy * scale <= height):
             continue  # off the axes (a zero on a log axis)
@@ -177,8 +183,9 @@ def _hover_layer(fig, ax, points: list[tuple[float, float, str]]) -> str:
         tip_w = 6.4 * len(text)  # a digit's width in the 10 px tooltip font: tips are mostly digits (a run name, a value)
         tx = min(max(cx, tip_w / 2 + 2), width - tip_w / 2 - 2)
         ty = cy - 9 if cy > 24 else cy + 18
-        out.append(f'<g class="pt"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="6"/>'
-                   f'<text x="{tx:.1f}" y="{ty:.1f}">{escape(text)}</text></g>')
+        point = (f'<g class="pt"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="6"/>'
+                 f'<text x="{tx:.1f}" y="{ty:.1f}">{escape(text)}</text></g>')
+        out.append(f"<a {link[0]}>{point}</a>" if link else point)
     return "".join(out)
 
 
@@ -208,3 +215,109 @@ def _bars(ax, chart: Chart, categories: list) -> list[tuple[float, float, str]]:
     _category_ticks(ax, categories)
     return hover
 
+
+
+# ---- ratios with their intervals (compare's headline figures) ----------------------------------------------
+
+@dataclass
+class Ratio:
+    """One row of a dot plot of ratios: B / A as a dot, its interval as a line, named on the left and said in
+    words on the right."""
+
+    label: str
+    ratio: float
+    low: float | None
+    high: float | None
+    words: str  # "1.59× faster (1.17–2.16)"
+    tone: str = ""  # better | worse | changed | "" (no change, cannot tell): the dot's colour
+
+
+TONES = {"better": "#1a7f37", "worse": "#b42318", "changed": "#8a6d00", "": "#5b6675"}
+# The factors a ratio axis marks (and their inverses): each written exactly, so that a tick's label is its place.
+RATIO_TICKS = (1.02, 1.05, 1.1, 1.2, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000, 10_000, 100_000)
+RATIO_LABEL_CHARS = 40  # of a row's name on the left; the whole name is in the dot's title
+
+
+def cut(text: str, chars: int) -> str:
+    """``text`` in at most ``chars`` characters, its end marked when cut (a label's room)."""
+    return text if len(text) <= chars else text[:chars - 1].rstrip() + "…"
+
+
+def ratio_text(x: float) -> str:
+    """A ratio axis's tick: 1/1,000×, 0.5×, 1×, 1.05×, 20×."""
+    return (f"{x:,.0f}×" if x >= 10 else f"{x:.3g}×" if x >= 1 else f"{x:.2g}×" if x >= 0.02 else f"1/{1 / x:,.0f}×")
+
+
+def _ratio_ticks(limit: float) -> list[float]:
+    """1× and two or three factors a side, at least a third of log(limit) apart, each with its inverse (the plot
+    between the names and the words is half the chart's width)."""
+    apart = math.log(limit) / 3.2
+    chosen: list[float] = []
+    for f in reversed([f for f in RATIO_TICKS if f <= limit]):
+        if math.log(f) >= apart and (not chosen or math.log(chosen[-1]) - math.log(f) >= apart):
+            chosen.append(f)
+    return sorted({1.0, *chosen, *(1 / f for f in chosen)})
+
+
+def render_ratios(rows: list[Ratio], title: str, directory: Path, name: str = "ratios") -> Rendered:
+    """A dot plot of ratios on a log axis centred on 1× (a vertical line): one row per ratio, top to bottom, its
+    interval a line through the dot. Written as render_figure writes charts; the dots' layer gives each a title
+    (its name and words) for hovering and for screen readers. Ratios not above 0 cannot be placed and are left
+    out; an interval's end at or below 0 is drawn to the axis's edge. The lines and dots carry ids
+    (NAME-ci-I, NAME-dot-I), the 1× line NAME-one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [r for r in rows if r.ratio is not None and r.ratio > 0]
+    fig = Figure(figsize=(8, 1.3 + 0.34 * max(len(rows), 1)), dpi=110)
+    ax = fig.subplots()
+    ends = [v for r in rows for v in (r.ratio, r.low, r.high) if v is not None and v > 0]
+    limit = max([1.1, *(max(v, 1 / v) for v in ends)]) ** 1.12  # symmetric: 1× in the middle
+    ax.set_xscale("log")
+    ax.set_xlim(1 / limit, limit)
+    ax.axvline(1, color="#3a4553", linewidth=1, gid=f"{name}-one")
+    ys = list(range(len(rows)))[::-1]  # the first row at the top
+    for i, (y, r) in enumerate(zip(ys, rows)):
+        colour = TONES.get(r.tone, TONES[""])
+        if r.low is not None and r.high is not None:
+            low = r.low if r.low > 0 else 1 / limit
+            ax.plot([low, max(r.high, low)], [y, y], color=colour, linewidth=2.5, solid_capstyle="butt", gid=f"{name}-ci-{i}")
+        ax.plot([r.ratio], [y], marker="o", markersize=7, color=colour, linestyle="none", gid=f"{name}-dot-{i}")
+    ticks = _ratio_ticks(limit)
+    ax.set_xticks(ticks, [ratio_text(t) for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(ys, [cut(r.label, RATIO_LABEL_CHARS).replace("$", r"\$") for r in rows])
+    ax.tick_params(axis="y", length=0)
+    words = ax.twinx()  # the answer in words on the right, each on its row
+    words.set_ylim(ax.get_ylim())
+    words.set_yticks(ys, [r.words.replace("$", r"\$") for r in rows])
+    words.tick_params(axis="y", length=0)
+    for label, r in zip(words.get_yticklabels(), rows):
+        label.set_color(TONES.get(r.tone, TONES[""]))
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+        words.spines[side].set_visible(False)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.set_title(textwrap.fill(title, 80))
+    ax.set_xlabel("B / A (log scale): the dot, and its interval")
+    fig.tight_layout()
+    fig.set_layout_engine(None)
+    png, svg = directory / f"{name}.png", directory / f"{name}.svg"
+    fig.savefig(png)
+    fig.savefig(svg)
+    return Rendered(png, svg, _ratio_layer(fig, ax, rows, ys))
+
+
+def _ratio_layer(fig, ax, rows: list[Ratio], ys: list[int]) -> str:
+    """A target over each dot with its name and words as its title (shown on hover, read by screen readers), and
+    its numbers as data."""
+    scale = SVG_PT_PER_INCH / fig.dpi
+    height = fig.get_size_inches()[1] * SVG_PT_PER_INCH
+    out = []
+    for r, y in zip(rows, ys):
+        dx, dy = ax.transData.transform((r.ratio, y))
+        said = f"{r.label}: {r.words}"
+        data = "".join(f' data-{k}="{v!r}"' for k, v in (("ratio", r.ratio), ("low", r.low), ("high", r.high)) if v is not None)
+        out.append(f'<g class="ratio" role="img" aria-label="{escape(said)}"{data}><title>{escape(said)}</title>'
+                   f'<circle cx="{dx * scale:.1f}" cy="{height - dy * scale:.1f}" r="8" fill="transparent" '
+                   'pointer-events="all"/></g>')
+    return "".join(out)

@@ -388,7 +388,7 @@ def overall(rows: list[dict[str, Any]], minimum_cases: int = 3) -> list[dict[str
 
 def letters(runs: list[Run]) -> list[str]:
     """A, B, C … Z, then A2 …: short names for the table's columns."""
-    return [chr(ord("A") + i % 26) + (str(i // 26 + 1) if i >= 26 else "") for i in range(len(runs))]
+    return letters_of(len(runs))
 
 
 def configuration_rows(runs: list[Run]) -> list[dict[str, Any]]:
@@ -449,9 +449,10 @@ def title(runs: list[Run]) -> str:
     return "refbench compare " + " vs ".join(r.path.name for r in runs)
 
 
-def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, metric: str | None) -> str:
+def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, metric: str | None, chart: str = "") -> str:
     """The comparison as HTML inside a page's <main>: the compare command's file and the dashboard's compare page.
-    ``shared`` is every figure the runs share (shared_figures); the answers count them, the table shows a selection."""
+    ``shared`` is every figure the runs share (shared_figures); the answers count them, the table shows a selection.
+    ``chart``: the answers drawn (the dashboard's dot plot), put above them."""
     rows = selected(shared, everything)
     names = letters(runs)
     legend = " · ".join(f"{n} = {h.esc(r.path.name)}" for n, r in zip(names, runs))
@@ -468,7 +469,7 @@ def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, m
     shown = "every figure the runs share" if everything else "the headline figures and the figures that changed significantly"
     significant = any(r["significant"] for r in rows)
     body = [
-        f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>",
+        f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>", chart,
         _answers_html(answers(shared), several=len(runs) > 2),
         _waits_html(wait_changes(runs), several=len(runs) > 2),
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
@@ -515,3 +516,148 @@ def _waits_html(changes: list[dict[str, Any]], several: bool) -> str:
             + "<p class='note'>Shares of the sampled session time by what the wait means for the stack, the repeats' "
               "mean where a case was repeated; change in percentage points. The figures wait_*_pct carry the same "
               "shares into the tested figures (--all).</p>")
+
+
+# ---- the answers drawn, and written for a ticket or a spreadsheet ------------------------------------------
+
+FORMATS = ("text", "markdown", "csv", "json")  # refbench compare --format
+
+def headline_words(a: dict[str, Any]) -> str:
+    """A headline answer in a few words: "1.59× faster (1.17–2.16)", the factor and its interval turned the way
+    of the answer (a latency halved is 2× faster); otherwise the answer and B / A with its interval."""
+    ratio, low, high = a["ratio"], a["ci_low"], a["ci_high"]
+    if ratio is None or ratio <= 0:
+        return a["answer"]
+    interval = f" ({_ratio_text(low)}–{_ratio_text(high)})" if low is not None and high is not None else ""
+    if a["answer"] in ("faster", "slower"):
+        flip = lambda v: None if v is None or v <= 0 else 1 / v  # noqa: E731
+        better, low, high = (ratio, low, high) if (direction(a["metric"]) or 1) > 0 else (1 / ratio, flip(high), flip(low))
+        if better < 1:  # slower: how many times slower, and the interval of that
+            better, low, high = 1 / better, flip(high), flip(low)
+        shown = f" ({_ratio_text(low)}–{_ratio_text(high)})" if low is not None and high is not None else ""
+        return f"{_ratio_text(better)}× {a['answer']}{shown}"
+    return f"{a['answer']}: {_ratio_text(ratio)}×{interval}"
+
+
+def headline_tone(a: dict[str, Any]) -> str:
+    return {"faster": "better", "slower": "worse", "changed": "changed"}.get(a["answer"], "")
+
+
+def ratio_rows(found: list[dict[str, Any]]) -> list[Any]:
+    """The headline answers as the rows of a dot plot (charts.Ratio), named as the answers table names them."""
+    from refbench.report.charts import Ratio
+
+    heads = [a for a in found if a["kind"] == "headline"]
+    several = len({a["vs"] for a in heads}) > 1
+    return [Ratio(f"{a['vs'] + ': ' if several else ''}{a['suite']} {a['figure']}", a["ratio"], a["ci_low"], a["ci_high"],
+                  headline_words(a), headline_tone(a)) for a in heads if a["ratio"] is not None]
+
+
+def units(runs: list[Run]) -> dict[tuple[str, str], str]:
+    """(suite, metric) -> its unit as the runs' verdicts name their headline figures' ("ops/s")."""
+    out: dict[tuple[str, str], str] = {}
+    for run in runs:
+        for v in run.read_json(run.verdict_path) or []:
+            for head in v.get("headlines", []) if isinstance(v, dict) else []:
+                if isinstance(head, dict) and head.get("unit") and head.get("metric"):
+                    out.setdefault((v.get("suite", ""), head["metric"]), str(head["unit"]))
+    return out
+
+
+def unit_of(known: dict[tuple[str, str], str], suite: str, metric: str) -> str:
+    """A figure's unit: its headline's, else the one its name ends with (read_mb_s: MB/s), else none."""
+    if (suite, metric) in known:
+        return known[(suite, metric)]
+    if metric in h.UNIT_NAMES:
+        return h.UNIT_NAMES[metric]
+    return next((unit for suffix, unit in h.UNIT_SUFFIXES if metric.endswith(suffix) and len(metric) > len(suffix)), "")
+
+
+def _cell(text: Any) -> str:
+    """A markdown table's cell: its bars escaped, on one line."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str, Any]], known: dict[tuple[str, str], str],
+             changes_said: list[str], everything: bool) -> str:
+    """The comparison for a ticket: which run is which, the overall and suite answers, a table of the headline
+    figures (A, B, B / A with its interval, the replicates, the answer), what the intervals mean, what limits it,
+    and a table of the other figures that changed (every figure with ``everything``). ``rows``: the figures shown
+    (selected); ``names``: each side's runs, A first."""
+    several = len(names) > 2
+    out = ["**refbench compare**: " + " · ".join(f"{letter} = `{name}`" for letter, name in zip(letters_of(len(names)), names)),
+           ""]
+    for a in found:
+        if a["kind"] == "headline":
+            continue
+        against = f" ({a['vs']} against A)" if several else ""
+        what = "overall" if a["kind"] == "overall" else a["suite"]
+        out.append(f"- **{_cell(what)}**{against}: {_cell(a['answer'])}" + (f"; {_cell(a['summary'])}" if a["kind"] == "suite" else ""))
+    heads = [a for a in found if a["kind"] == "headline"]
+    by_key = {(r["vs"], r["suite"], r["case"], r["metric"]): r for r in rows}
+    if heads:
+        level = heads[0]["interval"].split(":")[0]
+        out += ["", "| " + ("run | " if several else "") + f"figure | A | B | B / A ({level}) | n | answer |",
+                "|" + (":--|" if several else "") + ":--|--:|--:|:--|:--|:--|"]
+        for a in heads:
+            shared = by_key.get((a["vs"], a["suite"], a["case"], a["metric"]), {})
+            unit = unit_of(known, a["suite"], a["metric"])
+            value = lambda v: "—" if v is None else f"{h.fmt(v)} {unit}".strip()  # noqa: E731
+            ratio = "—" if a["ratio"] is None else f"{_ratio_text(a['ratio'])}×" + (
+                f" ({_ratio_text(a['ci_low'])}–{_ratio_text(a['ci_high'])})" if a["ci_low"] is not None else "")
+            cells = ([a["vs"]] if several else []) + [f"{a['suite']} {a['figure']}", value(shared.get("A")),
+                                                      value(shared.get("B")), ratio, f"{a['n'][0]} vs {a['n'][1]}",
+                                                      a["answer"] + (f" ({a['why']})" if a["why"] else "")]
+            out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    said = legend(found)
+    if said:
+        out += ["", "_" + _cell("; ".join(said)).replace("_", "\\_") + "_"]
+    if changes_said:
+        out += ["", f"**{_cell(changes_said[0].rstrip(':'))}**", ""] + [f"- {_cell(line)}" for line in changes_said[1:]]
+    listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])
+    if listed:
+        others = letters_of(len(names))[1:]
+        out += ["", f"**{'Every figure the runs share' if everything else 'Other figures that changed'}**", "",
+                "| figure | A | " + " | ".join(f"{n} | {n} vs A" for n in others) + " |",
+                "|:--|--:|" + "--:|:--|" * len(others)]
+        for (suite, case, metric), per_run in listed.items():
+            first = next(iter(per_run.values()))
+            unit = unit_of(known, suite, metric)
+            cells = [f"{suite} {case} {metric}", f"{h.fmt(first['A'])} {unit}".strip()]
+            for n in others:
+                r = per_run.get(n)
+                cells += [f"{h.fmt(r['B'])} {unit}".strip() if r else "—", change_words(r) if r else "—"]
+            out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+CSV_COLUMNS = ("vs", "a_run", "b_run", "suite", "case", "metric", "figure", "headline", "unit", "a", "b", "ratio_b_a",
+               "ci_low", "ci_high", "interval", "n_a", "n_b", "p", "significant", "answer", "why", "b_vs_a", "basis")
+
+
+def csv_text(names: list[str], rows: list[dict[str, Any]], known: dict[tuple[str, str], str]) -> str:
+    """One row per figure and compared run, every number in a column of its own and the unit in another (a
+    spreadsheet's long format): ``rows`` as --json's figures. ``names``: each side's runs, A first."""
+    import csv
+    import io
+
+    by_letter = dict(zip(letters_of(len(names)), names))
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for r in rows:
+        writer.writerow([r["vs"], names[0], by_letter.get(r["vs"], r["run"]), r["suite"], r["case"], r["metric"], r["name"],
+                         "yes" if r["headline"] else "", unit_of(known, r["suite"], r["metric"]), r["A"], r["B"],
+                         r["B"] / r["A"] if r["A"] else "", _blank(r["ci_low"]), _blank(r["ci_high"]), r["interval"],
+                         r["n"][0], r["n"][1], _blank(r["p"]), "yes" if r["significant"] else "", r["answer"], r["why"],
+                         r["B vs A"], r["basis"]])
+    return out.getvalue()
+
+
+def _blank(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def letters_of(count: int) -> list[str]:
+    """letters() for a count of runs."""
+    return [chr(ord("A") + i % 26) + (str(i // 26 + 1) if i >= 26 else "") for i in range(count)]

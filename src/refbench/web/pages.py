@@ -8,7 +8,7 @@ import json
 import threading
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from refbench.catalog.history import lead_headlines, series_name
 from refbench.timings import duration
@@ -194,20 +194,55 @@ def sparkline(values: list[float], name: str) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _trend_svg(figure: str, points_json: str) -> str:
-    """The trend chart inline with its hover layer; drawn again only when the figure's points change (matplotlib
-    takes most of the page's time: 0.2–0.5 s for 1,000 runs here)."""
+    """The trend chart inline with its hover layer, a line per set of tags the runs carry (and per series), each
+    point a link to its run's page; drawn again only when the figure's points change (matplotlib takes most of the
+    page's time: 0.2–0.5 s for 1,000 runs here)."""
     from refbench.catalog.history import trend_chart
     from refbench.report.charts import render_figure
 
-    chart = trend_chart(figure, json.loads(points_json))
+    points = by_tags(json.loads(points_json))
+    chart = trend_chart(figure, points)
+    links: dict[str, list[str]] = {}
+    for p in points:  # in the order trend_chart puts them on their lines
+        links.setdefault(p["series"], []).append("/runs/" + quote(p["run"]) + "/")
     with _CHARTS, owned_temp_directory("refbench-serve-") as scratch:
-        return h.chart(render_figure(chart, scratch), chart.title)
+        return h.chart(render_figure(chart, scratch, links), chart.title)
+
+
+TAGS_LABEL_CHARS = 48  # of a trend line's name in the legend
+
+
+def tags_text(tags: dict[str, str]) -> str:
+    """A run's tags as a trend line is named by them: "array=raid10, firmware=2.1", or "no tags"."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "no tags"
+
+
+def by_tags(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points with each one's series named by its run's tags (and by its series too, when the figure has
+    several): runs of different tags are different configurations, a line each. A long name is cut, and names
+    that came out alike after cutting are numbered, so that two lines never share one. '$' is kept from
+    matplotlib's math."""
+    from refbench.report.charts import cut
+
+    several = len({p["series"] for p in points}) > 1
+    names: dict[tuple[str, str], str] = {}
+    out = []
+    for p in points:
+        key = (p["series"] if several else "", tags_text(p["tags"]))
+        if key not in names:
+            name = cut(" · ".join(filter(None, key)), TAGS_LABEL_CHARS).replace("$", r"\$")
+            taken = set(names.values())
+            names[key] = next(f"{name} ({i})" if i > 1 else name for i in range(1, len(names) + 2)
+                              if (f"{name} ({i})" if i > 1 else name) not in taken)
+        out.append({**p, "series": names[key]})
+    return out
 
 
 def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
-    from refbench.report.compare import html_body, letters, shared_figures, title
+    from refbench.report.compare import answers, html_body, letters, ratio_rows, shared_figures, title
 
     shared = shared_figures(runs, metric)
+    drawn = ratio_rows(answers(shared))
     names = [r.path.name for r in runs]
     switch = link("/compare", run=names, metric=metric, **({} if everything else {"all": "1"}))
     baselines = " · ".join(f'<a href="{link("/compare", run=[n] + names[:i] + names[i + 1:], metric=metric, all="1" if everything else None)}">'
@@ -216,8 +251,21 @@ def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
     body = (f'<p class="note">The reports: {reports}</p>'
             f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
             f" · the same comparison as <code>refbench compare</code> · another baseline: {baselines}</p>"
-            + html_body(runs, shared, everything, metric))
+            + html_body(runs, shared, everything, metric, _ratios_svg(json.dumps([vars(r) for r in drawn])) if drawn else ""))
     return page(title(runs), body)
+
+
+@functools.lru_cache(maxsize=32)
+def _ratios_svg(rows_json: str) -> str:
+    """The headline figures' B / A as a dot plot with their intervals; drawn again only when they change."""
+    from refbench.report.charts import Ratio, render_ratios
+
+    rows = [Ratio(**r) for r in json.loads(rows_json)]
+    title = "Headline figures: B / A with the interval each answer used"
+    with _CHARTS, owned_temp_directory("refbench-serve-") as scratch:
+        # A group, not one image: each dot's title and the names and words beside it are read out.
+        return h.chart(render_ratios(rows, title, scratch), title).replace(
+            '<figure><svg', '<figure class="ratios"><svg', 1).replace('role="img"', 'role="group"', 1)
 
 
 def compare_chooser(runs: list[dict[str, Any]]) -> str:
