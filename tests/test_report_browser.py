@@ -4,6 +4,7 @@ run's report on a wide screen (1400 × 900), on a phone-sized one (400 × 800) a
 from __future__ import annotations
 
 import functools
+import math
 import re
 import signal
 import subprocess
@@ -213,10 +214,141 @@ def test_the_print_stylesheet_keeps_long_rows_whole(browser, tmp_path):
 
 
 def _printed(page) -> list[str]:
+    return [_squeezed(p.extract_text()) for p in _a4(page).pages]
+
+
+def _a4(page) -> PdfReader:
     pdf = PdfReader(BytesIO(page.pdf(format="A4", print_background=True)))
     box = pdf.pages[0].mediabox
     assert float(box.width) == pytest.approx(595.3, abs=1.5) and float(box.height) == pytest.approx(841.9, abs=1.5)  # A4, pt
-    return [_squeezed(p.extract_text()) for p in pdf.pages]
+    return pdf
+
+
+def test_the_verdict_prints_every_word_whole_and_notes_at_7_pt(browser, report):
+    """Printed on A4 as the report opens, the verdict is stacked (a suite to a block, "Correctness checks: 2 passed")
+    and no word of it is broken across lines; the notes print at 7 pt.
+
+    Measured on 2026-11-27, the demo's report (five suites) and this test's run printed by Chromium to A4: before,
+    the verdict's narrow columns broke "d/ev/ic/e", "Co/rre/ctn/ess", "6/pa/sse/d" (and "sl/ee/py" here), and the
+    whole page printed at 2/3 of its size (a stacked wide table's row of unbreakable cells made it 1,790 px wide and
+    Chromium shrank it to fit): notes at 4.67 pt, the verdict at 6.33 pt. Now: notes 7.0 pt, the verdict 9.5 pt, the
+    page at its own size."""
+    page = _open(browser, report, 1400, SCREEN)
+    suites = page.locator("table.verdict tbody tr td:first-child").all_inner_texts()
+    printed, runs = _printed_verdict(page)
+    for suite in suites:
+        assert re.search(rf"(?<!\w){re.escape(suite)}(?!\w)", printed), (suite, printed[:300])
+    assert re.search(r"Correctness checks: \d+ passed", printed), printed[:300]
+    _notes_print_at_7_pt_or_more(page, runs)
+
+
+def test_a_verdict_of_every_suite_prints_every_word_whole(browser, tmp_path):
+    """The demo's verdict (its sentences, cut short where long) and its dw engines table (printed stacked: the one
+    that made the page too wide for A4), printed: every suite's name, and every word of the verdict, whole; the
+    notes at 7 pt."""
+    from refbench.report import _verdict_table
+    from refbench.report import html as h
+    from refbench.report.verdict import SuiteVerdict
+    from refbench.suites import Headline
+
+    floor = "24 of 24 times under TPC-H's 0.1 s floor; a larger --sf rates it"
+    demo = [
+        ("device", [("peak IOPS, random 70/30 read/write, 4 KiB, QD 16", 76648.4, "IOPS", "read p99 750 µs", "")], 6,
+         "vda (84% busy, queue 17.2); the CPU: refbench 37%, other processes 6%, steal 4%"),
+        ("oltp", [("NOPM at the best load level (2 users)", 37188.4, "NOPM", "New-Order p99 4.3 ms", ""),
+                  ("TPM at the best load level (2 users)", 86418.4, "TPM", "median of 3 repeats, 78,679–86,447", "")], 22,
+         "in all 3 repeats, storage flush latency: 51% of session time waiting (IO:WALSync 32%, LWLock:WALWrite 17%, "
+         "IO:WALInitWrite 1%), 0.383 ms per WAL flush on vda (1,295 a second); then CPU 44% (1.75 active sessions on "
+         "average, 80 samples); host: neither saturated (CPU 64%, vda 34% busy): the load offered (users, queue depth, "
+         "streams) limits it; the CPU: the server 56%, refbench 7%, other processes 1%, steal 2%, the load driver's "
+         "share 10%, cache hit ratio 99.9%: measured from memory"),
+        ("dss", [("duckdb: power", 360.0, "queries/h × SF", "", floor),
+                 ("duckdb: throughput", 3960.0, "queries/h × SF", "median of 3 repeats, 3,960–5,280; 2 streams", "")], 9,
+         "at duckdb: power: in all 3 repeats, CPU: 100% of query thread time in operators (scan 32%, aggregate 30%, "
+         "join 23%) (0.226 busy threads on average, 30 queries); host: neither saturated (CPU 52%, vda 12% busy)"),
+        ("dw", [("rated user data capacity", 0.91, "TB", "", "SF 0.1, 0.1 GB of data, would rate 0.91 TB, more than "
+                 "100 times what it measured; rate with --sf 10 or more"),
+                ("column store (duckdb): throughput", 19.79, "queries/h/TB", "197,912 queries/h", "")], 8,
+         "at row store (postgres): throughput: in all 3 repeats, CPU: 44% of session time running (not waiting); then "
+         "storage read latency 38% (3.83 active sessions on average, 48% of them parallel workers, 100 samples)"),
+        ("analytics", [("write MB/s per core (DATA+WORK+UTIL)", 271.1, "MB/s per core",
+                        "above the guidance (> 150 MB/s per core)", ""),
+                       ("CPU/real-time ratio (mean over the jobs)", 0.812, "", "19 of 19 jobs, 1.9 at a time", "")], 6,
+         "at write MB/s per core (DATA+WORK+UTIL): in all 3 repeats, neither saturated (CPU 22%, vda 61% busy)"),
+    ]
+    verdicts = [SuiteVerdict(suite, [Headline(label, value, unit, "case", "metric", note, unrated=unrated)
+                                     for label, value, unit, note, unrated in headlines], passed, 0, bottleneck)
+                for suite, headlines, passed, bottleneck in demo]
+    path = tmp_path / "verdict.html"
+    engines = [("postgres", "row store", None, 1.4746, 14746.1, 151.9, 1629.6, 890.7, 94.1, "4 passed"),
+               ("duckdb", "column store", None, 19.7912, 197911.8, 2.6, None, None, 90.6, "4 passed")]
+    columns = ["engine", "store", "relative throughput %", "measured throughput (queries/hr/TB)", "queries/hr",
+               "measured scan rate physical (MB/s)", "measured scan rate logical (MB/s)",
+               "measured I/O throughput (MB/s)", "measured CPU (avg.) %", "checks"]
+    path = tmp_path / "verdict.html"
+    path.write_text(h.page("verdict", "<h1>refbench report — demo</h1>" + h.banner(51, 0) + _verdict_table(verdicts)
+                           + "<p><b>dw: the engines compared</b></p>" + h.table([dict(zip(columns, e)) for e in engines])
+                           + "<h2>device: the first suite's section</h2>"))
+    page = _open(browser, path, 1400, SCREEN)
+    printed, runs = _printed_verdict(page)
+    for suite, *_ in demo:
+        assert re.search(rf"(?<!\w){suite}(?!\w)", printed), (suite, printed)
+    assert len(re.findall(r"Correctness checks: \d+ passed", printed)) == len(demo)
+    _notes_print_at_7_pt_or_more(page, runs)
+
+
+def _notes_print_at_7_pt_or_more(page, runs: list[tuple[float, str]]) -> None:
+    """The page printed at its own size (Chromium shrinks a page wider than A4 to fit: its notes' 7 pt then print
+    at less), and every note at 7 pt or more: as computed in print at A4's width (703 px), times that scale, and as
+    the PDF has the verdict's notes."""
+    title = page.locator("h1").inner_text()
+    scale = next(size for size, text in runs if text.startswith(title[:15])) / 18  # set in 24 px: 18 pt
+    assert scale == pytest.approx(1, abs=0.01)
+    page.set_viewport_size({"width": A4_WIDTH_PX, "height": 1000})
+    page.emulate_media(media="print")
+    notes = page.locator(".note").evaluate_all("es => es.filter(e => e.checkVisibility())"
+                                               ".map(e => parseFloat(getComputedStyle(e).fontSize))")
+    assert notes and min(notes) * 0.75 * scale >= 7 - 0.01, notes  # px to pt
+    said = [_normal(t) for t in page.locator("table.verdict .note").all_inner_texts()]
+    in_notes = [(size, text) for size, text in runs if len(text) >= 6 and any(text in note for note in said)]
+    assert in_notes and min(size for size, _ in in_notes) >= 7 - 0.01, in_notes
+
+
+# The first line of what follows an element, as it prints: where the element's own text ends in the PDF's.
+FOLLOWING = """t => { const next = [...document.querySelectorAll('main *')].find(e => !t.contains(e)
+    && (t.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_FOLLOWING) && e.checkVisibility() && e.innerText.trim());
+  return next.innerText.trim().split('\\n')[0]; }"""
+
+
+def _printed_verdict(page) -> tuple[str, list[tuple[float, str]]]:
+    """The page printed on A4 (as Playwright prints it, Chromium's own print path): the verdict table's text as the
+    PDF has it, between the correctness banner and what follows the table, and every run of text in the PDF with
+    the size it prints at (pt: its font size times the text and page matrices' vertical scale). Asserts that every
+    word of the verdict, as the page has it in print, is whole in that text: a word broken across lines is there
+    as pieces ("Co", "rre", "ctn", "ess")."""
+    runs: list[tuple[float, str]] = []
+
+    def visit(text, cm, tm, font, size):
+        if text.strip():
+            runs.append((size * math.hypot(tm[2] * cm[0] + tm[3] * cm[2], tm[2] * cm[1] + tm[3] * cm[3]), _normal(text)))
+
+    whole = _normal("\n".join(p.extract_text(visitor_text=visit) for p in _a4(page).pages))
+    page.set_viewport_size({"width": A4_WIDTH_PX, "height": 1000})
+    page.emulate_media(media="print")
+    banner = _normal(page.locator(".banner").last.inner_text())
+    after = _normal(page.locator("table.verdict").evaluate(FOLLOWING))[:20]
+    start = whole.index(banner) + len(banner)
+    printed = whole[start:whole.index(after, start)]
+    words = lambda text: Counter(re.findall(r"\w+", _normal(text)))
+    broken = words(page.locator("table.verdict").inner_text()) - words(printed)
+    assert not broken, f"words of the verdict not whole in its print: {sorted(broken)}; printed: {printed[:400]}"
+    page.emulate_media(media="screen")
+    return printed, runs
+
+
+def _normal(text: str) -> str:
+    """Text as both the PDF and the page give it: ligatures undone, white space one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).split())
 
 
 def _rows_checked_whole(page, pages: list[str]) -> int:

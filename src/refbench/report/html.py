@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any, Iterable
 if TYPE_CHECKING:
     from refbench.report.charts import Rendered
 
+# Printed (A4, 703 px between the margins): nothing may be wider than the page, for Chromium shrinks a wider page
+# whole to fit it (a stacked wide table's row of unbreakable cells once printed everything at 2/3: notes at 4.7 pt),
+# so a stacked row breaks between its cells; the verdict is stacked, a suite to a block, and breaks no word.
 CSS = """
 *{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2430;background:#f6f7f9;line-height:1.4}
@@ -44,20 +47,22 @@ details{margin:8px 0} summary{cursor:pointer;color:#24476b} pre{background:#f4f6
 details.detail>summary{font-weight:600;padding:4px 0}
 .kv td:first-child{font-weight:600;background:#2c5d8f0a;width:220px}
 @media (max-width:700px){main{padding:10px 12px 40px} h1{font-size:20px} table{font-size:12px}
- .kv td:first-child{width:auto}
+ .kv td:first-child{width:auto}}
+@media (max-width:700px),print and (max-width:900px){
  table.verdict thead{display:none} table.verdict,table.verdict tbody,table.verdict tr,table.verdict td{display:block;width:auto!important}
  table.verdict tr{border-top:2px solid #2c5d8f;margin-bottom:6px} table.verdict td{border:none;padding:2px 4px}
  table.verdict td[data-label]::before{content:attr(data-label) ": ";font-weight:600;color:#5b6675}}
 @page{size:A4;margin:14mm 12mm}
-@media print{body{background:#fff} main{max-width:none;padding:0;box-shadow:none} nav.toc{display:none}
+@media print{body{background:#fff;font-size:10pt} main{max-width:none;padding:0;box-shadow:none} nav.toc{display:none}
  .scroll{overflow:visible;background:none} table{font-size:8pt;max-width:100%} td.num{white-space:normal}
  td,th{overflow-wrap:anywhere} table.verdict{font-size:9.5pt} .note{font-size:7pt}
+ table.verdict td,table.verdict th{word-break:normal;overflow-wrap:break-word;hyphens:manual}
  thead{display:table-header-group} tr,figure,.banner{break-inside:avoid} h2,h3{break-after:avoid}
  h2{margin-top:16px;font-size:15pt} .grid{display:block} .pt text{display:none}
  .overview{grid-template-columns:1fr 1fr} .overview figure{max-width:100%}
  table.wide thead{display:none} table.wide,table.wide tbody,table.wide tr{display:block}
- table.wide tr{border-top:1px solid #c8ced6;padding:2px 0;break-inside:avoid} table.wide td{display:inline;border:none;padding:0 2px} table.wide td.num{white-space:nowrap}
- table.wide td::before{content:attr(data-label) ": ";color:#5b6675} table.wide td:not(:last-child)::after{content:" · "}}
+ table.wide tr{border-top:1px solid #c8ced6;padding:2px 0;break-inside:avoid} table.wide td{display:inline;border:none;padding:0} table.wide td.num{white-space:nowrap}
+ table.wide td::before{content:attr(data-label) ": ";color:#5b6675} table.wide td:not(:last-child)::after{content:" · ";white-space:normal}}
 """
 
 
