@@ -12,7 +12,7 @@ import statistics
 import time
 
 from refbench.plan import Option
-from refbench.suites import Case, Chart, Finding, Headline, Record, Table
+from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.tune.knobs import Knob
 
 
@@ -35,6 +35,9 @@ class SleepySuite:
                   Knob("sleep_s", "option", "", ("neither", "cpu", "device"), "the test's change with no effect",
                        choices=("0.1",))]
 
+    def estimate(self, plan, cases):
+        return Estimate(len(cases) * (plan.options[self.name]["sleep_s"] + 0.1), "each case's sleep and a write")
+
     def cases(self, plan):
         n = plan.options[self.name]["cases"]
         return [Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
@@ -52,7 +55,10 @@ class SleepySuite:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        time.sleep(ctx.options["sleep_s"])
+        slept_until = time.monotonic() + ctx.options["sleep_s"]
+        while (left := slept_until - time.monotonic()) > 0:  # figures so far, as a real suite shows them live
+            ctx.live(f"{case.title}: {ctx.options['sleep_s'] - left:.0f} s slept so far")
+            time.sleep(min(left, 0.5))
         (ctx.raw_dir(case) / "output.txt").write_text(f"raw output of {case.id}\n")
         elapsed = time.perf_counter() - t0
         with open(journal, "a") as f:

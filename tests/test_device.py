@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -268,6 +269,8 @@ def test_a_sweep_killed_while_fio_runs_leaves_no_fio_and_resumes_at_the_unfinish
     time.sleep(1)
     tree.signal(signal.SIGKILL)
     assert tree.finish()["survivors"] == []  # fio's job processes went with refbench
+    # the first 12 s point showed its figures so far, a line every 5 s as stderr is a file
+    assert re.search(r"device: .*: [\d,]+ IOPS, [\d,.]+ MB/s in the last second \(\d+ s\)", tree.err.read_text())
     run = next(runs.glob("*-device"))
     before = {k: v["started_utc"] for k, v in _records(run).items()}
     assert set(before) == {"t0-precondition-seq", "t0-precondition-rand", "t0-rand-w0-qd1-bs4k"}

@@ -496,3 +496,24 @@ def test_a_mix_check_on_a_window_too_short_to_judge_says_so_instead_of_passing()
     assert deck_edge_allowance(129, 10) == 79 and deck_edge_allowance(1, 1) == 2
     many = {f.check: f for f in mix_findings([_mix_record(129, shares(1738, 4.35))])}
     assert all(f.passed for f in many.values()), many
+
+
+@pytest.mark.slow
+def test_the_figures_so_far_count_the_measured_new_orders_as_the_driver_does(data_dir):
+    """The live line's NOPM and New-Order p99 come from the workers' measured New-Orders as they record them: never
+    more than the driver counts at the end, rising, and near it by the window's end."""
+    from refbench.suites.oltp import driver
+
+    server = ManagedPostgres(data_dir, {})
+    server.start()
+    seen: list = []
+    try:
+        dsn = server.database("refbench")
+        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
+        result = driver.run(transactions_at(dsn), 1, 2, 1, 3, False, 1, on_live=seen.append)
+    finally:
+        server.stop()
+    counted = result.counts["new_order"]["ok"]
+    assert seen and all(a.new_orders <= b.new_orders for a, b in zip(seen, seen[1:]))
+    assert 0.5 * counted <= seen[-1].new_orders <= counted and seen[-1].seconds == pytest.approx(3, abs=0.5)
+    assert seen[-1].p99_us and re.fullmatch(r"NOPM [\d,]+, New-Order p99 [\d,.]+ ms so far \(3 s measured\)", seen[-1].said())

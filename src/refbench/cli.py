@@ -111,9 +111,11 @@ app = typer.Typer(
 RUNS_DIR_HELP = "Directory holding run directories."
 # run and the suite commands leave their defaults to the plan, so the help says what it is.
 REPEATS_HELP = ("Measure each headline case (peak point, best load level, each engine's streams) N times, round "
-                "after round, so that compare can test a change (default: quick 1, standard and full 3).")
+                "after round, so that compare can test a change (default: 3 at every profile).")
 PLAN_RUNS_DIR_HELP = f"Directory holding run directories (default: {TOP_LEVEL['runs_dir'].default})."
 RUN_JSON_HELP = "Print the verdict as one line of JSON instead of a table (the run directory stays the last line)."
+QUIET_HELP = ("No progress bars and no live figures (a case's figures so far: on a terminal under the bars, else one "
+              "line every 5 s on stderr, as pgbench -P 5); the verdict is printed as always.")
 KEEP_WORK_HELP = "Keep the generated data and databases when the run completes (default: removed)."
 TAG_HELP = "Tag the run, e.g. --tag firmware=2.1 (repeatable); 'refbench runs --tag' and 'history' filter by tags."
 DRY_RUN_HELP = ("Check the plan as a run would, then print every option with its value and where it came from, the "
@@ -129,7 +131,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-def _start_and_execute(plan_kwargs: dict[str, Any], as_json: bool = False, dry_run: bool = False) -> None:
+def _start_and_execute(plan_kwargs: dict[str, Any], as_json: bool = False, dry_run: bool = False,
+                       quiet: bool = False) -> None:
     plan = load_plan(**plan_kwargs)
     if plan.hosts:
         from refbench.cluster.coordinator import preflight
@@ -142,7 +145,7 @@ def _start_and_execute(plan_kwargs: dict[str, Any], as_json: bool = False, dry_r
 
     remove_data_of_dead_tunes(Path(plan.runs_dir) / "tune", lambda line: err.print(line, soft_wrap=True))
     run = runner.start(plan, sys.argv, err)
-    _execute(run, as_json)
+    _execute(run, as_json, quiet)
 
 
 def _dry_run(plan) -> None:
@@ -156,14 +159,14 @@ def _dry_run(plan) -> None:
     print("\n".join(lines))
 
 
-def _execute(run: Run, as_json: bool = False) -> None:
+def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
     try:
         if run.plan.hosts:
             from refbench.cluster.coordinator import execute as execute_on_cluster
 
             passed = execute_on_cluster(run, err)
         else:
-            passed = runner.execute(run, err)
+            passed = runner.execute(run, err, quiet)
     except KeyboardInterrupt:
         done = ("the nodes were told to stop; steps measured by every node are kept" if run.plan.hosts
                 else f"{len(run.records())} case(s) recorded")
@@ -219,6 +222,8 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
             table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
             if v.get("disturbed"):
                 table.add_row("", f"[yellow]disturbed: {escape(v['disturbed'])}[/yellow]")
+            for advice in v.get("advice") or []:
+                table.add_row("", f"[bold]next[/bold]: {escape(advice['text'])}")
         if out.is_terminal:
             print_table(table)
         else:  # a pipe or a file gets whole lines, without padding to the table's width
@@ -277,6 +282,7 @@ def run(
     tls_ca_file: Optional[str] = _tls_options()[0], tls_cert: Optional[str] = _tls_options()[1],
     tls_key: Optional[str] = _tls_options()[2],
     as_json: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Run a plan: its suites in order, into a new run directory, then write the report. With --hosts, on that
     many nodes of a Dask cluster at once, each measuring its own host."""
@@ -286,7 +292,7 @@ def run(
                                 "scheduler": scheduler, "tls_ca_file": tls_ca_file,
                                 "tls_cert": tls_cert, "tls_key": tls_key},
         "sets": set_, "suites": suite or None,
-    }, as_json, dry_run)
+    }, as_json, dry_run, quiet)
 
 
 def _counts(text: str | None) -> list[int] | None:
@@ -327,6 +333,7 @@ def worker(
 def resume(
     run_ref: str = typer.Argument(..., metavar="RUN", help="Run directory, or a unique part of its name."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Continue an interrupted run: recorded cases are skipped, the rest are measured. A cluster run keeps the
     steps every node finished and measures the others again, all nodes of a step together."""
@@ -346,7 +353,7 @@ def resume(
         return
     _require_current_options(found)
     err.print(f"resuming {found.path}: {len(found.records())} case(s) already recorded")
-    _execute(found)
+    _execute(found, quiet=quiet)
 
 
 def _require_current_options(found: Run) -> None:
@@ -887,6 +894,7 @@ def _add_suite_command(name: str) -> None:
                           default=typer.Option(None, "--repeats", metavar="N", help=REPEATS_HELP)),
         inspect.Parameter("dry_run", kw, annotation=bool, default=typer.Option(False, "--dry-run", help=DRY_RUN_HELP)),
         inspect.Parameter("as_json", kw, annotation=bool, default=typer.Option(False, "--json", help=RUN_JSON_HELP)),
+        inspect.Parameter("quiet", kw, annotation=bool, default=typer.Option(False, "--quiet", "-q", help=QUIET_HELP)),
     ]
     for key, option in suite.options.items():
         flag = key.replace("_", "-")
@@ -908,7 +916,7 @@ def _add_suite_command(name: str) -> None:
                       "targets": kwargs["targets"] or None, "keep_work": kwargs["keep_work"], "tags": kwargs["tags"] or None,
                       "repeats": kwargs["repeats"]},
             "suite_flags": {name: suite_options},
-        }, kwargs["as_json"], kwargs["dry_run"])
+        }, kwargs["as_json"], kwargs["dry_run"], kwargs["quiet"])
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = suite.summary

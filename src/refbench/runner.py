@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from refbench import accept, removal
 from refbench.catalog import index_run
@@ -33,6 +32,7 @@ from refbench.host.cachebound import last_oom
 from refbench.host.contention import MachineTime, disturbed
 from refbench.host.telemetry import Sampler, Telemetry
 from refbench.plan import Plan, PlanError
+from refbench.progress import RunProgress
 from refbench.repeats import repeat_cases, strip_repeat
 from refbench.runstore import CorruptRunFile, Run, iso, list_runs, utc_now
 from refbench.suites import Case, Finding, Suite, get_suite
@@ -48,7 +48,7 @@ class SuiteContext:
     suite: str
     options: dict[str, Any]
     console: Console
-    progress: Progress | None = None
+    progress: RunProgress | None = None
     state: dict[str, Any] = field(default_factory=dict)  # the suite's own objects between calls
 
     @property
@@ -85,6 +85,12 @@ class SuiteContext:
     def log(self, message: str) -> None:
         self.console.print(f"[dim]{self.suite}:[/dim] {message}")
 
+    def live(self, figures: str) -> None:
+        """The measuring case's figures so far ("NOPM 12,345, New-Order p99 4.1 ms so far"): call as often as they
+        change; the runner shows them live, or prints one line every few seconds when stderr is not a terminal."""
+        if self.progress is not None:
+            self.progress.show_live(f"{self.suite}: {figures}")
+
     @contextmanager
     def task(self, description: str, total: float | None = None) -> Iterator["Task"]:
         """A progress bar for long work inside prepare/measure; ``advance`` it as work completes."""
@@ -100,7 +106,7 @@ class SuiteContext:
 
 @dataclass
 class Task:
-    progress: Progress | None
+    progress: RunProgress | None
     task_id: Any
 
     def advance(self, amount: float = 1) -> None:
@@ -157,12 +163,12 @@ def _refuse_unused_targets(plan: Plan) -> None:
                             "without them, or separately from the suites that use them.")
 
 
-def execute(run: Run, console: Console) -> bool:
+def execute(run: Run, console: Console, quiet: bool = False) -> bool:
     """Measures every unrecorded case, checks, writes tables, charts and the report.
     Returns True when every correctness check passed."""
     remove_orphaned_temp_dirs()  # what runs killed together with their watchdog left in the temp directory
     try:
-        return _execute(run, console)
+        return _execute(run, console, quiet)
     except ResourceExhausted:
         raise
     except Exception as exc:
@@ -207,7 +213,7 @@ def diagnose(exc: Exception, run: Run) -> UserError | None:
     return explain(exc, run.path, written_places(run.plan))
 
 
-def _execute(run: Run, console: Console) -> bool:
+def _execute(run: Run, console: Console, quiet: bool) -> bool:
     from refbench.report import build_report
 
     with run.running():
@@ -215,7 +221,7 @@ def _execute(run: Run, console: Console) -> bool:
         plan = run.plan
         with Sampler(run.telemetry_path):
             for name in plan.suites:
-                _run_suite(run, plan, get_suite(name), console)
+                _run_suite(run, plan, get_suite(name), console, quiet)
         if plan.accept:
             run.write_json(run.accept_path, accept.evaluate(run, accept.parse(plan.accept, str)))
         # Inside running(): a run killed while its report is written is not complete, and resume writes it. The report
@@ -351,7 +357,7 @@ def clean(runs: list[Run], console: Console, each: bool = False) -> list[tuple[P
     return removed
 
 
-def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
+def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console, quiet: bool = False) -> None:
     cases = suite.cases(plan)
     ids = [c.id for c in cases]
     if len(set(ids)) != len(ids):
@@ -359,14 +365,15 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console) -> None:
     todo = [c for c in cases if not run.has_record(suite.name, c.id)]
     done = len(cases) - len(todo)
     console.print(f"[bold]{suite.name}[/bold]: {len(cases)} cases" + (f", {done} already recorded" if done else ""))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
+    estimate = getattr(suite, "estimate", None)
+    expected_s = estimate(plan, cases).seconds if estimate else None
+    with RunProgress(console, quiet) as progress:
         ctx = SuiteContext(run, plan, suite.name, plan.options.get(suite.name, {}), console, progress)
+        # The suite's row from the start, preparation (a load) included: its estimate counts that time too.
+        overall = progress.add_task(f"{suite.name}: preparing", total=len(cases), completed=done, expected_s=expected_s)
         try:
             suite.prepare(ctx)
             run.note_work_found(run_owners(run))
-            overall = progress.add_task(f"{suite.name}: cases", total=len(cases), completed=done)
             for case in todo:
                 progress.update(overall, description=f"{suite.name}: {case.title or case.id}")
                 _measure(run, suite, ctx, case)
@@ -402,6 +409,8 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     machine = MachineTime()  # the whole case; a database suite's probe splits its measured interval with the server's
     machine.start()
     t0 = time.time()
+    if ctx.progress is not None:
+        ctx.progress.new_case()
     record = suite.measure(ctx, case)
     t1 = time.time()
     split = machine.stop()

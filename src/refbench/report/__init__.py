@@ -183,10 +183,17 @@ def _checks(v: SuiteVerdict) -> str:
     return f'<span class="pass">{v.checks_passed} passed</span>' if v.checks_passed else "none"
 
 
+def _advice(advice: dict[str, Any]) -> str:
+    """What to try next, its command as code to copy."""
+    command = f": <code>{h.esc(advice['command'])}</code>" if advice["command"] else ""
+    return h.esc(advice["sentence"]) + command
+
+
 def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
     rows = "".join(f'<tr><td><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a></td><td>{_headlines(v)}</td>'
                    f'<td data-label="Correctness checks">{_checks(v)}</td><td data-label="Bottleneck">{h.esc(v.bottleneck)}'
-                   + (f'<br><b>disturbed</b>: {h.esc(v.disturbed)}' if v.disturbed else "") + '</td></tr>'
+                   + (f'<br><b>disturbed</b>: {h.esc(v.disturbed)}' if v.disturbed else "")
+                   + "".join(f'<br><b>next</b>: {_advice(a)}' for a in v.advice) + '</td></tr>'
                    for v in verdicts)
     return h.scroll('<table class="verdict"><thead><tr><th>Suite</th><th>Headline figures</th><th>Correctness checks</th>'
                     f"<th>Bottleneck</th></tr></thead><tbody>{rows}</tbody></table>")
@@ -284,6 +291,7 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
         facts.append(f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
         if verdict.disturbed:
             facts.append(f"<p><b>Disturbed</b>: {h.esc(verdict.disturbed)}</p>")
+        facts += [f"<p><b>Next</b>: {_advice(a)}</p>" for a in verdict.advice]
     storage_verdicts = storage.verdicts(records)
     facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]
     facts.append(_correctness(findings))

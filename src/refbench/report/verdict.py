@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from refbench.host.telemetry import Telemetry
-from refbench.repeats import one_per_configuration
+from refbench.repeats import one_per_configuration, strip_repeat
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
 
@@ -46,6 +46,8 @@ class SuiteVerdict:
     # Neighbours took the machine while a headline case was measured (refbench.host.contention.disturbed), in words:
     # "other processes used 61% of the CPU (u4, 2 of its 3 repeats)"; empty when every headline case ran undisturbed.
     disturbed: str = ""
+    # What to try next, per engine (refbench.report.advice): the limit, its evidence, what to try and the command.
+    advice: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def correctness(self) -> str:
@@ -59,7 +61,8 @@ class SuiteVerdict:
     def to_dict(self) -> dict[str, Any]:
         return {"suite": self.suite, "headlines": [{**asdict(h), "threshold": h.threshold(self.suite)} for h in self.headlines], "checks_passed": self.checks_passed,
                 "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
-                "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats, "disturbed": self.disturbed}
+                "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats, "disturbed": self.disturbed,
+                "advice": self.advice}
 
 
 def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[SuiteVerdict]:
@@ -81,10 +84,11 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
         headlines = [_with_repeats(h, records) for h in headlines]
         passed = sum(f.passed for f in findings.get(name, []))
         engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
-        bottleneck, per_repeat = _bottleneck(headlines, records, measured, telemetry)
+        bottleneck, per_repeat, limited = _bottleneck(headlines, records, measured, telemetry)
         out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed, bottleneck,
                                 _with_checks(engines, findings.get(name, [])), per_repeat,
-                                _disturbed(headlines, records, measured)))
+                                _disturbed(headlines, records, measured),
+                                _advice(run, name, suite, headlines, limited)))
     return out
 
 
@@ -142,25 +146,52 @@ def headline_keys(run: Run) -> dict[tuple[str, str, str], tuple[str, str]]:
 
 
 def _bottleneck(headlines: list[Headline], records: list[Record], measured: list[Record],
-                telemetry: Telemetry) -> tuple[str, list[dict[str, Any]]]:
+                telemetry: Telemetry) -> tuple[str, list[dict[str, Any]], list[tuple[str, str, str, Record]]]:
     """What limited the headline cases: the first one's phrase, and another case's too when a different resource
     limited it (peak IOPS CPU-bound, peak MB/s device-bound) or it ran on another engine (each engine's own words);
-    and per case measured several times, the limit each repeat named. ``records``: one per configuration;
-    ``measured``: every repeat."""
+    and per case measured several times, the limit each repeat named; and per (engine, resource), its phrase and the
+    record it was named from (the advice's). ``records``: one per configuration; ``measured``: every repeat."""
     by_case = {r.case_id: r for r in records}
     cases = list(dict.fromkeys(h.case for h in headlines if h.case in by_case)) or [max(records, key=lambda r: r.elapsed_s).case_id]
     by_resource: dict[tuple[str, str], tuple[str, str]] = {}  # (engine, resource) -> (phrase, the headline it limited)
+    named: dict[tuple[str, str], Record] = {}
     per_repeat = []
     for case in cases:
-        resource, phrase, _, repeats = _case_bottleneck(by_case[case], measured, telemetry)
+        resource, phrase, chosen, repeats = _case_bottleneck(by_case[case], measured, telemetry)
         if repeats:
             per_repeat.append({"case": case, "repeats": [r.case_id for r, _ in repeats],
                                "limits": [limit_name(res) for _, res in repeats]})
         engine = str(by_case[case].params.get("engine", ""))
         by_resource.setdefault((engine, resource), (phrase, next((h.label for h in headlines if h.case == case), case)))
+        named.setdefault((engine, resource), chosen)
+    limited = [(engine, resource, by_resource[engine, resource][0], record) for (engine, resource), record in named.items()]
     if len(by_resource) == 1:
-        return next(iter(by_resource.values()))[0], per_repeat
-    return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values()), per_repeat
+        return next(iter(by_resource.values()))[0], per_repeat, limited
+    return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values()), per_repeat, limited
+
+
+def _advice(run: Run, name: str, suite: Any, headlines: list[Headline],
+            limited: list[tuple[str, str, str, Record]]) -> list[dict[str, Any]]:
+    """What to try next for each (engine, resource) the verdict named (refbench.report.advice)."""
+    from refbench.report.advice import MORE_LOAD, advise
+
+    tuned = next((h for h in headlines if h.case and not h.unrated), None)  # what `tune --baseline` tunes for
+    tuned_engine = next((str(r.params.get("engine", "")) for *_, r in limited if tuned and strip_repeat(r.case_id) == tuned.case),
+                        None)
+    options = run.plan.options.get(name, {})
+    out = []
+    for engine, resource, phrase, record in limited:
+        unrated = next((h.unrated for h in headlines if h.unrated and strip_repeat(record.case_id) == h.case), "")
+        option = MORE_LOAD.get(name, ("", ""))[0]
+        load = record.params.get(option) or record.params.get(option.rstrip("s")) or record.metrics.get(option) \
+            or options.get(option)
+        load = max(load) if isinstance(load, list) and load else load
+        out.append(advise(name, engine, resource, limit_name(resource), phrase, record.extra.get("storage") or {},
+                          unrated, str(run.path), run.plan.profile, engine == tuned_engine,
+                          list(getattr(suite, "tune_knobs", []) or []),
+                          load if isinstance(load, int) and load > 0 else None,
+                          record.params.get("warehouses") or options.get("warehouses") or None).to_dict())
+    return out
 
 
 def _case_bottleneck(record: Record, measured: list[Record],
@@ -296,5 +327,6 @@ def verdict_lines(verdicts: list[SuiteVerdict]) -> list[tuple[str, str]]:
         lines.append(("", f"bottleneck: {v.bottleneck}"))
         if v.disturbed:
             lines.append(("", f"disturbed: {v.disturbed}"))
+        lines += [("", f"next: {a['text']}") for a in v.advice]
     return lines
 

@@ -159,7 +159,12 @@ class AnalyticsSuite:
                 if job["status"] != "ok":
                     ctx.log(f"job {job['job']} failed: {job['error']}")
 
-            seen = launcher.run(jobs, o["concurrency"], locations, spec, o["threads"], ctx.raw_dir("workload") / "jobs", ended)
+            def live(running: list[str], ended_count: int) -> None:
+                shown = ", ".join(running[:3]) + (f" and {len(running) - 3} more" if len(running) > 3 else "")
+                ctx.live(f"{len(running)} job(s) running{': ' + shown if running else ''}; {ended_count} of {len(jobs)} ended")
+
+            seen = launcher.run(jobs, o["concurrency"], locations, spec, o["threads"], ctx.raw_dir("workload") / "jobs", ended,
+                                live)
         ctx.telemetry.wait_for_sample_after(seen["ended_epoch_s"])
         devices = {name: device_of(path) for name, path in locations.items()}
         series = self._storage_series(ctx, devices, seen["started_epoch_s"], seen["ended_epoch_s"])

@@ -61,15 +61,17 @@ def _footprint(directory: Path) -> int:
 
 
 def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dict[str, Any], threads: int,
-        logs: Path, on_end: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Runs every job, ``concurrency`` at a time; returns per-job figures and the workload's timeline."""
+        logs: Path, on_end: Callable[[dict[str, Any]], None] | None = None,
+        on_live: Callable[[list[str], int], None] | None = None) -> dict[str, Any]:
+    """Runs every job, ``concurrency`` at a time; returns per-job figures and the workload's timeline.
+    ``on_end(job's figures)`` as each job ends; ``on_live(the jobs running, how many ended)`` about once a second."""
     logs.mkdir(parents=True, exist_ok=True)
     queue, running, finished = list(jobs), [], []
     timeline: list[tuple[float, int]] = []  # (seconds since start, jobs running)
     peak_space = {name: 0 for name in LOCATIONS}
     t0 = time.monotonic()
     epoch0 = time.time()
-    next_space_sample = 0.0
+    next_space_sample = next_live = 0.0
 
     def start(job: Job) -> _Running:
         dirs = {"DATA": locations["DATA"], "WORK": locations["WORK"] / job.id, "UTIL": locations["UTIL"] / job.id}
@@ -130,6 +132,9 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
                 # Often: DuckDB's sort spills to UTIL and removes the spill when it ends, at the quick profile's
                 # size within a second (a full make test once sampled none of it at 0.5 s).
                 next_space_sample = time.monotonic() + SPACE_SAMPLE_S
+            if on_live and time.monotonic() >= next_live:
+                on_live([r.job.id for r in running], len(finished))
+                next_live = time.monotonic() + 1
             time.sleep(0.02)
     except BaseException:
         for r in running:

@@ -243,7 +243,7 @@ class DeviceSuite:
                           method=f"fio: rw=write bs=128k iodepth=32 direct=1 loops={o['precondition_passes']} over the whole target",
                           extra=extra)
         with ctx.task(f"{target.label}: precondition 4 KiB random write (until steady state)", total=o["precondition_random_s"]) as task:
-            point = precondition_random(target, o, raw, on_second=lambda s: task.update(s))
+            point = precondition_random(target, o, raw, on_second=_live(ctx, task, "precondition", 4096))
         m = point.fio.metrics()
         return Record({"write_iops": m["write_iops"], "write_mb_s": m["write_mb_s"], "elapsed_s": m["runtime_s"],
                        "steady_state_reached": point.steady_state_reached, "steady_state_at_s": point.steady_state_at_s},
@@ -258,7 +258,8 @@ class DeviceSuite:
         t0 = time.time()
         try:
             with ctx.task(case.title, total=o["max_runtime_s"]) as task:
-                point = run_point(target, mode, p["iodepth"], p["bs"], o, ctx.raw_dir(case), on_second=lambda s: task.update(s))
+                point = run_point(target, mode, p["iodepth"], p["bs"], o, ctx.raw_dir(case),
+                                  on_second=_live(ctx, task, case.title, p["bs"]))
         except FioError as exc:
             return Record({"error": str(exc)}, method="fio failed for this point", extra=extra)
         t1 = time.time()
@@ -347,3 +348,11 @@ def _remove_created_file(ctx, target: Target) -> None:
     if target.kind == "file" and state_file.exists() and json.loads(state_file.read_text()).get("created"):
         Path(target.path).unlink(missing_ok=True)
         state_file.unlink()
+
+
+def _live(ctx, task, title: str, block_bytes: int):
+    """fio's second by second: the bar advanced, and the last second's IOPS and MB/s shown live."""
+    def on_second(seconds: int, iops: float) -> None:
+        task.update(seconds)
+        ctx.live(f"{title}: {iops:,.0f} IOPS, {iops * block_bytes / 1e6:,.1f} MB/s in the last second ({seconds} s)")
+    return on_second

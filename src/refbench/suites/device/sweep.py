@@ -78,7 +78,7 @@ class PointResult:
 
 
 def run_point(target: Target, mode: AccessMode, iodepth: int, bs: int, options: dict[str, Any], raw_dir: Path,
-              on_second: Callable[[int], None] | None = None) -> PointResult:
+              on_second: Callable[[int, float], None] | None = None) -> PointResult:
     numjobs = options["numjobs"]
     job = base_job(target, options) | {
         "name": f"{mode.id}-qd{iodepth}-bs{bs_id(bs)}", "rw": mode.fio_rw, "bs": bs, "iodepth": iodepth,
@@ -112,7 +112,7 @@ def precondition_sequential(target: Target, options: dict[str, Any], raw_dir: Pa
 
 
 def precondition_random(target: Target, options: dict[str, Any], raw_dir: Path,
-                        on_second: Callable[[int], None] | None = None) -> PointResult:
+                        on_second: Callable[[int, float], None] | None = None) -> PointResult:
     """Workload-dependent preconditioning: 4 KiB random writes for a duration or until steady state."""
     job = base_job(target, options) | {"name": "precondition-rand", "rw": "randwrite", "bs": "4k", "iodepth": 32,
                                        "numjobs": options["numjobs"], "time_based": True,
@@ -122,13 +122,13 @@ def precondition_random(target: Target, options: dict[str, Any], raw_dir: Path,
 
 
 def _run_until_steady(job: dict[str, Any], min_s: int, window: int, stop: bool, raw_dir: Path,
-                      on_second: Callable[[int], None] | None) -> PointResult:
+                      on_second: Callable[[int, float], None] | None) -> PointResult:
     first_reached: list[int] = []
     window_iops: list[float] = []
 
     def on_sample(samples: list[float], report: dict[str, Any]) -> bool:
-        if on_second:
-            on_second(len(samples))
+        if on_second:  # seconds so far, and the last second's IOPS
+            on_second(len(samples), samples[-1])
         state = steady_state(samples, window)
         if state.reached and not first_reached:
             first_reached.append(len(samples))

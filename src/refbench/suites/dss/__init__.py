@@ -223,9 +223,11 @@ class DssSuite:
         before = engine.usage()
         with ctx.task(f"{engine.name}: RF1, 22 queries, RF2", total=24) as task:
             t0 = time.perf_counter()
+            ctx.live(f"{engine.name} power stream: RF1 running")
             times["RF1"] = refresh.rf1(engine.run, sf, 0, engine.name)
             task.advance()
-            for q, text in stream_queries(0, sf):
+            for done, (q, text) in enumerate(stream_queries(0, sf), 1):
+                ctx.live(f"{engine.name} power stream: {done} of 24 steps (RF1, 22 queries, RF2), Q{q} running")
                 rows, seen = self._observed(ctx, lambda: engine.run(text, timeout_s))
                 save_answer(ctx, engine.name, "power-", q, text, LOADED if refresh_free(text) else with_rf1(0), rows)
                 times[f"Q{q}"] = seen.pop("seconds")
@@ -256,12 +258,14 @@ class DssSuite:
         # RF1's start, RF2's end): which data an answer was computed on (data_seen) is known once every stream has ended.
         answered: dict[tuple[int, int], tuple[str, float, float, list[list[str]] | None]] = {}
         refreshes: list[tuple[int, float, float]] = []
+        running: dict[int, int] = {}  # stream → the query it is running, for the live line
 
         def query_stream(s: int) -> None:
             session = engine.session()
             try:
                 t0 = time.perf_counter()
                 for q, text in stream_queries(s, sf, seed):
+                    running[s] = q
                     asked = time.perf_counter()
                     try:
                         rows = answers.as_expected(session.run(text, timeout_s)[0])
@@ -270,6 +274,7 @@ class DssSuite:
                         rows = None
                     answered[s, q] = (text, asked, time.perf_counter(), rows)
                 results[f"stream_{s}_s"] = time.perf_counter() - t0
+                running.pop(s, None)
             except Exception as exc:  # reported below, after every stream has stopped
                 errors.append(f"stream {s}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
             finally:
@@ -297,8 +302,11 @@ class DssSuite:
             t0 = time.perf_counter()
             for t in threads:
                 t.start()
-            for t in threads:
-                t.join()
+            while alive := [t for t in threads if t.is_alive()]:
+                alive[0].join(timeout=1)  # returns the moment it ends: the elapsed time is not rounded up
+                now = ", ".join(f"stream {s} Q{q}" for s, q in sorted(dict(running).items()))
+                ctx.live(f"{engine.name} throughput: {len(answered)} of {streams * 22} queries answered"
+                         + (f"; running {now}" if now else ""))
             elapsed = time.perf_counter() - t0
         if errors:
             raise UserError(f"the throughput test on {engine.name} failed: {errors[0]}.")

@@ -138,7 +138,9 @@ class DwSuite:
         with ctx.task(f"{engine.kind}: {o['sessions']} sessions for {o['duration_s']} s", total=None), \
                 storage.bounded(engine.server):
             seen = workload.run(engine, o["sf"], o["sessions"], o["duration_s"], o["seed"], files, o["evict_s"], device,
-                                engine_probe(ctx, engine, sessions=o["sample_sessions"]))
+                                engine_probe(ctx, engine, sessions=o["sample_sessions"]),
+                                lambda seconds, done: ctx.live(f"{engine.kind}: {done:,} queries completed in {seconds:.0f} s "
+                                                               f"({done * 3600 / max(seconds, 1):,.0f} an hour so far)"))
         if seen["errors"]:
             raise UserError(f"the {engine.kind} workload failed: {seen['errors'][0]}.")
         raw_tb = o["sf"] / 1000  # SF 1 is 1 GB of raw data

@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from refbench.host.cachebound import PeriodicEviction
 from refbench.host.telemetry import SECTOR_BYTES, cpu_rates, read_cpu, read_disks
@@ -25,9 +25,10 @@ PROC = Path("/proc")
 
 
 def run(engine, sf: float, sessions: int, duration_s: float, seed: int, files: list[Path], evict_s: float,
-        device: str | None, probe) -> dict[str, Any]:
+        device: str | None, probe, on_live: Callable[[float, int], None] | None = None) -> dict[str, Any]:
     """Runs the mix on ``sessions`` sessions for ``duration_s``; returns what completed and what the host did, with
-    the ``probe``'s storage figures (suites.storage) of the interval."""
+    the ``probe``'s storage figures (suites.storage) of the interval. ``on_live(seconds, queries completed)`` about
+    once a second."""
     stop = threading.Event()
     completed: list[tuple[int, float]] = []  # (query, seconds) finished inside the interval
     errors: list[str] = []
@@ -61,7 +62,9 @@ def run(engine, sf: float, sessions: int, duration_s: float, seed: int, files: l
     cpu0, disks0, t0 = read_cpu(PROC), read_disks(PROC), time.time()
     for t in threads:
         t.start()
-    stop.wait(duration_s)
+    while (left := t0 + duration_s - time.time()) > 0 and not stop.wait(min(1.0, left)):
+        if on_live:
+            on_live(time.time() - t0, len(completed))
     stop.set()
     cpu1, disks1, t1 = read_cpu(PROC), read_disks(PROC), time.time()
     try:

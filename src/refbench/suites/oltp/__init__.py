@@ -353,7 +353,8 @@ class OltpSuite:
                 if o["rampup_s"] == 0:
                     probe.start()
                 result = driver.run(ctx.state["side"], o["warehouses"], users, o["rampup_s"], o["duration_s"],
-                                    o["think_times"], o["seed"] + case.params["repeat"], on_tick=tick)
+                                    o["think_times"], o["seed"] + case.params["repeat"], on_tick=tick,
+                                    on_live=lambda so_far: ctx.live(f"{case.title}: {so_far.said()}"))
         if probe.started() and not seen:
             seen.update(probe.stop())
         metrics = figures(result) | storage.wait_figures(seen)

@@ -143,8 +143,11 @@ class _Tally:
     octave: 4.4% wide, a few kB), so memory grows by that per slot, not by a histogram per slot, transaction and
     user; and recording into it is a fifth of an HDR histogram's cost."""
 
-    def __init__(self, window: Any, bucket_s: float):
+    def __init__(self, window: Any, bucket_s: float, live: Any = None, live_offset: int = 0):
         self.start, self.end, self.bucket_s = window[0], window[1], bucket_s
+        # The measured New-Orders' log-scale latency buckets, shared with the parent, which reads the figures so far
+        # from them while the case runs (this worker's own slice: no lock).
+        self.live, self.live_offset = live, live_offset
         self.hist = {tx: _histogram() for tx in TX}
         self.counts: dict[tuple[str, str], int] = {}
         self.slots: dict[int, list] = {}  # slot -> [transactions, New-Orders, latency sum, log-scale buckets]
@@ -171,10 +174,13 @@ class _Tally:
         s = self.slots.get(slot)
         if s is None:
             s = self.slots[slot] = [0, 0, 0, [0] * SERIES_BUCKETS]
+        bucket = int(_log2(latency_us) * SERIES_BUCKETS_PER_OCTAVE)
         s[0] += 1
         s[1] += tx == "new_order" and outcome == "ok"
         s[2] += latency_us
-        s[3][int(_log2(latency_us) * SERIES_BUCKETS_PER_OCTAVE)] += 1
+        s[3][bucket] += 1
+        if slot >= 0 and tx == "new_order" and outcome == "ok" and self.live is not None:
+            self.live[self.live_offset + bucket] += 1
 
     def record(self, noted: list[tuple[str, str, int, float]]) -> None:
         """Records the noted transactions (tx, outcome, latency µs, when) and empties the list."""
@@ -195,13 +201,13 @@ class _Tally:
 
 
 def _worker(indices: list[int], users: int, side: Transactional, warehouses: int, think: bool, seed: int, bucket_s: float,
-            window: Any, go: Any, stop: Any, out: Any, parent: int) -> None:
+            window: Any, go: Any, stop: Any, out: Any, parent: int, live: Any = None, live_offset: int = 0) -> None:
     forked_worker()
     out.put(("ready", indices[0], None))
     go.wait()
     if stop.value:
         return
-    tally = _Tally(window, bucket_s)
+    tally = _Tally(window, bucket_s, live, live_offset)
     open_over_s = (window[0] - window[2]) / 2
     # (when, user index): logins spread evenly over the first half of the ramp-up, across all workers.
     logins = [(window[2] + open_over_s * i / users, i) for i in indices]
@@ -375,16 +381,20 @@ class DriverResult:
 
 
 def run(side: Transactional, warehouses: int, users: int, rampup_s: float, duration_s: float, think: bool, seed: int,
-        on_tick: Callable[[float], None] | None = None) -> DriverResult:
+        on_tick: Callable[[float], None] | None = None,
+        on_live: Callable[["SoFar"], None] | None = None) -> DriverResult:
+    """The case: ramp-up, then the measured window. ``on_tick(seconds since the start)`` about once a second;
+    ``on_live(SoFar)`` with the measured window's New-Orders so far, as often."""
     mp = multiprocessing.get_context("fork")
     bucket_s = series_bucket_s(rampup_s + duration_s)
     window = mp.Array("d", 3)  # measurement start, measurement end, run start
     # stop is read in every round of a worker's loop: a plain shared byte, not an Event, whose lock they would share.
     go, stop, out = mp.Event(), mp.RawValue("b", 0), mp.Queue()
     workers = worker_count(users)
+    live = mp.RawArray("q", workers * SERIES_BUCKETS)
     procs = [mp.Process(target=_worker, daemon=True,
                         args=(list(range(k, users, workers)), users, side, warehouses, think, seed, bucket_s, window, go,
-                              stop, out, os.getpid()))
+                              stop, out, os.getpid(), live, k * SERIES_BUCKETS))
              for k in range(workers)]
     for p in procs:
         p.start()
@@ -395,6 +405,8 @@ def run(side: Transactional, warehouses: int, users: int, rampup_s: float, durat
         rss_peak[0] = max(rss_peak[0], rss_bytes(pids))
         if on_tick:
             on_tick(elapsed_s)
+        if on_live and elapsed_s > rampup_s:
+            on_live(SoFar.of(live, workers, min(elapsed_s, rampup_s + duration_s) - rampup_s))
 
     try:
         for _ in range(workers):
@@ -448,6 +460,27 @@ def _watch_until(t: float, run_start: float, out: Any, on_tick: Callable[[float]
             raise UserError(f"virtual user {index} {detail}")
         if (now := time.time()) < t:
             on_tick(now - run_start)
+
+
+@dataclass
+class SoFar:
+    """The measured window's New-Orders so far, as the workers last recorded them (they record every few hundred
+    transactions, so the figures lag by a moment)."""
+
+    seconds: float
+    new_orders: int
+    p99_us: float | None
+
+    @classmethod
+    def of(cls, live: Any, workers: int, seconds: float) -> "SoFar":
+        buckets = [sum(live[k * SERIES_BUCKETS + b] for k in range(workers)) for b in range(SERIES_BUCKETS)]
+        total = sum(buckets)
+        return cls(seconds, total, _percentile_us(buckets, 99) if total else None)
+
+    def said(self) -> str:
+        nopm = self.new_orders / self.seconds * 60 if self.seconds > 0 else 0
+        p99 = "—" if self.p99_us is None else f"{self.p99_us / 1000:,.1f} ms"
+        return f"NOPM {nopm:,.0f}, New-Order p99 {p99} so far ({self.seconds:.0f} s measured)"
 
 
 def _percentile_us(buckets: list[int], pct: float) -> float:

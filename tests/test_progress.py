@@ -1,0 +1,77 @@
+"""What a run shows while it works: elapsed time and time left whole at 80 columns, a case's figures so far live
+(one line every few seconds when stderr is not a terminal, as pgbench -P), and nothing of either with --quiet."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import time
+
+from conftest import cli_env, refbench_command
+from refbench.children import die_with_parent
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+CLOCKS = re.compile(r" (\d+:\d\d:\d\d) eta (\d+:\d\d:\d\d)$")
+
+
+def _on_a_terminal(tmp_path, *args: str, columns: int = 80) -> str:
+    """The run's stderr and stdout as an 80-column terminal shows them, every redraw kept."""
+    main, child = pty.openpty()
+    process = subprocess.Popen(refbench_command(*args), cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=child,
+                               stderr=child, env=cli_env(COLUMNS=str(columns), LINES="40", TERM="xterm"),
+                               preexec_fn=lambda: die_with_parent(signal.SIGTERM))
+    os.close(child)
+    seen, deadline = bytearray(), time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1)
+            if ready:
+                try:
+                    chunk = os.read(main, 65536)
+                except OSError:  # the terminal's other end closed: the run has ended
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif process.poll() is not None:
+                break
+        assert process.wait(timeout=60) == 0, seen.decode(errors="replace")[-2000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(main)
+    return ANSI.sub("", seen.decode(errors="replace"))
+
+
+def test_elapsed_and_eta_stay_whole_at_80_columns_and_the_figures_so_far_show_under_them(tmp_path):
+    shown = _on_a_terminal(tmp_path, "run", "--suite", "sleepy", "--set", "sleepy.sleep_s=1.5", "--set", "sleepy.cases=3",
+                           "--repeats", "1", "--runs-dir", "runs")
+    lines = [line.rstrip() for line in re.split(r"[\r\n]+", shown) if line.strip()]
+    bars = [line for line in lines if re.match(r"sleepy: (preparing|case \d|cases) .* \d+/\d+ ", line)]
+    assert len(bars) >= 5, lines  # redrawn while it ran
+    for line in bars:
+        assert len(line) <= 80, line
+        found = CLOCKS.search(line)
+        assert found, f"no whole elapsed and eta at the end of: {line!r}"  # the estimate gives eta from the first second
+    assert not any("…" in CLOCKS.search(line).group(0) for line in bars)
+    assert any(re.fullmatch(r"sleepy: case \d: \d s slept so far", line) for line in lines), lines
+
+
+def test_without_a_terminal_figures_so_far_are_lines_every_few_seconds_and_quiet_has_none(tmp_path, refbench):
+    args = ("run", "--suite", "sleepy", "--set", "sleepy.sleep_s=11", "--set", "sleepy.cases=1", "--repeats", "1",
+            "--runs-dir", "runs")
+    piped = refbench(*args)
+    assert piped.code == 0, piped.stderr
+    live = [line for line in piped.stderr.splitlines() if "slept so far" in line]
+    # 11 s measured, a line every 5 s from 5 s after the case starts: two (three when a tick lands late)
+    assert 2 <= len(live) <= 3, piped.stderr
+    assert all(re.fullmatch(r"sleepy: case 0: \d+ s slept so far", line) for line in live), live
+    quiet = refbench(*args, "--quiet")
+    assert quiet.code == 0, quiet.stderr
+    assert "slept so far" not in quiet.stderr and "eta" not in quiet.stderr, quiet.stderr
+    assert "verdict" in quiet.stdout  # the answer, as always
