@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import subprocess
 from pathlib import Path
@@ -108,7 +110,8 @@ def test_compare_needs_two_runs_and_its_help_fits_80_columns(tmp_path, refbench)
     shown = subprocess.run(refbench_command("compare", "--help"), capture_output=True, text=True,
                            env=cli_env(COLUMNS="80", TERM="dumb"))
     assert shown.returncode == 0 and all(len(line) <= 80 for line in shown.stdout.splitlines())
-    for flag in ("--all", "--metric", "--out", "--json", "--runs-dir", "refbench compare", "RUN,RUN"):
+    for flag in ("--all", "--metric", "--out", "--json", "--runs-dir", "refbench compare", "RUN,RUN", "--format",
+                 "--format markdown", "--format csv"):
         assert flag in shown.stdout
     text = " ".join(shown.stdout.split())
     assert "never the seconds of one run" in text and "Bonferroni" in text and "--repeats 3" in text
@@ -250,3 +253,84 @@ def test_a_headline_from_another_case_is_compared_with_its_like(tmp_path, refben
     assert crossed["figure"] == "ops/s, case-001 → case-003" and crossed["ratio"] == pytest.approx(2, rel=0.1)
     assert crossed["n"] == [2, 2] and crossed["answer"] == "faster", crossed
     assert "case-001" in heads  # the case both measured, compared as itself too
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row's cells, their escaped bars put back."""
+    assert line.startswith("|") and line.endswith("|"), line
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+
+
+def test_markdown_and_csv_say_what_json_says(tmp_path, refbench):
+    from refbench.report.html import fmt
+
+    common = ("--set", "sleepy.cases=2", "--noise-pct", "5", "--repeats", "3")
+    a = _run(refbench, tmp_path, *common, "--seed", "1")
+    b = _run(refbench, tmp_path, *common, "--seed", "2", "--speed", "1.5")
+    c = _run(refbench, tmp_path, *common, "--seed", "3", "--speed", "0.8")
+    runs = [str(a), str(b), str(c)]
+    data = refbench("compare", *runs, "--json").json()
+    found, figures = data["answers"], {(f["vs"], f["case"], f["metric"]): f for f in data["figures"]}
+    heads = [x for x in found if x["kind"] == "headline"]
+    assert sorted(x["answer"] for x in heads) == ["faster", "slower"]
+
+    # For a ticket: which run is which, the overall and suite answers, then a table of the headline figures.
+    shown = refbench("compare", *runs, "--format", "markdown")
+    assert shown.code == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"**refbench compare**: A = `{a.name}` · B = `{b.name}` · C = `{c.name}`"
+    assert [line for line in lines if line.startswith("- **")] == [
+        f"- **{x['suite'] or 'overall'}** ({x['vs']} against A): {x['answer']}" + (f"; {x['summary']}" if x["kind"] == "suite" else "")
+        for x in found if x["kind"] != "headline"]
+    start = lines.index(next(line for line in lines if line.startswith("| run | figure |")))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    header, rule, *rows = [_cells(line) for line in lines[start:end]]
+    assert header == ["run", "figure", "A", "B", "B / A (95% CI)", "n", "answer"]
+    assert len(rule) == len(header) and all(set(cell) <= set(":-") for cell in rule)
+    assert len(rows) == len(heads)
+    for row, x in zip(rows, heads):
+        measured = figures[(x["vs"], x["case"], x["metric"])]
+        assert row == [x["vs"], f"{x['suite']} {x['figure']}", f"{fmt(measured['A'])} ops/s", f"{fmt(measured['B'])} ops/s",
+                       f"{x['ratio']:.2f}× ({x['ci_low']:.2f}–{x['ci_high']:.2f})", f"{x['n'][0]} vs {x['n'][1]}",
+                       x["answer"] + (f" ({x['why']})" if x["why"] else "")]
+    # Every table in it is whole: each row as many cells as its header.
+    tables = [[_cells(line) for line in block.splitlines()] for block in re.findall(r"(?m)(?:^\|.*\n?)+", shown.stdout)]
+    assert tables and all(len({len(row) for row in table}) == 1 for table in tables)
+
+    # For a spreadsheet: a row per figure and compared run, the numbers and units in columns, --json's figures.
+    every = refbench("compare", *runs, "--all", "--json").json()["figures"]
+    sheet = refbench("compare", *runs, "--all", "--format", "csv")
+    assert sheet.code == 0, sheet.stderr
+    table = list(csv.DictReader(io.StringIO(sheet.stdout)))
+    assert len(table) == len(every) == 2 * 2 * 4  # C and B, 2 cases, 4 figures a case
+    for row, f in zip(table, every):
+        assert (row["vs"], row["suite"], row["case"], row["metric"], row["answer"]) == (f["vs"], f["suite"], f["case"], f["metric"], f["answer"])
+        assert (row["a_run"], row["b_run"]) == (a.name, f["run"])
+        assert float(row["a"]) == f["A"] and float(row["b"]) == f["B"] and float(row["ratio_b_a"]) == pytest.approx(f["B"] / f["A"])
+        assert [float(row[k]) if row[k] else None for k in ("ci_low", "ci_high")] == [f["ci_low"], f["ci_high"]]
+        assert (int(row["n_a"]), int(row["n_b"])) == tuple(f["n"]) and (row["headline"] == "yes") == f["headline"]
+    units = {row["metric"]: row["unit"] for row in table}
+    assert (units["ops_per_s"], units["lat_ms"], units["busy_pct"]) == ("ops/s", "ms", "%"), units
+
+    # --format json is --json; a format it does not know, or two outputs, are refused in one sentence.
+    assert refbench("compare", str(a), str(b), "--format", "json").json() == refbench("compare", str(a), str(b), "--json").json()
+    for wrong in (("--format", "xlsx"), ("--format", "csv", "--json")):
+        refused = refbench("compare", str(a), str(b), *wrong)
+        assert refused.code == 2 and not refused.stdout and len(refused.stderr.strip().splitlines()) == 1, refused
+    assert "markdown" in refbench("compare", str(a), str(b), "--format", "xlsx").stderr
+
+
+def test_a_headline_said_in_words_turns_with_the_figure():
+    """The dot plot's words: a latency halved is 2× faster, and the interval is turned with the factor."""
+    from refbench.report.compare import headline_words
+
+    def said(metric, answer, ratio, low, high):
+        return headline_words({"metric": metric, "answer": answer, "ratio": ratio, "ci_low": low, "ci_high": high})
+
+    assert said("lat_ms", "faster", 0.5, 0.4, 0.625) == "2.00× faster (1.60–2.50)"
+    assert said("ops_per_s", "faster", 1.59, 1.17, 2.16) == "1.59× faster (1.17–2.16)"
+    assert said("ops_per_s", "slower", 0.8, 0.5, 0.9) == "1.25× slower (1.11–2.00)"
+    assert said("lat_ms", "slower", 2.0, 1.6, 2.5) == "2.00× slower (1.60–2.50)"
+    assert said("ops_per_s", "cannot tell", 1.02, 0.9, 1.2) == "cannot tell: 1.02× (0.90–1.20)"
+    assert said("ops_per_s", "cannot tell", 1.3, None, None) == "cannot tell: 1.30×"
+    assert said("busy_pct", "changed", 1.3, 1.1, 1.5) == "changed: 1.30× (1.10–1.50)"

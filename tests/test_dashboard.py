@@ -399,3 +399,128 @@ def test_a_damaged_tune_json_costs_one_listing_entry_never_a_page(server, work):
             urllib.request.urlopen(f"{server.base}tune/{name}", timeout=30)
     with pytest.raises(urllib.error.HTTPError, match="422"):  # its values are checked as the page draws them
         urllib.request.urlopen(f"{server.base}tune/strange-values", timeout=30)
+
+
+# A run's name as long as a real one can be: a picker that offered it at its width would widen a phone's page.
+LONG_NAME = "fw22-nvme-raid10-after-the-firmware-update-at-night"
+
+
+@pytest.fixture(scope="module")
+def tagged(tmp_path_factory):
+    """Runs of three configurations told apart by their tags, each headline measured three times; its own server.
+    (work, the runs by name, the server)."""
+    work = tmp_path_factory.mktemp("tagged")
+    repeats = ("--repeats", "3", "--noise-pct", "5", "--set", "sleepy.cases=2")
+    names = ["base", "fw21-a", "fw21-b", LONG_NAME]
+    made = _sleepy_runs(work, ("base", *repeats, "--seed", "1"),
+                        ("fw21-a", *repeats, "--seed", "2", "--speed", "1.5", "--tag", "firmware=2.1"),
+                        ("fw21-b", *repeats, "--seed", "3", "--speed", "1.6", "--tag", "firmware=2.1"),
+                        (LONG_NAME, *repeats, "--seed", "4", "--speed", "0.8", "--tag", "firmware=2.2", "--tag", "disk=nvme"))
+    server = Server(work)
+    yield work, dict(zip(names, made)), server
+    server.stop()
+
+
+def _svg_numbers(svg) -> dict:
+    """What a dot plot draws, read from its SVG as the browser has it: the x axis's ticks (position, label), the 1×
+    line's position, and per row its dot's and its interval's ends."""
+    return svg.evaluate("""svg => {
+        const x = (el, a) => el ? parseFloat(el.getAttribute(a)) : null;
+        const path = el => el ? el.getAttribute('d').trim().split(/\\s+/).filter(w => !/^[ML]$/.test(w)).map(parseFloat) : null;
+        const rows = [];
+        for (let i = 0; svg.querySelector(`#ratios-dot-${i}`); i++)
+            rows.push({dot: x(svg.querySelector(`#ratios-dot-${i} use`), 'x'), ci: path(svg.querySelector(`#ratios-ci-${i} path`))});
+        return {ticks: [...svg.querySelectorAll('g[id^="xtick_"]')].map(g => [x(g.querySelector('use'), 'x'), g.querySelector('text').textContent]),
+                one: path(svg.querySelector('#ratios-one path')), rows: rows,
+                titles: [...svg.querySelectorAll('g.ratio')].map(g => g.querySelector('title').textContent)};
+    }""")
+
+
+def test_the_compare_page_draws_each_headline_ratio_with_its_interval(browser, tagged):
+    import math
+
+    from refbench.report.compare import headline_words
+
+    work, runs, server = tagged
+    compared = [runs["base"], runs["fw21-a"], runs[LONG_NAME]]
+    said = subprocess.run(refbench_command("compare", *compared, "--runs-dir", "runs", "--json"), cwd=work, env=cli_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert said.returncode == 0, said.stderr
+    heads = [a for a in json.loads(said.stdout)["answers"] if a["kind"] == "headline"]
+    assert sorted(a["answer"] for a in heads) == ["faster", "slower"] and all(a["ci_low"] for a in heads)
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(server.base + "compare?" + urlencode([("run", r) for r in compared]))
+    drawn = _svg_numbers(page.locator("figure.ratios svg"))
+    # One row per headline figure, in the answers' order, each titled with its name and its answer in words.
+    assert drawn["titles"] == [f"{a['vs']}: {a['suite']} {a['figure']}: {headline_words(a)}" for a in heads]
+    assert any(re.fullmatch(r"1\.\d\d× faster \(1\.\d\d–1\.\d\d\)", headline_words(a)) for a in heads)
+    # The axis is logarithmic: place every tick from two of them, and 1× where its line is.
+    exact = [(x, float(label.rstrip("×").replace(",", ""))) for x, label in drawn["ticks"] if not label.startswith(("0", "1/"))]
+    (x0, v0), (x1, v1) = exact[0], exact[-1]
+    value = lambda x: math.exp(math.log(v0) + (x - x0) / (x1 - x0) * (math.log(v1) - math.log(v0)))  # noqa: E731
+    assert len(drawn["ticks"]) >= 3 and all(value(x) == pytest.approx(v, rel=1e-3) for x, v in exact)
+    assert drawn["one"][0] == drawn["one"][2] and value(drawn["one"][0]) == pytest.approx(1, rel=1e-3)
+    # Each dot is its B / A and each line's ends are the interval the answer used, as --json gives them.
+    assert len(drawn["rows"]) == len(heads)
+    for row, a in zip(drawn["rows"], heads):
+        assert value(row["dot"]) == pytest.approx(a["ratio"], rel=2e-3)
+        low, _, high, _ = row["ci"]
+        assert (value(low), value(high)) == pytest.approx((a["ci_low"], a["ci_high"]), rel=2e-3)
+        assert (high < drawn["one"][0]) == (a["answer"] == "slower")  # a slower throughput left of 1×
+    # Above the answers it draws, on a page that fits a phone.
+    text = page.locator("main").inner_text()
+    assert text.index("Headline figures: B / A") < text.index("Answers")
+    page.set_viewport_size({"width": 400, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400
+
+
+def test_a_trend_has_a_line_per_tag_and_each_point_opens_its_run(browser, tagged):
+    work, runs, server = tagged
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(server.base + "history?figure=sleepy.ops_per_s")
+    svg = page.locator("figure svg")
+    points = svg.evaluate("""svg => [...svg.querySelectorAll('a[href]')].map(a => ({href: a.getAttribute('href'),
+        line: a.getAttribute('data-line'), x: parseFloat(a.querySelector('circle').getAttribute('cx')),
+        y: parseFloat(a.querySelector('circle').getAttribute('cy'))}))""")
+    tags = {name: json.loads((work / "runs" / name / "tags.json").read_text()) if (work / "runs" / name / "tags.json").exists() else {}
+            for name in runs.values()}
+    # A point per run, each a link to its run's page.
+    assert sorted(p["href"] for p in points) == sorted(f"/runs/{name}/" for name in runs.values())
+    lines: dict[str, list[dict]] = {}
+    for p in points:
+        lines.setdefault(p["line"], []).append(p)
+    # A line per set of tags: the runs on one line carry the same tags, and no two lines share them.
+    on_line = [{json.dumps(tags[p["href"].split("/")[2]], sort_keys=True) for p in line} for line in lines.values()]
+    assert all(len(t) == 1 for t in on_line) and len({t.pop() for t in on_line}) == len(lines) == 3
+    # What is drawn: each line's markers are its own runs' points, and the legend names each line by its tags.
+    for i, line in lines.items():
+        markers = svg.evaluate(f"""svg => [...svg.querySelectorAll('#trend-line-{i} use')].map(u =>
+            [parseFloat(u.getAttribute('x')), parseFloat(u.getAttribute('y'))])""")
+        flat = lambda pairs: [c for pair in sorted(pairs) for c in pair]  # noqa: E731
+        assert flat(markers) == pytest.approx(flat([p["x"], p["y"]] for p in line), abs=0.1)
+    legend = svg.locator('[id^="legend"]').text_content()
+    for name in ("no tags", "firmware=2.1", "disk=nvme, firmware=2.2"):
+        assert name in legend, legend
+    # Every point opens its run's page, and a click on one goes there.
+    for p in points:
+        assert _get(server.base + p["href"].lstrip("/"))[0] == 200, p["href"]
+    page.locator(f'figure a[href="/runs/{runs["fw21-b"]}/"] circle').click()
+    page.wait_for_url(f"**/runs/{runs['fw21-b']}/")
+    assert page.locator("table.verdict").is_visible() and "fw21-b" in page.title()
+
+
+def test_the_compare_pickers_fit_a_phone(browser, tagged):
+    work, runs, server = tagged
+    page = browser.new_page(viewport={"width": 400, "height": 800})
+    page.goto(server.base + "compare")
+    assert LONG_NAME in page.get_by_label("compared with it (B)").inner_text()  # the longest name is offered
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400
+    for picker in page.locator("form.filters select").all():
+        box = picker.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 400, box
+    # Still pickers: choose the run of the long name, and the comparison opens (and fits too).
+    page.get_by_label("baseline (A)").select_option(runs["base"])
+    page.get_by_label("compared with it (B)").select_option(runs[LONG_NAME])
+    page.get_by_role("button", name="Compare").click()
+    assert f"B = {runs[LONG_NAME]}" in page.locator("main").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400
