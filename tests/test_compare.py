@@ -334,3 +334,22 @@ def test_a_headline_said_in_words_turns_with_the_figure():
     assert said("ops_per_s", "cannot tell", 1.02, 0.9, 1.2) == "cannot tell: 1.02× (0.90–1.20)"
     assert said("ops_per_s", "cannot tell", 1.3, None, None) == "cannot tell: 1.30×"
     assert said("busy_pct", "changed", 1.3, 1.1, 1.5) == "changed: 1.30× (1.10–1.50)"
+
+
+def test_a_dot_plot_places_what_it_can(tmp_path):
+    """An interval with an end at 0 or ∞ (a few replicates in a large family) runs to the axis's edge; a ratio that
+    cannot be placed on a log axis is left out; the axis always has 1× in the middle."""
+    import math
+
+    from refbench.report.charts import Ratio, render_ratios
+
+    rows = [Ratio("wide", 2.0, 0.0, math.inf, "cannot tell: 2.00× (0.00–∞)"), Ratio("zero", 0.0, None, None, "—"),
+            Ratio("tight", 1.01, 0.99, 1.03, "no change: 1.01× (0.99–1.03)")]
+    svg = render_ratios(rows, "ratios", tmp_path).svg.read_text()
+    assert "ratios-dot-1" in svg and "ratios-dot-2" not in svg  # two rows: the zero one left out
+    clip = re.search(r'<clipPath id="[^"]+">\s*<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', svg)
+    left, width = float(clip.group(1)), float(clip.group(2))
+    ends = [float(v) for v in re.search(r'id="ratios-ci-0">\s*<path d="M ([\d.]+) [\d.]+\s*L ([\d.]+)', svg).groups()]
+    assert ends == pytest.approx([left, left + width], abs=0.5)
+    one = float(re.search(r'id="ratios-one">\s*<path d="M ([\d.]+)', svg).group(1))
+    assert one == pytest.approx(left + width / 2, abs=0.5)

@@ -216,7 +216,6 @@ def _bars(ax, chart: Chart, categories: list) -> list[tuple[float, float, str]]:
     return hover
 
 
-
 # ---- ratios with their intervals (compare's headline figures) ----------------------------------------------
 
 @dataclass
@@ -263,13 +262,13 @@ def render_ratios(rows: list[Ratio], title: str, directory: Path, name: str = "r
     """A dot plot of ratios on a log axis centred on 1× (a vertical line): one row per ratio, top to bottom, its
     interval a line through the dot. Written as render_figure writes charts; the dots' layer gives each a title
     (its name and words) for hovering and for screen readers. Ratios not above 0 cannot be placed and are left
-    out; an interval's end at or below 0 is drawn to the axis's edge. The lines and dots carry ids
+    out; an interval's end at or below 0, or infinite, is drawn to the axis's edge. The lines and dots carry ids
     (NAME-ci-I, NAME-dot-I), the 1× line NAME-one."""
     directory.mkdir(parents=True, exist_ok=True)
-    rows = [r for r in rows if r.ratio is not None and r.ratio > 0]
+    rows = [r for r in rows if r.ratio is not None and 0 < r.ratio < math.inf]
     fig = Figure(figsize=(8, 1.3 + 0.34 * max(len(rows), 1)), dpi=110)
     ax = fig.subplots()
-    ends = [v for r in rows for v in (r.ratio, r.low, r.high) if v is not None and v > 0]
+    ends = [v for r in rows for v in (r.ratio, r.low, r.high) if v is not None and 0 < v < math.inf]
     limit = max([1.1, *(max(v, 1 / v) for v in ends)]) ** 1.12  # symmetric: 1× in the middle
     ax.set_xscale("log")
     ax.set_xlim(1 / limit, limit)
@@ -278,8 +277,8 @@ def render_ratios(rows: list[Ratio], title: str, directory: Path, name: str = "r
     for i, (y, r) in enumerate(zip(ys, rows)):
         colour = TONES.get(r.tone, TONES[""])
         if r.low is not None and r.high is not None:
-            low = r.low if r.low > 0 else 1 / limit
-            ax.plot([low, max(r.high, low)], [y, y], color=colour, linewidth=2.5, solid_capstyle="butt", gid=f"{name}-ci-{i}")
+            low, high = max(r.low, 1 / limit), min(max(r.high, r.low), limit)  # 0 or ∞: to the axis's edge
+            ax.plot([low, max(high, low)], [y, y], color=colour, linewidth=2.5, solid_capstyle="butt", gid=f"{name}-ci-{i}")
         ax.plot([r.ratio], [y], marker="o", markersize=7, color=colour, linestyle="none", gid=f"{name}-dot-{i}")
     ticks = _ratio_ticks(limit)
     ax.set_xticks(ticks, [ratio_text(t) for t in ticks])
