@@ -23,6 +23,14 @@ def test_a_flush_limit_names_its_evidence_and_the_settings_tune_tries_first_with
     assert "memory" not in said.sentence
 
 
+def test_every_setting_is_said_with_its_unit():
+    from refbench.engines.knobs import setting_said, settings_said
+
+    assert setting_said("commit_delay", "230") == "commit_delay=230 µs"
+    assert setting_said("innodb_io_capacity", "2000") == "innodb_io_capacity=2000 pages a second"
+    assert settings_said({"shared_buffers": "512MB", "wal_compression": "on"}) == "shared_buffers=512MB, wal_compression=on"
+
+
 def test_from_memory_the_advice_says_how_to_rate_the_storage_first():
     said = advise("oltp", "postgres", "flush", "storage flush latency", FLUSH, {"hit_ratio_pct": 99.9}, "",
                   "runs/R", "quick", True, [])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,6 +62,8 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
     assert result.stdout.strip().splitlines()[-1] == journey["dir"]
     plan = (tune_dir / "tuned-plan.toml").read_text()
     assert "speed = 2" in plan and "sleep_s" not in plan and not (tune_dir / "tuned-host.sh").exists()
+    # It keeps what it was judged at: the confirmation's three runs a side, as the plan's repeats.
+    assert "repeats = 3" in plan and "# Judged at 3 runs a side (repeats = 3)" in plan, plan
     # The tuned plan is a plan refbench runs.
     check = refbench("run", "--plan", str(tune_dir / "tuned-plan.toml"), "--dry-run")
     assert check.code == 0 and "speed" in check.stdout, check.stderr
@@ -137,19 +140,34 @@ def test_kept_trials_that_an_adjustment_for_every_trial_would_not_keep_are_said_
                              "(Bonferroni: p 0.18)") and lines[1] == "multiple comparisons: 1 of the 2 kept …"
 
 
-def test_a_budget_too_small_for_any_trial_still_answers(refbench, tmp_path):
-    """… and the plan's own keys (here its work_dir) go with every run it makes and into the tuned plan."""
+def test_a_budget_that_cannot_hold_the_baseline_and_one_trial_is_refused_before_anything_runs(refbench, tmp_path):
+    """… with the smallest budget that would; at that budget the tune runs, and the plan's own keys (here its
+    work_dir) go with every run it makes and into the tuned plan."""
     work = tmp_path / "elsewhere"
     (tmp_path / "mine.toml").write_text(f'work_dir = "{work}"\n')
-    result = refbench("tune", *SLEEPY, "--plan", str(tmp_path / "mine.toml"), "--budget", "5s", "--json")
-    journey = _journey(result)
-    assert journey["steps"] == [] and set(journey["untried"]) == {"speed", "sleep_s"}
-    assert journey["answer"].startswith("keep the defaults") and journey["confirmed"] is None
+    refused = refbench("tune", *SLEEPY, "--plan", str(tmp_path / "mine.toml"), "--budget", "5s", "--json")
+    assert refused.code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    said = re.search(r"--budget 5 s cannot hold the baseline \(about .+\), one trial \(about .+\) and its "
+                     r"confirmation \(about .+\): give --budget (\d+)m or more", refused.stderr)
+    assert said, refused.stderr
+    assert not (tmp_path / "runs").exists() and not work.exists()  # nothing ran, nothing was written
+    only = refbench("tune", *SLEEPY, "--only", "sleep_s", "--budget", "5s")
+    assert only.code == 2 and "cannot hold" in only.stderr
+    journey = _journey(refbench("tune", *SLEEPY, "--plan", str(tmp_path / "mine.toml"), "--budget", f"{said[1]}m",
+                                "--json"))
     tune_dir = tmp_path / journey["dir"]
     for plan in (tune_dir / "runs" / "001-baseline.toml", tune_dir / "tuned-plan.toml"):
         assert f'work_dir = "{work}"' in plan.read_text(), plan
-    only = _journey(refbench("tune", *SLEEPY, "--only", "sleep_s", "--budget", "5s", "--json"))
-    assert only["untried"] == ["sleep_s"]
+    if not journey["steps"]:  # the baseline took longer than its estimate here: what was left held no trial
+        assert journey["answer"] == f"keep the defaults: nothing was tried ({len(journey['untried'])} settings untried: " \
+            "the budget or --trials ran out before the first trial)"
+
+
+def test_no_change_kept_says_whether_any_was_tried():
+    from refbench.tune.tuner import nothing_kept
+
+    assert nothing_kept(2, []) == "keep the defaults: no change tried made it significantly better"
+    assert nothing_kept(0, ["speed", "sleep_s"]).startswith("keep the defaults: nothing was tried (2 settings untried")
 
 
 def test_bad_input_is_one_sentence_and_writes_nothing(refbench, tmp_path):
@@ -307,7 +325,7 @@ def test_two_tunes_at_once_never_put_back_each_others_host_settings(tmp_path):
                               preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
     try:
         assert holder.stdout.readline().strip() == "changed"
-        plain = subprocess.run(refbench_command("tune", *SLEEPY, "--budget", "5s"), cwd=tmp_path, env=env,
+        plain = subprocess.run(refbench_command("tune", *SLEEPY, "--budget", "1m"), cwd=tmp_path, env=env,
                                capture_output=True, text=True, timeout=300)
         assert plain.returncode == 0, plain.stderr
         assert "host settings put back" not in plain.stderr

@@ -761,8 +761,9 @@ def host(
                               "--repeats 3"))
 def tune(
     suite: str = typer.Option(..., "--suite", metavar="SUITE", help="The suite to tune for: oltp, dss, dw, analytics or device."),
-    budget: str = typer.Option("30m", "--budget", metavar="TIME", help="How long the whole tune may take (2h, 90m, 600s); "
-                               "a trial starts only when it and the final confirmation fit in what is left."),
+    budget: str = typer.Option("30m", "--budget", metavar="TIME", help="How long the whole tune may take, the baseline "
+                               "included (2h, 90m, 600s); one too small for the baseline and one trial is refused with the "
+                               "smallest that would; a trial starts only when it and the final confirmation fit in what is left."),
     profile: Optional[str] = typer.Option(None, "--profile", metavar="PROFILE", help="The suite's profile: quick, standard "
                                           "or full (default: the baseline's, else quick)."),
     plan_path: Optional[str] = typer.Option(None, "--plan", metavar="PATH", help="TOML plan with the suite's options."),

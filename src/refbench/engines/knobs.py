@@ -109,3 +109,13 @@ def ranked(knobs: list[Knob], bottleneck: list[str], evidence: dict[str, str] | 
         hits = [i for i, what in enumerate(bottleneck) if what in k.addresses]
         return (0 if hits and k.name in (evidence or {}) else 1), hits[0] if hits else len(bottleneck)
     return sorted(knobs, key=rank)
+
+
+def setting_said(name: str, value: str) -> str:
+    """"commit_delay=230 µs": a setting as tune prints it, a bare number with its unit."""
+    knob = next((k for k in ENGINE_KNOBS if k.name == name), None)
+    return f"{name}={knob.said(value) if knob else value}"
+
+
+def settings_said(change: dict[str, str]) -> str:
+    return ", ".join(setting_said(name, value) for name, value in change.items())

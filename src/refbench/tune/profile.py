@@ -10,6 +10,7 @@ from typing import Any
 
 from refbench.fileio import atomic_write_text
 from refbench.report import html as h
+from refbench.engines.knobs import settings_said
 from refbench.tune.trials import plan_text
 
 
@@ -23,11 +24,12 @@ def kept_settings(journey: dict[str, Any], kind: str) -> dict[str, str]:
 
 def write_outputs(tune_dir: Path, journey: dict[str, Any]) -> list[Path]:
     written = [tune_dir / "tuned-plan.toml", tune_dir / "report.html"]
-    options = tuned_options(journey)
+    judged, repeats, words = judged_at(journey)
     head = (f"refbench tune {journey['suite']} ({journey['profile']} profile): {journey.get('answer', '')}\n"
-            f"baseline {journey.get('baseline', '')}; the journey: {tune_dir / 'report.html'}")
-    atomic_write_text(written[0], plan_text(journey["profile"], journey["suite"], options, head,
-                                            journey.get("plan_keys")))
+            f"baseline {journey.get('baseline', '')}; the journey: {tune_dir / 'report.html'}\n"
+            f"Judged at {words}: this plan measures the same, so its figures compare with the tune's.")
+    atomic_write_text(written[0], plan_text(journey["profile"], journey["suite"], {**judged, **tuned_options(journey)},
+                                            head, journey.get("plan_keys"), repeats))
     server = kept_settings(journey, "engine") if journey.get("server") else {}
     if server:
         written.append(tune_dir / "tuned-server.sql")
@@ -39,6 +41,17 @@ def write_outputs(tune_dir: Path, journey: dict[str, Any]) -> list[Path]:
         atomic_write_text(written[-1], tuned_conf(host))
     atomic_write_text(written[1], page(journey))
     return written
+
+
+def judged_at(journey: dict[str, Any]) -> tuple[dict[str, Any], int, str]:
+    """What the answer was judged at: the trials' case (users, one engine, one point…) and the window the
+    confirmation measured, the runs a side it had (as the plan's repeats), and those in words."""
+    confirmation = journey.get("confirmation") or {}
+    judged = {**journey.get("trial_options", {}), **confirmation.get("window", {})}
+    runs = confirmation.get("runs") or []
+    repeats = min((sum(r.get("side") == side for r in runs) for side in "AB"), default=0) or journey.get("repeats") or 1
+    shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in judged.items())
+    return judged, repeats, (f"{shown}; " if shown else "") + f"{repeats} runs a side (repeats = {repeats})"
 
 
 def tuned_options(journey: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +136,7 @@ def effect_chart(steps: list[dict[str, Any]]) -> str:
     for i, s in enumerate(shown):
         y = row * i + 18
         colour = "#1a7f37" if s["kept"] else "#5b6675"
-        label = ", ".join(f"{k}={v}" for k, v in s["change"].items())
+        label = settings_said(s["change"])
         parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="12">{h.esc(label[:40])}</text>')
         if s.get("ci_low_pct") is not None:
             parts.append(f'<line x1="{x(s["ci_low_pct"]):.1f}" y1="{y}" x2="{x(s["ci_high_pct"]):.1f}" y2="{y}" '
@@ -145,7 +158,7 @@ def journey_rows(journey: dict[str, Any]) -> list[dict[str, Any]]:
                                         if journey.get("confirmation") else [])
     for i, s in enumerate(steps, 1):
         a, b = s.get("a") or [], s.get("b") or []
-        rows.append({"trial": i, "change": ", ".join(f"{k}={v}" for k, v in s["change"].items()),
+        rows.append({"trial": i, "change": settings_said(s["change"]),
                      "A runs": ", ".join(h.fmt(v) for v in a), "B runs": ", ".join(h.fmt(v) for v in b),
                      "effect": "" if s.get("gain_pct") is None else f"{s['gain_pct']:+.1f}%",
                      "95% CI": "" if s.get("ci_low_pct") is None else f"{s['ci_low_pct']:+.1f}% … {s['ci_high_pct']:+.1f}%",

@@ -81,11 +81,12 @@ def toml_value(value: Any) -> str:
 
 
 def plan_text(profile: str, suite: str, options: dict[str, Any], comment: str = "",
-              top: dict[str, Any] | None = None) -> str:
+              top: dict[str, Any] | None = None, repeats: int = 1) -> str:
     """A plan of ``suite`` with ``options``; ``top``: the plan's own keys besides (its targets, work_dir…)."""
-    # repeats = 1: tune repeats runs itself, A B B A; a profile's own repeats would measure each run's case again.
+    # repeats = 1 in tune's own runs: tune repeats runs itself, A B B A; a profile's own repeats would measure each
+    # run's case again. The tuned plan says the repeats its answer was judged at.
     lines = [f"# {line}" for line in comment.splitlines()] + [f"profile = {toml_value(profile)}",
-                                                               f"suites = [{toml_value(suite)}]", "repeats = 1"]
+                                                               f"suites = [{toml_value(suite)}]", f"repeats = {repeats}"]
     lines += [f"{key} = {toml_value(value)}" for key, value in (top or {}).items()] + ["", f"[{suite}]"]
     # Only what differs from the suite's defaults at the profile: a plan says what it changes (and a plan may not
     # write some defaults back, such as an empty list of settings).

@@ -18,6 +18,8 @@ from refbench.removal import remove_quietly
 from refbench.report.html import fmt
 from refbench.redaction import redact, write_private
 from refbench.report.waits import PHRASES
+from refbench.engines.knobs import setting_said, settings_said
+from refbench.timings import duration
 from refbench.tune import knobs as K
 from refbench.tune.host import HOST_SETTINGS, HostChanges, host_knobs
 from refbench.tune.leftovers import (DATA_COPIED, DATA_COPY, DATA_LEFT, DATA_LOADS, DATA_SECOND, hold_alive_lock,
@@ -39,6 +41,8 @@ TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s"
 PLAN_KEYS = ("targets", "work_dir", "engines", "scheduler")
 LOADED_SUITES = ("oltp", "dss", "dw")  # a run loads a database (where it is not given one)
 WINDOW_KEYS = ("rampup_s", "duration_s")
+# A run's own cost beyond its cases' (starting, the host inventory, the report): about 5 s on the 2-core VM.
+RUN_OVERHEAD_S = 5.0
 
 
 @dataclass
@@ -150,6 +154,11 @@ class Tuner:
             if not request.apply_host:
                 raise UserError(f"--only {', '.join(host_only)}: a host setting, which tune tries only with "
                                 "--apply-host (as root).")
+        self.run_wall_s: list[float] = []
+        if (needed := self.smallest_budget_s()) > request.budget_s:  # refused before anything runs or is written
+            raise UserError(f"--budget {duration(request.budget_s)} cannot hold {self.budget_words()}: give --budget "
+                            f"{math.ceil(needed / 60)}m or more" + ("" if request.baseline else
+                                                                  " (or --baseline RUN, a run of the suite you have)") + ".")
         tunes = Path(request.runs_dir) / TUNE_DIR
         writable_directory(tunes, "the tunes directory")
         remove_data_of_dead_tunes(tunes, lambda line: self.say(line))
@@ -166,7 +175,6 @@ class Tuner:
         self.load_wall_s: float | None = None  # what loading the template took, when a load run made it
 
         self.steps: list[Step] = []
-        self.run_wall_s: list[float] = []
         self.numbered = 0
         self.journey: dict[str, Any] = {"suite": request.suite, "profile": self.profile, "dir": str(self.dir),
                                         "budget_s": request.budget_s, "repeats": request.repeats, "steps": []}
@@ -175,6 +183,24 @@ class Tuner:
 
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
+
+    def smallest_budget_s(self) -> float:
+        """What the baseline (unless one is given) and one trial with its confirmation take, by the suite's own
+        estimates (the dry run's) of the profile's run and of a trial's (its headline case alone), each run with
+        RUN_OVERHEAD_S more; before the baseline has named its headline case, the trial is the plan's largest."""
+        guess = trial_shape(self.request.suite, likely_headline(self.request.suite, self.options), self.options,
+                            self.profile, self.chosen)
+        run_s = (self.estimated_s({**self.options, **guess}) or 0.0) + RUN_OVERHEAD_S
+        self.budget_parts = {"the baseline": 0.0 if self.request.baseline else
+                             (self.estimated_s(self.options) or 0.0) + RUN_OVERHEAD_S,
+                             "one trial": 2 * self.request.repeats * run_s,
+                             "its confirmation": 2 * self.confirm_repeats * run_s}
+        return sum(self.budget_parts.values())
+
+    def budget_words(self) -> str:
+        """"the baseline (about 31 min), one trial (about 4 min) and its confirmation (about 6 min)"."""
+        parts = [f"{what} (about {duration(s)})" for what, s in self.budget_parts.items() if s]
+        return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
 
     def copies_data(self) -> bool:
         """Whether oltp runs start from copies of one loaded database: a managed server at its default place (a
@@ -465,6 +491,11 @@ class Tuner:
         clean(list_runs(self.dir / "runs"), Console(stderr=True, highlight=False), each=True)
 
     def _tune(self) -> dict[str, Any]:
+        if self.profile == "quick" and self.request.suite in LOADED_SUITES and not self.request.baseline:
+            self.journey["scope"] = (f"the quick profile measures {self.request.suite} from memory (small data, no cache "
+                                     "bound), so this tunes the stack as it runs in memory, not its storage; to tune for "
+                                     "the storage: --profile standard, or --baseline a run that rated it")
+            self.say(self.journey["scope"])
         self.baseline()
         self.settings = K.engine_settings(self.request.suite, self.engine, self.options)
         kept: dict[str, tuple[K.Knob, str]] = {}
@@ -498,7 +529,7 @@ class Tuner:
         return self.journey
 
     def step(self, knob: K.Knob, value: str, kept: dict[str, tuple[K.Knob, str]]) -> Judgement:
-        label = f"{knob.name}={value}"
+        label = setting_said(knob.name, value)
         addressed = next((limit for limit in self.limits if limit in knob.addresses), "")
         why = f"addresses {LIMIT_WORDS.get(addressed, addressed)}: {knob.why}" if addressed else knob.why
         if knob.name in self.evidence:
@@ -572,10 +603,10 @@ class Tuner:
         alone), each with both sides. At the window the answer is quoted for (the profile's) when it fits what is left
         of the budget, else at the trials' window, and the answer says which."""
         if not kept:
-            self.journey["answer"] = "keep the defaults: no change tried made it significantly better"
+            self.journey["answer"] = nothing_kept(len(self.steps), self.journey.get("untried") or [])
             self.journey["confirmed"] = None
             return
-        label = ", ".join(f"{n}={v}" for n, (_, v) in kept.items())
+        label = settings_said({n: v for n, (_, v) in kept.items()})
         window = self.full_window if self.full_window and self.left_s() >= self.confirm_cost_s(self.full_window) else {}
         loads, failed = [self.template], ""
         if self.copied(kept):
@@ -656,6 +687,28 @@ def trial_shape(suite: str, params: dict[str, Any], options: dict[str, Any], pro
     return {k: v for k, v in shape.items() if k in options}
 
 
+def nothing_kept(tried: int, untried: list[str]) -> str:
+    """The answer when no change is kept: none tried was significantly better, or none was tried at all."""
+    if tried:
+        return "keep the defaults: no change tried made it significantly better"
+    return (f"keep the defaults: nothing was tried ({len(untried)} setting{'s' if len(untried) != 1 else ''} untried: "
+            "the budget or --trials ran out before the first trial)")
+
+
+def likely_headline(suite: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The params of the case a suite's headline most likely comes from, before a baseline names it: the most users,
+    the first engine's power stream, the deepest queue of the first block size."""
+    first = lambda key: (options.get(key) or [None])[0]  # noqa: E731
+    if suite == "oltp":
+        return {"users": max(options.get("users") or [1]), "warehouses": options.get("warehouses")}
+    if suite in ("dss", "dw"):
+        return {"engine": first("engines"), "mode": "power"}
+    if suite == "device":
+        return {"kind": "point", "bs": first("block_sizes"), "iodepth": max(options.get("iodepths") or [1]),
+                "pattern": first("patterns"), "write_pct": first("write_shares")}
+    return {}
+
+
 def first_guess(knob: K.Knob, low: float, high: float, storage: dict[str, Any]) -> float:
     """The rule of thumb a DBA starts from: a quarter of the host's memory for shared_buffers (pgtune), but most of a
     cache bound (the page cache beside it would only hold the same pages twice); most of the memory for InnoDB's
@@ -724,7 +777,7 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
     """The journey in the terminal's words: every trial, its effect and whether it was kept, then the answer."""
     lines = []
     for i, step in enumerate(journey.get("steps", []), 1):
-        change = ", ".join(f"{k}={v}" for k, v in step["change"].items())
+        change = settings_said(step["change"])
         note = f"; {step['multiple_comparisons']}" if step.get("multiple_comparisons") else ""
         lines.append(f"{i:>2}. {change:<40} {'kept   ' if step['kept'] else 'dropped'} {step['why']}{note}")
     if journey.get("multiple_comparisons"):
