@@ -4,6 +4,7 @@ points 5 and 8)."""
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import re
 from contextlib import redirect_stderr, redirect_stdout
@@ -49,9 +50,10 @@ def test_a_dry_run_writes_nothing_and_says_where_each_value_came_from(tmp_path, 
     assert "--set oltp.rampup_s" in _option_line(out, "rampup_s")
     assert "profile default (quick)" in _option_line(out, "warehouses")
     assert _option_line(out, "iodepths").split()[-1] == "1,4"
-    assert "oltp: 2 cases, about " in out and "2 case(s) × (5 s ramp-up + 20 s measured)" in " ".join(out.split())
+    assert re.search(r"^oltp: 2 cases\n  estimate for this plan, each case once: about ", out, re.M), out
+    assert "2 case(s) × (5 s ramp-up + 20 s measured)" in " ".join(out.split())
     assert re.search(r"^  u1-r1\s+1 user$", out, re.M) and re.search(r"^  t0-rand-w0-qd4-bs4k\s", out, re.M)
-    assert re.search(r"^device: \d+ cases, about ", out, re.M)
+    assert re.search(r"^device: \d+ cases\n  estimate for this plan, each case once: about ", out, re.M)
     assert re.search(rf"^  {re.escape(str(disk))}: needs [\d.]+ GB of [\d,.]+ GB free — fits$", out, re.M), out
 
     assert _option_line(out, "repeats").split()[1:] == ["environment", "$REFBENCH_REPEATS", "1"]  # conftest's
@@ -59,7 +61,8 @@ def test_a_dry_run_writes_nothing_and_says_where_each_value_came_from(tmp_path, 
     assert flags.code == 0, flags.stderr
     assert "flag --users" in _option_line(flags.stdout, "users") and "u4-r1" in flags.stdout
     assert "flag --repeats" in _option_line(flags.stdout, "repeats")  # the best level twice more, in the time:
-    assert "2 case(s) × (3 s ramp-up + 20 s measured) + 2 repeat(s) of the best level" in " ".join(flags.stdout.split())
+    assert "2 case(s) × (3 s ramp-up + 20 s measured) + the best level 2 more times" in " ".join(flags.stdout.split())
+    assert "estimate for this plan, with its 3 repeats: about " in flags.stdout
     assert (_tree(tmp_path), _tree(disk)) == before
 
 
@@ -128,3 +131,79 @@ def test_a_suites_help_shows_its_paper_its_measured_times_and_every_default_per_
         if option.per_profile:
             shown = " · ".join(f"{p} {shown_value(option.default[p], key)}".replace(",", ", ") for p in option.default)
             assert shown in text, (key, shown)
+
+
+# ---- every suite's dry run at every profile: two figures said as what they are, one unit to a line ---------------
+
+BINARY = re.compile(r"\b[KMGTP]iB\b")  # sizes of blocks and memory
+DECIMAL = re.compile(r"\b[kKMGTP]B\b|\b[kKMGTP]B/s\b")  # capacity, space and throughput
+HOURS = re.compile(r"\b(hrs?|hours?)\b")  # hours are "h"
+
+
+def _seconds(said: str) -> float:
+    """ "1 h 10 min" → 4200, "2 min 58 s" → 178, "33 s" → 33."""
+    return sum(int(n) * {"h": 3600, "min": 60, "s": 1}[unit] for n, unit in re.findall(r"(\d+) (h|min|s)\b", said))
+
+
+def _said(lines: list[str], start: str) -> str:
+    """The wrapped line that begins with ``start``, whole ("" if none): its continuation lines are indented deeper."""
+    at = next((i for i, line in enumerate(lines) if line.startswith(start)), None)
+    if at is None:
+        return ""
+    deeper = " " * (len(start) - len(start.lstrip()) + 2)
+    return " ".join(" ".join([lines[at], *itertools.takewhile(lambda line: line.startswith(deeper), lines[at + 1:])]).split())
+
+
+def _one_unit_to_a_line(lines: list[str], where: str) -> None:
+    for line in lines:
+        assert not (BINARY.search(line) and DECIMAL.search(line)), (where, line)
+        assert not HOURS.search(line), (where, line)
+
+
+@needs_postgres
+@pytest.mark.parametrize("profile", ["quick", "standard", "full"])
+def test_each_suites_dry_run_says_what_its_two_times_are_with_one_unit_to_a_line(profile, monkeypatch, tmp_path):
+    """The estimate (this plan, on this host, with its repeats) and the table's time (the profile's defaults on the
+    2-core VM, each case once) are labelled; where they differ by more than a quarter, a line says why; every option's
+    value is said once (analytics' concurrency, not the host's CPUs, is "at a time"). In-process, the free space made
+    ample, so that the full profiles' terabytes are planned rather than refused."""
+    from refbench import dryrun
+    from refbench.plan import load_plan
+    from refbench.suites import dss, oltp
+    from refbench.suites.device import targets
+    from refbench.timings import HOST, TIMES
+
+    ample = lambda directory: 5 * 10**12  # noqa: E731 - 5 TB: dw full's SF 1,000 needs 3.8
+    for module in (targets, dss, oltp, dryrun):
+        monkeypatch.setattr(module, "free_bytes", ample)
+    monkeypatch.delenv("REFBENCH_REPEATS", raising=False)  # the profile's 3 (conftest sets 1)
+    for name in PAPERS:
+        plan = load_plan(flags={"profile": profile, "runs_dir": str(tmp_path / "runs")}, suites=[name],
+                         defaults={"name": name})
+        lines = dryrun.dry_run(plan)
+        text = "\n".join(lines)
+        _one_unit_to_a_line(lines, f"{name} {profile}")
+        estimate = re.search(rf"^{name}: \d+ cases?\n  estimate for this plan, with its 3 repeats: about (.+)$", text, re.M)
+        assert estimate, text
+        timing = TIMES.get((name, profile))
+        flat = " ".join(text.split())
+        said = re.search(rf"\b(measured|measured in part|estimated): the {profile} profile's defaults (took|take) (.+?) on "
+                         rf"{HOST}", flat)
+        if timing is None:
+            assert f"  measured: not yet at the {profile} profile (the table of times has none)" in lines, text
+            continue
+        assert said and said.group(1) == timing.basis and said.group(3) == timing.said(basis=False), text
+        assert "(each case measured once, before repeats became the default)" in flat or timing.basis == "estimated"
+        low, high = timing.lo_hi()
+        shown = _seconds(estimate.group(1))
+        why = re.match(r"why the estimate is (.+?): (.+)", _said(lines, "  why the estimate is "))
+        off = 0 if low <= shown <= high else shown / high - 1 if shown > high else shown / low - 1
+        if abs(off) > 0.3:
+            assert why, (name, profile, text)
+        elif abs(off) < 0.2:
+            assert not why, (name, profile, text)
+        if why and "repeats" in why.group(2):  # said only where they add time: the estimate without them
+            without = _seconds(re.search(r"without them about (.+?)\)", why.group(2)).group(1))
+            assert off > 0 and without < shown, text
+        if name == "analytics":
+            assert set(re.findall(r"(\d+) at a time", text)) == {str(plan.options[name]["concurrency"])}, text

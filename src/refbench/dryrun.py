@@ -17,7 +17,7 @@ from refbench.plan import TOP_LEVEL, Plan
 from refbench.redaction import redact
 from refbench.suites import Case, Estimate, get_suite
 from refbench.suites.device.targets import FREE_SPACE_MARGIN, free_bytes
-from refbench.timings import DEMO, HOST, TIMES, duration
+from refbench.timings import DEMO, HOST, HOST_CPUS, SUITES, TIMES, Timing, duration
 
 
 def dry_run(plan: Plan) -> list[str]:
@@ -25,6 +25,8 @@ def dry_run(plan: Plan) -> list[str]:
     before = {name: dict(options) for name, options in plan.options.items()}
     cases = runner.expand(plan)
     estimates = {name: _estimate(name, plan, cases[name]) for name in plan.suites}
+    once = _once(plan) if plan.repeats > 1 else {name: e.seconds if e else 0.0 for name, e in estimates.items()}
+    defaults = _once(plan, defaults=True)
     lines = ["dry run: the plan as a run would use it; nothing was written.", "", "plan:"]
     lines += _option_lines({key: getattr(plan, key) for key in TOP_LEVEL}, plan.origins)
     for name in plan.suites:
@@ -38,32 +40,36 @@ def dry_run(plan: Plan) -> list[str]:
     for name in plan.suites:
         estimate = estimates[name]
         count = f"{len(cases[name])} case{'' if len(cases[name]) == 1 else 's'}"
-        lines += ["", f"{name}: {count}, " + (f"about {duration(estimate.seconds)} (an estimate)" if estimate
-                                              else "no time estimate (the suite offers none)")]
+        lines += ["", f"{name}: {count}"]
         if estimate:
-            lines += textwrap.wrap(f"reckoned as: {estimate.method}", 78, initial_indent="  ", subsequent_indent="    ")
-        if timing := TIMES.get((name, plan.profile)):
-            once = " measuring each case once" if plan.profile == "quick" else ""
-            lines += textwrap.wrap(f"the {plan.profile} profile's defaults took {timing.said()}{once} on {HOST}", 78,
-                                   initial_indent="  ", subsequent_indent="    ")
+            lines += _wrap(f"estimate for this plan, {_with_repeats(plan)}: about {duration(estimate.seconds)}", 2)
+            lines += _wrap(f"reckoned as: {estimate.method}", 4)
+        else:
+            lines += ["  no time estimate (the suite offers none)"]
+        timing = TIMES.get((name, plan.profile))
+        lines += _wrap(_measured(f"the {plan.profile} profile's defaults", timing, plan.profile), 2)
+        if estimate and timing and (why := _why(estimate.seconds, once[name], timing, plan, name, defaults.get(name))):
+            lines += _wrap(why, 2)
         width = max((len(c.id) for c in cases[name]), default=0)
         lines += [f"  {c.id:<{width}}  {c.title}" for c in cases[name]]
         total += estimate.seconds if estimate else 0
     if plan.suites:
         missing = [name for name in plan.suites if not estimates[name]]
         amount = f"more than {duration(total)} ({', '.join(missing)} not estimated)" if missing else f"about {duration(total)}"
-        lines += [""] + textwrap.wrap(f"time: {amount} in all (an estimate, for measuring alone on this host; the host "
-                                      "inventory and the report add seconds)", 78, subsequent_indent="  ")
+        lines += [""] + _wrap(f"estimate for this plan in all, {_with_repeats(plan)}: {amount} (measuring alone on this "
+                              "host; the host inventory and the report add seconds)", 0)
+        total_once = sum(once.values())
         if plan.repeats > 1 and not missing:
-            once = _total_once(plan)
-            lines += textwrap.wrap(f"repeats: each headline case measured {plan.repeats} times ({plan.origins.get('repeats', '')}), "
-                                   f"so that compare can tell a change from this host's noise; they take about "
-                                   f"{duration(max(0.0, total - once))} of it (--repeats 1: about {duration(once)}; compare "
-                                   "then tests against the spread earlier repeats measured on this host, if any)", 78, subsequent_indent="  ")
-        demo = TIMES[(DEMO, "quick")]
+            lines += _wrap(f"repeats: each headline case measured {plan.repeats} times ({plan.origins.get('repeats', '')}), "
+                           f"so that compare can tell a change from this host's noise; they take about "
+                           f"{duration(max(0.0, total - total_once))} of it (--repeats 1: about {duration(total_once)}; compare "
+                           "then tests against the spread earlier repeats measured on this host, if any)", 0)
         if plan.profile == "quick" and len(plan.suites) > 1:
-            lines += textwrap.wrap(f"the demo (every suite at the quick profile) took {demo.said()} on {HOST} "
-                                   f"({demo.source})", 78, subsequent_indent="  ")
+            demo = TIMES[(DEMO, "quick")]
+            lines += _wrap(_measured("the demo (every suite at the quick profile)", demo, "quick")
+                           + f" ({demo.source})", 0)
+            if not missing and (why := _why(total, total_once, demo, plan, None)):
+                lines += _wrap(why, 0)
     lines += ["", "space (what the plan writes, against the free space now):"]
     problems = []
     for directory, parts in _by_file_system(estimates).items():
@@ -81,11 +87,95 @@ def dry_run(plan: Plan) -> list[str]:
     return lines
 
 
-def _total_once(plan: Plan) -> float:
-    """The plan's estimated time with each case measured once."""
-    single = dataclasses.replace(plan, repeats=1, options={name: dict(o) for name, o in plan.options.items()})
-    cases = runner.expand(single)
-    return sum(e.seconds for name in single.suites if (e := _estimate(name, single, cases[name])))
+def _once(plan: Plan, defaults: bool = False) -> dict[str, float]:
+    """Each suite's estimated time with each case measured once: of this plan, or of its profile's defaults (of the
+    suites whose defaults fit here: the estimate is then held against the table's time of them)."""
+    options = {name: ({key: option.default_for(plan.profile) for key, option in get_suite(name).options.items()}
+                      if defaults else dict(o)) for name, o in plan.options.items()}
+    single = dataclasses.replace(plan, repeats=1, options=options)
+    try:
+        cases = runner.expand(single)
+    except UserError:  # the defaults do not fit, or need what this plan gives
+        return {}
+    return {name: e.seconds if (e := _estimate(name, single, cases[name])) else 0.0 for name in single.suites}
+
+
+def _wrap(text: str, indent: int) -> list[str]:
+    return textwrap.wrap(text, 78, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2))
+
+
+def _with_repeats(plan: Plan) -> str:
+    return f"with its {plan.repeats} repeats" if plan.repeats > 1 else "each case once"
+
+
+def _measured(what: str, timing: Timing | None, profile: str) -> str:
+    """The table's time beside the estimate, said as what it is: "measured: the standard profile's defaults took 31 min
+    on a 2-core VM (each case measured once, before repeats became the default)"."""
+    if timing is None:
+        return f"measured: not yet at the {profile} profile (the table of times has none)"
+    verb = "take" if timing.basis == "estimated" else "took"
+    once = ("each case measured once, before repeats became the default" if timing.basis != "estimated"
+            else "each case once") if timing.repeats == 1 else ""
+    return f"{timing.basis}: {what} {verb} {timing.said(basis=False)} on {HOST}" + (f" ({once})" if once else "")
+
+
+def _why(estimate_s: float, once_s: float, timing: Timing, plan: Plan, name: str | None,
+         defaults_s: float | None = None) -> str:
+    """Where the estimate and the table's time differ by more than a quarter, one line saying why; else "".
+    ``once_s``: the estimate with each case once; ``defaults_s``: the estimate of the profile's defaults, each case
+    once (is the estimate itself off, or does the plan differ?)."""
+    low, high = timing.lo_hi()
+
+    def off(seconds: float) -> float:
+        return 0.0 if low <= seconds <= high else seconds / high - 1 if seconds > high else seconds / low - 1
+
+    def longer(fraction: float) -> str:  # 37% longer, 2.1× as long, 48% shorter
+        return f"{1 + fraction:.1f}× as long" if fraction > 1 else f"{abs(fraction):.0%} {'longer' if fraction > 0 else 'shorter'}"
+
+    difference = off(estimate_s)
+    if abs(difference) <= DIFFERS:
+        return ""
+    reasons = []
+    # The repeats are a reason when they move the estimate the way it differs, by more than a little.
+    repeated = (plan.repeats - timing.repeats) * difference > 0 and (timing.repeats != 1
+                                                                      or estimate_s - once_s >= 0.05 * estimate_s)
+    if repeated and timing.repeats == 1:
+        reasons.append(f"it counts the {plan.repeats} repeats (about {duration(max(0.0, estimate_s - once_s))} of it; "
+                       f"without them about {duration(once_s)})")
+    elif repeated:
+        reasons.append(f"it counts {plan.repeats} repeat{'s' if plan.repeats > 1 else ''}, the measured run "
+                       f"{timing.repeats}")
+    rest = off(once_s) if timing.repeats == 1 else off(estimate_s) if plan.repeats == timing.repeats else 0.0
+    if abs(rest) > DIFFERS or not reasons:
+        if name is None and tuple(plan.suites) != SUITES:
+            reasons.append(f"this plan runs {', '.join(plan.suites)}, the demo {', '.join(SUITES)}")
+        changed = _changed(plan, name) if name else []
+        if changed:
+            reasons.append(f"this plan's {' and '.join([', '.join(changed[:-1]), changed[-1]])} differ from the defaults"
+                           if len(changed) > 1 else f"this plan's {changed[0]} differs from the default")
+        error = off(defaults_s) if defaults_s is not None else rest or difference  # the estimate's own
+        if abs(error) > DIFFERS or not reasons:
+            context = [f"this host has {os.cpu_count()} CPUs, the VM {HOST_CPUS}"] if (os.cpu_count() or 1) != HOST_CPUS else []
+            context += [f"the measured run shared the host with {timing.beside}"] if timing.beside else []
+            context += [f"the time beside it is {timing.basis}{' too' * (timing.basis == 'estimated')}"] \
+                if timing.basis != "measured" else []
+            reckoned = "reckoned from the options and rates measured earlier, not from a run"
+            reasons += context or [f"the estimate{' of the defaults' if changed else ''} is itself {longer(error)}, being "
+                                   f"{reckoned}" if reasons else f"it is {reckoned}"]
+    if timing.beside and difference < 0 and not any(timing.beside in reason for reason in reasons):
+        reasons.append(f"the measured run shared the host with {timing.beside}")
+    return f"why the estimate is {longer(difference)}: " + "; ".join(reasons)
+
+
+DIFFERS = 0.25  # the estimate and the table's time differ enough to say why
+
+
+def _changed(plan: Plan, name: str) -> list[str]:
+    """The suite's options that this plan sets away from the profile's defaults, as "key=value"."""
+    options = get_suite(name).options
+    changed = [f"{key}={shown_value(value, key)}" for key, value in plan.options[name].items()
+               if key in options and value != options[key].default_for(plan.profile)]
+    return changed[:3] + ([f"{len(changed) - 3} more"] if len(changed) > 3 else [])
 
 
 class DoesNotFit(UserError):

@@ -1,17 +1,26 @@
 """How long each suite takes at each profile: the one table every stated duration comes from (`run --help`, each
-suite's `--profile` help, the dry run, the README; tests/test_timings.py holds the README to it).
+suite's `--profile` help, the dry run, the README's table of times, which `python -m refbench.timings --readme`
+writes from it; tests/test_timings.py holds the README to it).
 
-Every time is the 2-core, 24 GiB development VM's, with the profile's defaults, measuring alone. A time is
-"measured" (a run's start to end), "measured in part" (its longest parts measured, the rest reckoned) or
-"estimated" (reckoned from the options and measured rates); where there is neither, the table says so.
+Every time is the 2-core, 24 GiB development VM's, with the profile's defaults, measuring alone and each case once,
+unless its entry says otherwise (the demo's: its 3 repeats, beside another benchmark). A time is "measured" (a
+run's start to end), "measured in part" (its longest parts measured, the rest reckoned) or "estimated" (reckoned
+from the options and measured rates); where there is neither, the table says so.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
+import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 HOST = "a 2-core VM"
+HOST_CPUS = 2
+HOST_IN_FULL = "the 2-core, 24 GiB development VM"
 SUITES = ("device", "oltp", "dss", "dw", "analytics")  # the demo's, in its order
+PROFILES = ("quick", "standard", "full")
 DEMO = "demo"  # plans/quick.toml: every suite at the quick profile, as `make demo` runs it
 
 
@@ -33,34 +42,55 @@ class Timing:
     upto_s: float = 0.0  # a range's upper end, when the time is one
     condition: str = ""  # what the time holds for, when the profile alone does not say: "at 1,000 warehouses"
     source: str = ""  # the run or command it comes from
+    how: str = ""  # how the time adds up, for the README's table: "a 22-s load, then 5 × 6 min"
+    repeats: int = 1  # each headline case measured this many times
+    beside: str = ""  # what else ran on the host meanwhile, when something did
 
-    def said(self) -> str:
-        """"31 min", "about 35 min (estimated)", "30–70 min (estimated)"."""
-        span = f"{duration(self.seconds)}–{duration(self.upto_s)}" if self.upto_s else duration(self.seconds)
-        if self.basis != "measured" and not self.upto_s:
-            span = f"about {span}"
-        where = f" {self.condition}" if self.condition else ""
-        return f"{span}{where}" + ("" if self.basis == "measured" else f" ({self.basis})")
+    @property
+    def span(self) -> str:
+        """"31 min", "about 35 min", "30 min–1 h 10 min"."""
+        if self.upto_s:
+            return f"{duration(self.seconds)}–{duration(self.upto_s)}"
+        return duration(self.seconds) if self.basis == "measured" else f"about {duration(self.seconds)}"
+
+    def said(self, basis: bool = True) -> str:
+        """"31 min", "about 35 min (estimated)", "30 min–1 h 10 min (estimated)", "15 min with 3 repeats, beside
+        another benchmark"; without the basis when ``basis`` is false."""
+        text = " ".join(filter(None, [self.span, self.condition, f"with {self.repeats} repeats" if self.repeats > 1 else ""]))
+        text += f", beside {self.beside}" if self.beside else ""
+        return text + ("" if self.basis == "measured" or not basis else f" ({self.basis})")
+
+    def cell(self) -> str:
+        """The README table's cell: the time, and how it was had when that is more than a run of the defaults."""
+        if self.how:
+            return f"{self.said(basis=False)} ({self.basis}: {self.how})"
+        return self.said()
+
+    def lo_hi(self) -> tuple[float, float]:
+        return self.seconds, self.upto_s or self.seconds
 
 
 TIMES: dict[tuple[str, str], Timing] = {
     # `time make demo` and `time refbench SUITE` (its defaults) in a fresh clone at 43662de, 2026-11-26, one at a time,
-    # each case measured once (the quick profile's repeats were 1 then; the dry run says so beside them).
+    # each case measured once (the quick profile's repeats were 1 then; the dry run says so beside them). An earlier
+    # measurement, one suite at a time beside other work at load average 1.6-6.2, gave device 65 s, oltp 33 s, dss
+    # 28 s, dw 41 s, analytics 70 s.
     # The demo with its 3 repeats (2026-11-27), beside the false-change reference test's runs.
-    (DEMO, "quick"): Timing(909, "measured", condition="with 3 repeats, beside another benchmark",
+    (DEMO, "quick"): Timing(909, "measured", repeats=3, beside="another benchmark",
                             source="refbench run --plan plans/quick.toml, what make demo runs: run 20261127T140717Z-demo"),
     ("device", "quick"): Timing(65, "measured", source="refbench device"),
     ("oltp", "quick"): Timing(33, "measured", source="refbench oltp"),
     ("dss", "quick"): Timing(16, "measured", source="refbench dss (DuckDB and PostgreSQL)"),
     ("dw", "quick"): Timing(36, "measured", source="refbench dw"),
     ("analytics", "quick"): Timing(49, "measured", source="refbench analytics"),
-    ("device", "standard"): Timing(1800, "estimated", upto_s=4200, source="120 points × 10–30 s + preconditioning"),
-    ("oltp", "standard"): Timing(1860, "measured", source="a 22-s load, then 5 × 6 min"),
-    ("dss", "standard"): Timing(4500, "measured in part", source="README, dss: the queries timed, the loads measured"),
-    ("dw", "standard"): Timing(2100, "estimated", source="the dss load, then 2 × 10 min"),
-    ("device", "full"): Timing(39600, "estimated", source="576 points × 60 s + preconditioning"),
+    ("device", "standard"): Timing(1800, "estimated", upto_s=4200, how="120 points × 10–30 s + preconditioning"),
+    ("oltp", "standard"): Timing(1860, "measured", how="a 22-s load, then 5 × 6 min"),
+    ("dss", "standard"): Timing(4500, "measured in part",
+                                how="the loads and power streams measured, the rest reckoned from them; the dss page says how"),
+    ("dw", "standard"): Timing(2100, "estimated", how="the dss load, then 2 × 10 min"),
+    ("device", "full"): Timing(39600, "estimated", how="576 points × 60 s + preconditioning"),
     ("oltp", "full"): Timing(9000, "estimated", condition="at 1,000 warehouses",
-                             source="load about 25 min at the measured 1.5 s a warehouse, then 4 × 30 min"),
+                             how="load about 25 min at the measured 1.5 s a warehouse, then 4 × 30 min"),
 }
 NOT_MEASURED = "not measured"
 
@@ -81,9 +111,69 @@ def profile_help() -> str:
 
     return (f"quick: every suite, {said(DEMO, 'quick')} for the demo (one suite {duration(min(quick))}–"
             f"{duration(max(quick))}) | standard: {per_suite('standard')} | full (what the papers ran): "
-            f"{per_suite('full')} — on {HOST}; default: quick.")
+            f"{per_suite('full')} — on {HOST}, each case once but the demo's; default: quick.")
 
 
 def suite_profile_help(suite: str) -> str:
-    return " | ".join(f"{profile}: {said(suite, profile)}" for profile in ("quick", "standard", "full")) + \
-        f" (on {HOST}; default: quick)."
+    return " | ".join(f"{profile}: {said(suite, profile)}" for profile in PROFILES) + \
+        f" (on {HOST}, each case once; default: quick)."
+
+
+# ---- the README's table of times ------------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BEGIN, END = "<!-- times:begin -->", "<!-- times:end -->"
+
+
+def readme_table() -> str:
+    """The README's table of times, between (not including) its markers: every suite's time at every profile, the
+    demo's, and what they are."""
+    lines = ["<!-- written by `python -m refbench.timings --readme` from src/refbench/timings.py: edit the times there -->",
+             "| suite | " + " | ".join(f"`{p}`" for p in PROFILES) + " |", "|---" * (1 + len(PROFILES)) + "|"]
+    for suite in SUITES:
+        lines.append(f"| {suite} | " + " | ".join(TIMES[(suite, p)].cell() if (suite, p) in TIMES else NOT_MEASURED
+                                                   for p in PROFILES) + " |")
+    demo = TIMES[(DEMO, "quick")]
+    lines.append("| the demo (`make demo`: every suite at `quick`) | "
+                 + " | ".join(demo.cell() if p == "quick" else "—" for p in PROFILES) + " |")
+    lines += [""] + textwrap.wrap(
+        f"Each time is {HOST_IN_FULL}'s, with the profile's defaults, measuring alone and each case once (before 3 "
+        "repeats became the default) unless it says otherwise; \"measured in part\": its longest parts measured, the "
+        "rest reckoned. `--dry-run` says two things per suite: its estimate for your plan on your host, repeats "
+        "included, and the time in this table, with why they differ where they differ by more than a quarter.", 118,
+        break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def rewrite_readme(text: str) -> str:
+    """``text`` (the README) with the table of times between its markers written anew."""
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return text[:start] + "\n" + readme_table() + "\n" + text[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m refbench.timings", description="The table of times, as the README shows it.")
+    parser.add_argument("--readme", nargs="?", const=str(README), metavar="FILE",
+                        help="rewrite the table between the times markers of FILE (default: the README.md of this checkout)")
+    parser.add_argument("--check", action="store_true", help="with --readme: change nothing, exit 1 if the file differs")
+    args = parser.parse_args(argv)
+    if not args.readme:
+        print(readme_table())
+        return 0
+    path = Path(args.readme)
+    text = path.read_text()
+    new = rewrite_readme(text)
+    if args.check:
+        if new != text:
+            print(f"{path}: the table of times differs from src/refbench/timings.py's; "
+                  "`python -m refbench.timings --readme` rewrites it.", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        path.write_text(new)
+        print(f"{path}: table of times rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -117,8 +117,11 @@ class AnalyticsSuite:
             space.append((placed[group.split("+")[0]][1] or base, iotest_bytes, f"analytics: the throughput test's files on {group}"))
             seconds += times * 2 * iotest_bytes / ASSUMED_IO_B_S
         seconds += inputs_bytes / ASSUMED_IO_B_S
-        return Estimate(seconds, f"{o['jobs']} jobs × {job_s:,.1f} s ({o['rows']:,} rows), {min(o['concurrency'], os.cpu_count() or 1)} "
-                        f"at a time, the inputs and the throughput test at an assumed {ASSUMED_IO_B_S / 1e6:,.0f} MB/s"
+        cpus = os.cpu_count() or 1
+        at_once = f"{o['concurrency']} at a time" + (f" sharing this host's {cpus} CPU{'s' if cpus > 1 else ''}"
+                                                      if o["concurrency"] > cpus else "")
+        return Estimate(seconds, f"{o['jobs']} jobs × {job_s:,.1f} s ({o['rows']:,} rows), {at_once}, the inputs and the "
+                        f"throughput test at an assumed {ASSUMED_IO_B_S / 1e6:,.0f} MB/s"
                         + (f"; the jobs and the throughput test {times} times each" if times > 1 else ""), space)
 
     def _locations(self, ctx) -> dict[str, Path]:

@@ -154,7 +154,8 @@ class DeviceSuite:
         stop = "to steady state, at most" if o["stop_at_steady_state"] else "each"
         return Estimate(seconds, f"{points} points × {o['max_runtime_s']:g} s ({stop}) + {FIO_START_S:g} s of fio start "
                         f"each, checks and preconditioning ({written / 1e9:,.1f} GB written at an assumed "
-                        f"{ASSUMED_WRITE_B_S / 1e6:,.0f} MB/s)" + (f", {again} repeats of the peak points" if again else ""), space)
+                        f"{ASSUMED_WRITE_B_S / 1e6:,.0f} MB/s)" + (f", the {peaks} peak points {plan.repeats - 1} more "
+                                                                   f"time{'s' if plan.repeats > 2 else ''} each" if again else ""), space)
 
     # ---- preparing targets ---------------------------------------------------------------------------
 

@@ -137,10 +137,15 @@ class DssSuite:
             per_mode = {"individual": 2 * stream_s + 22 * COLD_QUERY_S[e], "power": stream_s, "throughput": streams * stream_s}
             seconds += sum(per_mode[m] for m in o["modes"])
             seconds += again * sum(per_mode[m] for m in o["modes"] if m != "individual")  # the headline streams again
-        return Estimate(seconds, f"generation and loads at SF {o['sf']:g}, then per engine the 22 queries cold and warm "
-                        f"(2 streams' time), a power stream and {streams} parallel streams on shared CPUs (the stream times "
-                        "measured at SF 10 on the 2-core VM, MariaDB's at SF 1, scaled by SF)"
-                        + (f", each engine's power and throughput streams {again} more time(s)" if again else ""),
+        said = {"individual": "the 22 queries cold and warm (2 streams' time)", "power": "a power stream",
+                "throughput": f"{streams} parallel streams on shared CPUs"}
+        modes = [said[m] for m in said if m in o["modes"]]
+        headline = [m for m in ("power", "throughput") if m in o["modes"]]
+        return Estimate(seconds, f"generation and loads at SF {o['sf']:g}, then per engine {', '.join(modes[:-1])}"
+                        f"{' and ' if len(modes) > 1 else ''}{modes[-1]} (the stream times measured at SF 10 on the "
+                        "2-core VM, MariaDB's at SF 1, scaled by SF)"
+                        + (f", each engine's {' and '.join(headline)} stream{'s' if len(headline) > 1 else ''} {again} "
+                           f"more time{'s' if again > 1 else ''}" if again else ""),
                         space_list(self.name, plan, engines))
 
     # ---- data and engines ----------------------------------------------------------------------------

@@ -254,7 +254,7 @@ class OltpSuite:
         title = get_engine(engine_name(o)).title
         return Estimate(seconds, f"{title} ({'at the dsn' if o['dsn'] else 'managed'}): {SETUP_S} s to start, {loads} load(s) of {o['warehouses']:,} warehouse(s) at {per_warehouse_s:g} s each "
                         f"+ {len(cases)} case(s) × ({o['rampup_s']} s ramp-up + {o['duration_s']} s measured)"
-                        + (f" + {again} repeat(s) of the best level" if again else ""), space)
+                        + (f" + the best level {again} more time{'s' if again > 1 else ''}" if again else ""), space)
 
     # ---- the database --------------------------------------------------------------------------------
 
