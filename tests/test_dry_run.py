@@ -137,7 +137,7 @@ def test_a_suites_help_shows_its_paper_its_measured_times_and_every_default_per_
 
 BINARY = re.compile(r"\b[KMGTP]iB\b")  # sizes of blocks and memory
 DECIMAL = re.compile(r"\b[kKMGTP]B\b|\b[kKMGTP]B/s\b")  # capacity, space and throughput
-HOURS = re.compile(r"\b(hrs?|hours?)\b")  # hours are "h"
+HOURS = re.compile(r"\bhrs?\b|/hours?\b")  # hours are "h" ("an hour" in words is words)
 
 
 def _seconds(said: str) -> float:

@@ -853,9 +853,10 @@ def _print_host(inv: dict[str, Any], checks: list) -> None:
                         f"{fmt(d['logical_sector_bytes'])}/{fmt(d['physical_sector_bytes'])}", d["scheduler"] or "unknown",
                         fmt(d["nr_requests"]), f"{fmt(d['read_ahead_kb'])} KiB")
     print_table(devices)
-    mounts = RichTable("device", "mount point", "fs", "size GiB", "free GiB", title="File systems", title_justify="left")
-    for m in inv["mounts"]:
-        mounts.add_row(m["device"], m["mountpoint"], m["fstype"], fmt(m.get("size_gib")), fmt(m.get("free_gib")))
+    mounts = RichTable("device", "mount point", "fs", "size", "free", title="File systems", title_justify="left")
+    for m in inv["mounts"]:  # capacity in GB, as the block devices' sizes and the space checks say it
+        mounts.add_row(m["device"], m["mountpoint"], m["fstype"],
+                       *(f"{m[k] * 2**30 / 1e9:,.1f} GB" if m.get(k) is not None else "unknown" for k in ("size_gib", "free_gib")))
     print_table(mounts)
     audit = RichTable("setting", "current", "recommended", "status", title="Tuning audit", title_justify="left")
     for c in checks:

@@ -244,7 +244,11 @@ def _host_section(meta: dict[str, Any]) -> str:
         for d in inv.get("block_devices", [])
     ]
     out += ["<h3>Block devices</h3>", h.table(devices)]
-    out += ["<h3>File systems</h3>", h.table(inv.get("mounts", []), ["device", "mountpoint", "fstype", "size_gib", "free_gib", "options"])]
+    mounts = [{"device": m.get("device"), "mountpoint": m.get("mountpoint"), "fstype": m.get("fstype"),
+               **{f"{k} (GB)": round(m[f"{k}_gib"] * 2**30 / 1e9, 1) if m.get(f"{k}_gib") is not None else None
+                  for k in ("size", "free")}, "options": m.get("options")}
+              for m in inv.get("mounts", [])]  # capacity in GB, as the block devices' sizes above
+    out += ["<h3>File systems</h3>", h.table(mounts)]
     out += ["<h3>Every audited setting</h3><p class='note'>'unknown' means this host (often a VM or container) does not "
             "expose the setting. <code>refbench host --tuned-profile FILE</code> writes a tuned profile with these values.</p>",
             h.table(audit, columns, classes={"status": "{value}"}), "</details></section>"]
