@@ -55,7 +55,7 @@ def test_a_time_is_said_with_how_it_was_had():
 
 def test_help_and_dry_run_say_the_tables_times(refbench, tmp_path):
     help_text = _flat(refbench("run", "--help").stdout)
-    assert f"{said(DEMO, 'quick')} for the demo" in help_text
+    assert f"the demo (every suite) {said(DEMO, 'quick')} |" in help_text
     assert all(f"{s} {said(s, 'standard')}" in help_text for s in SUITES if (s, "standard") in TIMES)
     oltp_help = _flat(refbench("oltp", "--help").stdout)
     assert f"standard: {said('oltp', 'standard')}" in oltp_help

@@ -109,9 +109,9 @@ def profile_help() -> str:
         return ", ".join(f"{s} {said(s, profile)}" for s in SUITES if s not in missing) + (
             f"; {', '.join(missing)} {NOT_MEASURED}" if missing else "")
 
-    return (f"quick: every suite, {said(DEMO, 'quick')} for the demo (one suite {duration(min(quick))}–"
-            f"{duration(max(quick))}) | standard: {per_suite('standard')} | full (what the papers ran): "
-            f"{per_suite('full')} — on {HOST}, each case once but the demo's; default: quick.")
+    return (f"quick: one suite {duration(min(quick))}–{duration(max(quick))}; the demo (every suite) "
+            f"{said(DEMO, 'quick')} | standard: {per_suite('standard')} | full (what the papers ran): "
+            f"{per_suite('full')} — on {HOST}, each case once but in the demo; default: quick.")
 
 
 def suite_profile_help(suite: str) -> str:
