@@ -204,10 +204,13 @@ def effect(rows: list[dict[str, Any]], family: float = 1, adjustment: str = "") 
     if rows and all(r["answer"] == "same" for r in rows):
         return result | {"answer": "no change: identical values", "significant": False}
     shown = f"{est.ratio:.2f}×" + (f" ({est.low:.2f}–{est.high:.2f})" if est.low is not None else "")
-    if est.significant:
-        words = f"{est.ratio:.2f}× faster" if est.ratio > 1 else f"{1 / est.ratio:.2f}× slower"
-        return result | {"answer": words + (f" ({est.low:.2f}–{est.high:.2f})" if est.low is not None else ""),
-                         "significant": True}
+    if est.significant:  # the interval turned as the words are: "1.38× slower (1.03–1.85)", not B / A's (0.54–0.97)
+        if est.ratio > 1:
+            words = f"{est.ratio:.2f}× faster" + (f" ({est.low:.2f}–{est.high:.2f})" if est.low is not None else "")
+        else:
+            words = f"{1 / est.ratio:.2f}× slower" + (f" ({1 / est.high:.2f}–{1 / est.low:.2f})"
+                                                      if est.low is not None and est.low > 0 else "")
+        return result | {"answer": words, "significant": True}
     if est.p is None:
         return result | {"answer": "cannot tell: no headline figure was measured more than once a side, and this host "
                                    "has no measured spread of them; measure it once with --repeats 3", "significant": False}
