@@ -1,7 +1,7 @@
 """The data-warehouse rating: what the DWFT rating paper publishes for a server + storage configuration (a Fast Track
 rating), as an open method. Concurrent sessions run a scan-heavy query mix for a fixed interval on the row
 store and the column store, with the engines' memory capped and the data kept out of the page cache; from that
-come the measured throughput (queries/hour/TB), the physical and logical scan rates, the I/O throughput and the
+come the measured throughput (queries/h/TB), the physical and logical scan rates, the I/O throughput and the
 CPU, then the capacity rating and the throughput relative to a reference run, on one rating sheet.
 
 Where things are: workload.py runs the sessions and reads the counters; capacity.py states the capacity rules;
@@ -45,7 +45,7 @@ class DwSuite:
     # Wall time on the 2-core VM: quick measured with `refbench dw --profile quick` (README); the others as README says.
     summary = ("Data-warehouse rating like the DWFT rating paper (a Fast Track rating, as an open method): concurrent sessions "
                "run a scan-heavy query mix on the row store (PostgreSQL) and the column store (DuckDB) with memory "
-               "capped; measured throughput (queries/hour/TB), physical and logical scan rates, I/O throughput, CPU; "
+               "capped; measured throughput (queries/h/TB), physical and logical scan rates, I/O throughput, CPU; "
                "rated and maximum user data capacity; throughput relative to a reference run; the rating sheet.")
     targets_help = ("One directory for the data (existing): the generated data, the DuckDB database and "
                     "the managed PostgreSQL go there, like --data-dir DIR, and are removed at the end unless --keep-work.")
@@ -177,7 +177,7 @@ class DwSuite:
             f"{o['sessions']} sessions on the {engine.kind} ({engine.name}), each cycling through the "
             f"scan-heavy mix Q{', Q'.join(map(str, workload.SCAN_MIX))} with random parameters, for {o['duration_s']} s; "
             f"memory capped ({cap[0]} {o[cap[1]]}), "
-            f"{kept_out}. Queries/hour/TB: queries completed "
+            f"{kept_out}. Queries/h/TB: queries completed "
             f"inside the interval per hour × raw data in TB (SF {o['sf']:g} = {raw_tb:g} TB). Physical scan: MB/s read "
             "from the data's device (/proc/diskstats). Logical scan: table and index MB/s the engine consumed "
             "(PostgreSQL: blocks read + hit × block size; MariaDB: buffer pool page requests × page size; DuckDB exposes "
