@@ -59,7 +59,7 @@ def test_a_dw_run_rates_both_stores_and_agrees_with_an_independent_reading(tmp_p
         csv = (run / "tables" / "dw" / "primary.csv").read_text()
         assert "rating decided by" in csv and any(limit in csv for limit in ("maximum user data capacity", "memory limit", "throughput limit"))
         sheet = (run / "tables" / "dw" / "rating_sheet.csv").read_text()
-        assert "Primary metrics,rated user data capacity (TB)," in sheet and "Row Store (postgres),queries/hr," in sheet
+        assert "Primary metrics,rated user data capacity (TB)," in sheet and "Row Store (postgres),queries/h," in sheet
         assert "refbench data-warehouse rating sheet</h3>" in (run / "report.html").read_text()  # a table, not an image
 
         # A second run names the first as its reference.
@@ -119,7 +119,7 @@ def test_mariadb_is_rated_as_a_row_store_beside_the_column_store(tmp_path, refbe
         assert maria["metrics"]["queries_completed"] > 0 and maria["metrics"]["logical_scan_mb_s"] > 0
         assert "innodb_buffer_pool_size 64M" in maria["method"] and "O_DIRECT" in maria["method"]
         sheet = (run / "tables" / "dw" / "rating_sheet.csv").read_text()
-        assert "Row Store (mariadb),queries/hr," in sheet and "Column Store (duckdb),queries/hr," in sheet
+        assert "Row Store (mariadb),queries/h," in sheet and "Column Store (duckdb),queries/h," in sheet
         verdict = json.loads((run / "verdict.json").read_text())[0]
         assert [(e["engine"], e["store"], e["checks"]) for e in verdict["engines"]] == [
             ("mariadb", "row store", "2 passed"), ("duckdb", "column store", "2 passed")]  # its answers + its interval

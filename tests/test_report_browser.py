@@ -282,7 +282,7 @@ def test_a_verdict_of_every_suite_prints_every_word_whole(browser, tmp_path):
     path = tmp_path / "verdict.html"
     engines = [("postgres", "row store", None, 1.4746, 14746.1, 151.9, 1629.6, 890.7, 94.1, "4 passed"),
                ("duckdb", "column store", None, 19.7912, 197911.8, 2.6, None, None, 90.6, "4 passed")]
-    columns = ["engine", "store", "relative throughput %", "measured throughput (queries/hr/TB)", "queries/hr",
+    columns = ["engine", "store", "relative throughput %", "measured throughput (queries/h/TB)", "queries/h",
                "measured scan rate physical (MB/s)", "measured scan rate logical (MB/s)",
                "measured I/O throughput (MB/s)", "measured CPU (avg.) %", "checks"]
     path = tmp_path / "verdict.html"

@@ -10,7 +10,7 @@ from refbench.suites import Chart, Headline, Record, Table
 from refbench.suites.dw.capacity import CapacityRules, shown_tb
 
 NA = "N/A"  # on the sheet; the tables keep None, which their Parquet and CSV files need
-STORES_NOTE = ("Queries/hr/TB: queries completed in the interval per hour × raw data in TB. I/O throughput: the average "
+STORES_NOTE = ("Queries/h/TB: queries completed in the interval per hour × raw data in TB. I/O throughput: the average "
                "of the physical and logical scan rates, as the DWFT rating paper defines it; N/A where the engine has no "
                "logical-read counter (DuckDB, as the DWFT rating paper's column store).")
 
@@ -43,8 +43,8 @@ def summarize(records: list[Record]) -> list[Table]:
         relative[engine] = rel
         stores.append({
             "store": r.extra["store"], "engine": engine, "relative throughput %": _fmt(rel),
-            "measured throughput (queries/hr/TB)": r.metrics["queries_per_hour_per_tb"],
-            "queries/hr": r.metrics["queries_per_hour"],
+            "measured throughput (queries/h/TB)": r.metrics["queries_per_hour_per_tb"],
+            "queries/h": r.metrics["queries_per_hour"],
             "measured scan rate physical (MB/s)": _fmt(r.metrics["physical_scan_mb_s"], 1),
             "measured scan rate logical (MB/s)": _fmt(r.metrics["logical_scan_mb_s"], 1),
             "measured I/O throughput (MB/s)": _fmt(r.metrics["io_throughput_mb_s"], 1),
@@ -136,7 +136,7 @@ def _rating_unrated(records: list[Record], rated_tb: float) -> str:
 
 
 def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
-    """The rated capacity (derived from every record) and each store's measured queries/hr/TB."""
+    """The rated capacity (derived from every record) and each store's measured queries/h/TB."""
     primary = next((t.rows[0] for t in tables if t.name == "primary"), None)
     out = []
     if primary and primary["rated user data capacity (TB)"] is not None:
