@@ -647,7 +647,7 @@ def test_the_data_a_killed_tune_left_goes_at_the_next_tune_or_clean(refbench, tm
         assert (tunes / "20261127T000100Z-oltp" / "oltp-data" / "base").is_dir()  # still running: left alone
     finally:
         os.close(running)
-    again = refbench("tune", *SLEEPY, "--budget", "5s")  # the next tune removes them too
+    again = refbench("tune", *SLEEPY, "--budget", "1m")  # the next tune removes them too
     assert again.code == 0, again.stderr
     assert not (tunes / "20261127T000100Z-oltp" / "oltp-data").exists()
 
