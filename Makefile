@@ -23,7 +23,7 @@ test-reference: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=5 -m reference
 
 # compare's false-change rate over 20 pairs of same-configuration runs, half beside a CPU-bound neighbour, and its
-# power on three real changes at --repeats 3 (about an hour; docs/BENCHMARKS.md, "False changes and power of compare").
+# power on three real changes at --repeats 3 (about 45 minutes; docs/BENCHMARKS.md, "False changes and power of compare").
 test-false-changes: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -s -p no:xdist -m false_changes --basetemp /var/tmp/refbench-false-changes
 

@@ -18,7 +18,8 @@ def test_a_flush_limit_names_its_evidence_and_the_settings_tune_tries_first_with
     said = advise("oltp", "postgres", "flush", "storage flush latency", FLUSH, {"hit_ratio_pct": 97.0}, "",
                   "runs/R", "standard", True, [])
     assert said.sentence.startswith("postgres: storage flush latency: 51% of session time waiting, 0.383 ms per WAL "
-                                    "flush on vda; try commit_delay (µs) and wal_buffers (commits wait for WAL")
+                                    "flush on vda (1,295 a second); try commit_delay (µs) and wal_buffers, since commits "
+                                    "wait for WAL")
     assert said.command == "refbench tune --suite oltp --baseline runs/R --only commit_delay,wal_buffers"
     assert "memory" not in said.sentence
 
@@ -38,7 +39,10 @@ def test_from_memory_the_advice_says_how_to_rate_the_storage_first():
     assert "--profile standard" in said.sentence
     unrated = advise("dss", "duckdb", "cpu", "CPU", "CPU: 100% of query thread time", {}, "20 of 24 times under 0.1 s",
                      "runs/R", "quick", True, [])
-    assert "not rated at this size (20 of 24 times under 0.1 s)" in unrated.sentence and "threads" in unrated.sentence
+    assert "not rated at this size (20 of 24 times under 0.1 s)" in unrated.sentence and "try threads, since" in unrated.sentence
+    device = advise("device", "", "device", "a saturated device", "vda (84% busy, queue 15.6); the CPU: refbench 42%", {},
+                    "", "runs/R", "quick", True, [])
+    assert device.sentence.startswith("a saturated device: vda (84% busy, queue 15.6); no device setting")
 
 
 def test_another_engine_is_tuned_from_its_own_run_and_limits_no_setting_relieves_say_what_instead():

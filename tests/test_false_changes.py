@@ -9,7 +9,7 @@ may. Then three real changes, each a fresh baseline of the same plan and the cha
 PostgreSQL's synchronous_commit=off (oltp), 1 → 4 virtual users (oltp), and the device's writes throttled (device),
 each of which must be found in the right direction on the headline figure it moves.
 
-Slow (56 min for the pairs, 6 min for the changes, on the 2-core VM beside other work): `make test-false-changes`
+Slow (37 min for the pairs, 8 min for the changes, on the 2-core VM; 56 min beside other work): `make test-false-changes`
 (not in CI, whose 90 minutes cannot hold it beside `make test` and `make test-reference`), or
 `.venv/bin/python -m pytest -m false_changes tests/test_false_changes.py -s -p no:xdist` to see the measured figures
 (docs/BENCHMARKS.md, "False changes and power of compare", gives them); `--basetemp DIR` keeps the runs and

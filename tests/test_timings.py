@@ -48,7 +48,7 @@ def test_a_time_is_said_with_how_it_was_had():
     assert all(t.basis in ("measured", "measured in part", "estimated") for t in TIMES.values())
     assert said("oltp", "standard") == "31 min" and said("dw", "standard") == "about 35 min (estimated)"
     assert said("device", "standard") == "30 min–1 h 10 min (estimated)" and said("analytics", "full") == "not measured"
-    assert said(DEMO, "quick") == "15 min with 3 repeats, beside another benchmark"
+    assert said(DEMO, "quick") == "6 min 56 s with 3 repeats"
     assert TIMES[("oltp", "standard")].cell() == "31 min (measured: a 22-s load, then 5 × 6 min)"
     assert TIMES[("oltp", "full")].cell().startswith("about 2 h 30 min at 1,000 warehouses (estimated: load about")
 

@@ -95,7 +95,7 @@ ENGINE_KNOBS = [
     # DuckDB
     Knob("threads", "engine", "duckdb", ("cpu",),
          "DuckDB runs each query on this many threads; more than the cores only adds switching, fewer leaves cores "
-         "idle", low=1, high=0, suites=("dss", "dw"), printed_unit="threads"),
+         "idle", low=1, high=0, suites=("dss", "dw")),
     Knob("memory_limit", "engine", "duckdb", ("read", "write"),
          "operators that need more than the memory limit spill to temporary files", low=128, high=0, unit="MB",
          suites=("dss",)),
