@@ -45,7 +45,8 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
     steps = {next(iter(s["change"])): s for s in journey["steps"]}
     assert steps["speed"]["kept"] and 90 < steps["speed"]["gain_pct"] < 110, steps["speed"]
     assert steps["speed"]["ci_low_pct"] > 0 and steps["speed"]["p"] < 0.05
-    assert not steps["sleep_s"]["kept"] and "no significant change" in steps["sleep_s"]["why"], steps["sleep_s"]
+    assert not steps["sleep_s"]["kept"] and steps["sleep_s"]["why"].startswith(
+        ("no significant change", "no change worth keeping")), steps["sleep_s"]
     # A B B A: two runs a side (--repeats 2), in turns, each a run of its own kept in the tune directory.
     sides = [r["side"] for r in steps["speed"]["runs"]]
     assert sides == ["A", "B", "B", "A"] and len({r["run"] for r in steps["speed"]["runs"]}) == 4
@@ -93,7 +94,8 @@ def test_a_trials_runs_go_a_b_b_a(refbench, tmp_path):
     numbers = [int(Path(r["run"]).name.split("-")[1]) for r in runs]  # tune numbers its runs as it starts them
     started = [json.loads((tmp_path / r["run"] / "run.json").read_text())["started_utc"] for r in runs]
     assert numbers == sorted(numbers) and started == sorted(started), (numbers, started)
-    assert not step["kept"] and "no significant change" in step["why"], step
+    # Dropped: not significant, or (one time in twenty at 2 a side with no effect) significant but under the 1% kept.
+    assert not step["kept"] and step["why"].startswith(("no significant change", "no change worth keeping")), step
     assert step["p_all_trials"] == step["p"] and not step["multiple_comparisons"]  # one trial: nothing to adjust
     assert "multiple_comparisons" not in journey and journey["confirmed"] is None
 
