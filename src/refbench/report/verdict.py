@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from refbench.host.telemetry import Telemetry
+from refbench.report.advice import MEMORY_HIT_RATIO_PCT
 from refbench.repeats import one_per_configuration, strip_repeat
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
@@ -24,7 +25,6 @@ SATURATED_DEVICE_PCT = 80.0  # busy %: the device had a request in flight nearly
 SATURATED_CPU_PCT = 85.0  # user + system + steal; beyond it, the work queues for a CPU
 IDLE_DEVICE_PCT = 20.0
 THROTTLED_SHARE = 0.1  # of the server's CPU cgroup's periods: its quota, not the machine, bounds its CPU
-MEMORY_HIT_RATIO_PCT = 99.0  # the cache answered nearly every read: storage barely mattered
 # The host's resources (name_bottleneck without a wait profile) as a limit counted across repeats; a wait profile's
 # meanings are said as refbench.report.waits.PHRASES says them.
 HOST_LIMITS = {"device": "a saturated device", "cpu": "CPU", "neither": "the load offered", "unknown": "not determined"}
