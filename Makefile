@@ -11,7 +11,9 @@ setup:
 demo: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/refbench run --plan plans/quick.toml --runs-dir $(RUNS)
 
+# First the floors (pyproject's [tool.importlinter]: a few seconds), then the tests.
 test: setup
+	@$(VENV)/bin/lint-imports --no-cache --no-logo
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder --durations=25 -m 'not reference and not false_changes'
 
 # The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the

@@ -159,7 +159,7 @@ def _no_scratch_left_behind(tmp_path):
     no resume will come, so the scratch directories of the runs in this test's own temporary directory go. Another
     test's, or another refbench's, are never touched: the name holds the hash of the run's path."""
     yield
-    from refbench.runner import SCRATCH_ROOT, scratch_dir
+    from refbench.suites.context import SCRATCH_ROOT, scratch_dir
     from refbench.runstore import Run
 
     if not SCRATCH_ROOT.is_dir():

@@ -17,7 +17,7 @@ import pytest
 from conftest import cli_env, refbench_command
 from process_tree import descendants
 from refbench.host.telemetry import Telemetry
-from refbench.suites.analytics.catalog import all_tests
+from refbench.suites.analytics import all_tests
 from refbench.suites.analytics.launcher import schedule
 
 

@@ -262,7 +262,7 @@ def _cells(line: str) -> list[str]:
 
 
 def test_markdown_and_csv_say_what_json_says(tmp_path, refbench):
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     common = ("--set", "sleepy.cases=2", "--noise-pct", "5", "--repeats", "3")
     a = _run(refbench, tmp_path, *common, "--seed", "1")

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import cli_env, refbench_command
-from refbench.repeats import one_per_configuration, repeat_cases, repeat_id
+from refbench.suites.repeats import one_per_configuration, repeat_cases, repeat_id
 from refbench.suites import Case, Headline, Record, Table
 from test_report import _run
 

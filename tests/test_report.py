@@ -59,7 +59,8 @@ def test_acceptance_results_are_on_the_first_screen(tmp_path, refbench):
 
 
 def test_numbers_have_one_format_and_headers_their_unit():
-    from refbench.report.html import fitted, fmt, header
+    from refbench.formats import fitted, fmt
+    from refbench.report.html import header
 
     assert [fmt(v) for v in (1234567.8, 1234, 12.3456, 0.00123456, 0.0, None, True)] == [
         "1,234,568", "1,234", "12.3", "0.00123", "0", "—", "yes"]

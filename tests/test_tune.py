@@ -548,6 +548,11 @@ def test_oltp_trial_runs_start_from_copies_of_one_loaded_database(reachable_dir,
         assert not list(Path(tune["dir"]).glob("oltp-data*")), list(Path(tune["dir"]).iterdir())
 
 
+def _tail(log: Path, lines: int = 40) -> str:
+    """The end of a tune's log, for a failure's message."""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else f"{log}: none"
+
+
 @pytest.mark.slow
 @pytest.mark.reference
 def test_the_confirmation_runs_on_two_independent_loads_at_the_window_the_answer_is_for(reachable_dir):
@@ -577,7 +582,8 @@ def test_the_confirmation_runs_on_two_independent_loads_at_the_window_the_answer
     confirmation = journey["confirmation"]
     runs = confirmation["runs"]
     assert [r["side"] for r in runs] == ["A", "B", "B", "A", "A", "B"] and all(not r["error"] for r in runs), runs
-    assert journey["loads"] == [str(tune_dir / "oltp-data"), str(tune_dir / "oltp-data-2")]
+    assert journey["loads"] == [str(tune_dir / "oltp-data"), str(tune_dir / "oltp-data-2")], \
+        (journey["answer"], _tail(tune_dir / "tune.log"))
     by_load = {load: {r["side"] for r in runs if r["load"] == load} for load in journey["loads"]}
     assert by_load == {load: {"A", "B"} for load in journey["loads"]}, runs  # each load with both sides
     assert [r["load"] for r in runs] == [journey["loads"][0]] * 4 + [journey["loads"][1]] * 2

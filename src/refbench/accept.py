@@ -82,7 +82,7 @@ def _repeats_interval(figure: Any, threshold: Threshold) -> str:
     reaches across the limit — a pass or a fail the next run may not repeat. The threshold is judged on the
     verdict's figure all the same."""
     from refbench.estimate import level
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     if figure is None or (found := level(figure.samples)) is None:
         return ""

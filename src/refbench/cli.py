@@ -192,7 +192,7 @@ def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
 
 def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
     """The answer the run was for, after its progress: headline figures, correctness and bottleneck per suite."""
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     verdicts = run.read_json(run.verdict_path) or []
     if verdicts:
@@ -235,7 +235,7 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
 
 
 def _print_thresholds(results: list[dict[str, Any]]) -> None:
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     if not results:
         return
@@ -419,7 +419,7 @@ def _warn(sentence: str) -> None:
 
 def _headline_text(h: dict[str, Any]) -> str:
     from refbench.catalog.history import series_name
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     if h.get("unrated"):
         return f"{h['suite']} {series_name(h['label'])}: not rated at this size"
@@ -513,7 +513,7 @@ def history(
     from refbench.catalog import read_catalog, since_utc
     from refbench.catalog.history import history as figure_history, latest_change, spread_text, trend_chart
     from refbench.report.charts import render_figure
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     points = read_catalog(runs_dir, lambda catalog: figure_history(catalog, figure, host, _tag_filter(tag),
                                                                    since_utc(since)), _warn)
@@ -677,7 +677,7 @@ def compare(
     # Below the answers: the other figures that changed (every figure with --all), one line per figure.
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])
     if listed:
-        from refbench.report.html import fmt
+        from refbench.formats import fmt
 
         # One column names the figure, so that at 80 columns a long name wraps at its spaces, not the numbers.
         table = RichTable(Column("suite case figure", ratio=1), "A", *(c for n in names[1:] for c in (n, f"{n} vs A")),
@@ -832,7 +832,7 @@ def tune(
 
 
 def _print_host(inv: dict[str, Any], checks: list) -> None:
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     cpu, mem, system, numa = inv["cpu"], inv["memory"], inv["system"], inv["numa"]
     facts = RichTable(show_header=False, title="Host inventory", title_justify="left")

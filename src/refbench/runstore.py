@@ -38,9 +38,9 @@ from typing import Any, Callable, Iterator, TypeVar
 from refbench import removal
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_json, remove_temp_files, writable_directory
-from refbench.plan import TAG, Plan
+from refbench.options import TAG, Plan
 from refbench.redaction import merge_secrets, read_private, redact, split_secrets, write_private
-from refbench.suites import Finding, Record, impossible_figures
+from refbench.records import Finding, Record, impossible_figures
 
 RUN_FORMAT = "refbench-run/1"
 SET_ASIDE_SUFFIX = ".corrupt"

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from refbench.errors import UserError
 from refbench.estimate import Spread, log_spread, pooled
 from refbench.figures import configuration, figure_cases, figures, repeat_groups
-from refbench.plan import TAG
+from refbench.options import TAG
 from refbench.runstore import CorruptRunFile, Run, list_runs
 
 CATALOG_FILE = "catalog.sqlite"

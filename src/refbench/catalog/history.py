@@ -18,7 +18,7 @@ from typing import Any
 
 from refbench.catalog import Catalog, run_filters
 from refbench.errors import UserError
-from refbench.report.html import fmt
+from refbench.formats import fmt
 from refbench.suites import Chart, suite_names
 
 

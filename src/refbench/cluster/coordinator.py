@@ -17,7 +17,7 @@ from rich.console import Console
 
 from refbench.cluster.node import run_node
 from refbench.cluster.security import check_address, security
-from refbench.cluster.totals import node_dir
+from refbench.figures.cluster import node_dir
 from refbench.errors import UserError
 from refbench.plan import Plan
 from refbench.runstore import Run, iso, utc_now

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.cluster.totals import findings, node_figures_of, node_runs, tables, verdicts
+from refbench.figures.cluster import findings, node_figures_of, node_runs, tables, verdicts
 from refbench.fileio import atomic_write_text
 from refbench.report import UNITS_NOTE, write_table
 from refbench.report import html as h

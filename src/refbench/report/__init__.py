@@ -13,9 +13,10 @@ from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
+from refbench.formats import fitted
 from refbench.report import html as h, waits
 from refbench.report.verdict import SuiteVerdict, run_verdict
-from refbench.repeats import one_per_configuration
+from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run, iso, utc_now
 from refbench.suites import Chart, Record, Table, get_suite, storage
 
@@ -173,7 +174,7 @@ def _suite_summary(name: str) -> str:
 def _headlines(v: SuiteVerdict) -> str:
     return "<br>".join(f"{h.esc(x.label)}: <span class=\"note\">not rated at this size ({h.esc(x.unrated)}; measured "
                        f"{h.esc(h.fmt(x.value))} {h.esc(x.unit)})</span>" if x.unrated else
-                       f"{h.esc(x.label)}: <b>{h.esc(h.fitted(x.value, x.spread))} {h.esc(x.unit)}</b>"
+                       f"{h.esc(x.label)}: <b>{h.esc(fitted(x.value, x.spread))} {h.esc(x.unit)}</b>"
                        + (f' <span class="note">{h.esc(x.note)}</span>' if x.note else "") for x in v.headlines) or "—"
 
 

@@ -30,6 +30,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator, NullLoca
 # SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
 matplotlib.rcParams["svg.fonttype"] = "none"
 
+from refbench.formats import fmt  # noqa: E402
 from refbench.suites import Chart  # noqa: E402
 
 PARALLEL_FROM = 4  # charts; fewer are not worth starting worker processes for
@@ -153,8 +154,6 @@ def _category_ticks(ax, categories: list) -> None:
 
 def _tip(chart: Chart, label, x, y) -> str:
     """What hovering a point shows: its series, value and unit, and where on the x axis it is."""
-    from refbench.report.html import fmt  # html imports this module for the inline charts
-
     unit = _unit(chart.ylabel)
     where = f"{chart.xlabel} {fmt(x)}" if chart.xlabel and len(chart.xlabel) <= 24 else fmt(x)
     value = f"{fmt(y)} {unit}".strip()

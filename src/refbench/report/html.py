@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import html
-import math
 import re
 from typing import TYPE_CHECKING, Any, Iterable
+
+from refbench.formats import fmt
 
 if TYPE_CHECKING:
     from refbench.report.charts import Rendered
@@ -68,45 +69,6 @@ details.detail>summary{font-weight:600;padding:4px 0}
 
 def esc(value: Any) -> str:
     return html.escape(str(value))
-
-
-def fmt(value: Any) -> str:
-    """Numbers for people: thousands separators, three significant digits below 1,000 and no trailing zeros (0.46 s,
-    not 0.4600 s): a single measurement on a shared host is not known more closely."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "—"
-        return f"{value:,.0f}" if abs(value) >= 1000 else significant(value, 3)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(fmt(v) for v in value)
-    return str(value)
-
-
-def significant(value: float, digits: int) -> str:
-    """``value`` to ``digits`` significant digits, written out (63,000 and 0.0012, never 6.3e+04)."""
-    if value == 0:
-        return "0"
-    magnitude = math.floor(math.log10(abs(value)))
-    decimals = digits - 1 - magnitude
-    if decimals <= 0:
-        return f"{round(value, decimals):,.0f}"
-    text = f"{value:,.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def fitted(value: float, spread: float) -> str:
-    """A figure to the digit its noise allows: the spread of its repeats (high − low) decides the last digit shown,
-    with two to four significant digits (63,100 ± 400 → 63,100; 0.912 ± 0.05 → 0.91)."""
-    if not spread or spread <= 0 or not value or isinstance(value, bool):
-        return fmt(value)
-    digits = math.floor(math.log10(abs(value))) - math.floor(math.log10(spread)) + 1
-    return significant(float(value), min(max(digits, 2), 4))
 
 
 # Column names in files are snake_case with the unit last (read_mb_s); headers say the unit as people write it.

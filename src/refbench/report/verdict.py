@@ -17,7 +17,7 @@ from typing import Any
 
 from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT
-from refbench.repeats import one_per_configuration, strip_repeat
+from refbench.suites.repeats import one_per_configuration, strip_repeat
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
 
@@ -101,7 +101,7 @@ def _suite(name: str) -> Any:
 
 def _with_repeats(headline: Headline, records: list[Record]) -> Headline:
     """A headline from a case measured several times says so, with the range of its repeats."""
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     repeats = next((r.extra.get("repeats") for r in records if r.case_id == headline.case), None)
     if not repeats or repeats.get("metric") != headline.metric:
@@ -272,7 +272,7 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
 
 
 def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
-    from refbench.report.html import fmt
+    from refbench.formats import fmt
 
     cpu = window.get("cpu") or {}
     disks = window.get("disks") or {}
@@ -314,7 +314,7 @@ def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
 
 def verdict_lines(verdicts: list[SuiteVerdict]) -> list[tuple[str, str]]:
     """(suite, text) lines for the terminal: the headlines, then correctness and bottleneck."""
-    from refbench.report.html import fitted, fmt
+    from refbench.formats import fitted, fmt
 
     lines = []
     for v in verdicts:

@@ -9,7 +9,7 @@ from typing import Any
 
 from refbench.engines.waits import limits, meaning
 from refbench.host.contention import DISTURBED_CPU_PCT, DISTURBED_DEVICE_PCT
-from refbench.report.html import fmt
+from refbench.formats import fmt
 from refbench.suites import Chart, Table
 
 PHRASES = {

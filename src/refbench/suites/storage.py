@@ -26,7 +26,7 @@ from refbench.host.cachebound import last_oom, process_tree_io
 from refbench.engines.waits import reconcile
 from refbench.host.contention import MachineTime
 from refbench.host.telemetry import disk_rates, read_disks, read_process_io
-from refbench.plan import Option, PlanError
+from refbench.options import Option, PlanError
 
 AUTO = -1
 MIN_CACHE_MB = 32  # less leaves no room for the files in flight (WAL, temporary files) and the server thrashes

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_text, writable_directory
 from refbench.removal import remove_quietly
-from refbench.report.html import fmt
+from refbench.formats import fmt
 from refbench.redaction import redact, write_private
 from refbench.report.waits import PHRASES
 from refbench.engines.knobs import setting_said, settings_said

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from refbench.fileio import writable_directory
-from refbench.plan import Option, Plan, PlanError
-from refbench.repeats import strip_repeat
+from refbench.options import Option, Plan, PlanError
+from refbench.suites.repeats import strip_repeat
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.suites.analytics import inputs, launcher
-from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, all_tests
+from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, TESTS, AnalyticsTest
 from refbench.suites.analytics.summary import mean_of, minutes_of
 from refbench.suites.device.targets import device_of, directory_target, note_directory_targets
 
@@ -298,3 +298,11 @@ def _location_groups(plan: Plan) -> list[str]:
     for name, (storage, _) in _placed_locations(plan).items():
         groups.setdefault(storage, []).append(name)
     return ["+".join(names) for names in groups.values()]
+
+
+def all_tests() -> dict[str, AnalyticsTest]:
+    """The nineteen tests, each registered when its module (numpy and engines with it) is imported."""
+    from refbench.suites.analytics import computation_tests, io_tests, memory_tests  # noqa: F401  (they register)
+
+    assert set(TESTS) == set(TEST_NAMES), "a test is registered but not listed in TEST_NAMES, or the other way round"
+    return {name: TESTS[name] for name in TEST_NAMES}

@@ -89,10 +89,3 @@ def analytics_test(kind: str, engine: str, models: str, why: str, reads: tuple[s
         return run
 
     return register
-
-
-def all_tests() -> dict[str, AnalyticsTest]:
-    from refbench.suites.analytics import computation_tests, io_tests, memory_tests  # noqa: F401  (they register)
-
-    assert set(TESTS) == set(TEST_NAMES), "a test is registered but not listed in TEST_NAMES, or the other way round"
-    return {name: TESTS[name] for name in TEST_NAMES}

@@ -16,7 +16,7 @@ from typing import Any
 
 from refbench.engines.fio import FioError, fio_binary, run_fio
 from refbench.errors import UserError
-from refbench.plan import Option, Plan, PlanError
+from refbench.options import Option, Plan, PlanError
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.suites.device import checks
 from refbench.suites.device.sweep import (

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from refbench.errors import UserError
-from refbench.plan import Plan, PlanError
+from refbench.options import Plan, PlanError
 
 TEST_FILE_PREFIX = "refbench-device"
 FREE_SPACE_MARGIN = 64 * 2**20

@@ -28,7 +28,7 @@ from refbench.errors import UserError
 from refbench.host import pagecache
 from refbench.redaction import redact
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
-from refbench.plan import ENGINES, Option, Plan, PlanError
+from refbench.options import ENGINES, Option, Plan, PlanError
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,

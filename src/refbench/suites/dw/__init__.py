@@ -21,8 +21,8 @@ from refbench.engines.settings import (
     server_dsn_problem,
 )
 from refbench.errors import UserError
-from refbench.plan import ENGINES, Option, Plan
-from refbench.repeats import one_per_configuration
+from refbench.options import ENGINES, Option, Plan
+from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, get_suite, storage
 from refbench.suites.device.targets import device_of

@@ -100,7 +100,7 @@ def _rating_sheet(tables: list[Table]) -> Table:
         *((f"{store['store'].title()} ({store['engine']})", [(k, v) for k, v in store.items() if k not in ("store", "engine")])
           for store in by["stores"]),
     ]
-    from refbench.report.html import fmt  # one number format: the sheet's values are text, as on the paper's sheet
+    from refbench.formats import fmt  # one number format: the sheet's values are text, as on the paper's sheet
 
     notes = {t.name: t.note for t in tables}
     return Table("rating_sheet", "refbench data-warehouse rating sheet",

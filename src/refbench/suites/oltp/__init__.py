@@ -24,7 +24,7 @@ from refbench.engines.settings import (
     check_server_settings, mariadb_setting_problem, pg_setting_problem, pg_size_bytes, pg_size_problem,
     server_dsn_problem, setting_origins, settings_dict,
 )
-from refbench.plan import PROFILES, Option, Plan, PlanError
+from refbench.options import PROFILES, Option, Plan, PlanError
 from refbench.redaction import redact
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
 from refbench.suites.device.targets import (

@@ -110,7 +110,7 @@ def figure_cases(run: Run, groups: dict[tuple[str, str], list[Record]] | None = 
 
 
 def _cluster_figures(run: Run) -> dict[tuple[str, str, str], Figure]:
-    from refbench.cluster.totals import tables
+    from refbench.figures.cluster import tables
 
     totals = next(t for t in tables(run) if t.name == "cluster_totals")
     out = {}
