@@ -10,6 +10,9 @@ and seven methods. The runner calls them in this order, and never special-cases 
     summarize(records) -> list[Table]     the tables the papers print
     charts(tables)     -> list[Chart]     the figures the papers show (rendered by the report)
     headlines(records, tables) -> list[Headline]   what the run's verdict leads with: the best it measured
+
+The last three (and ``engines_compared``) are a suite's summary: a built-in suite subclasses ``SuiteBase``, which
+takes them from the ``summary.py`` beside it. The data they pass around (Case, Record, Table…) is refbench.records'.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from typing import TYPE_CHECKING, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from refbench.errors import UserError
 from refbench.records import (Case, Chart, Estimate, Finding, Headline, Record, Table, impossible_figures,
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
     from refbench.suites.context import SuiteContext
 
 __all__ = ["Case", "Chart", "Estimate", "Finding", "Headline", "Record", "Table", "impossible_figures", "is_figure",
-           "Suite", "get_suite", "suite_names"]
+           "Suite", "SuiteBase", "get_suite", "suite_names"]
 
 
 class Suite(Protocol):
@@ -43,6 +47,30 @@ class Suite(Protocol):
     def summarize(self, records: list[Record]) -> list[Table]: ...
     def charts(self, tables: list[Table]) -> list[Chart]: ...
     def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]: ...
+
+
+class SuiteBase:
+    """What every built-in suite shares: its tables, charts, headlines and engine comparison come from the module
+    ``summary`` beside its class (suites/<name>/summary.py), so a suite writes its cases, checks and summary, nothing
+    else. The summary loads when a report needs it, not when the suite is looked up (the CLI lists every suite)."""
+
+    @property
+    def _summary(self) -> ModuleType:
+        return importlib.import_module(f"{type(self).__module__}.summary")
+
+    def summarize(self, records: list[Record]) -> list[Table]:
+        return self._summary.summarize(records)
+
+    def charts(self, tables: list[Table]) -> list[Chart]:
+        return self._summary.charts(tables)
+
+    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        return self._summary.headlines(records, tables)
+
+    def engines_compared(self, tables: list[Table]) -> list[dict[str, Any]]:
+        """One row per engine run, for a suite that runs several (dss, dw); none for the others."""
+        compared = getattr(self._summary, "engines_compared", None)
+        return compared(tables) if compared else []
 
 
 # Built-in suites register here as they land: name -> "module:Class".

@@ -18,7 +18,7 @@ from typing import Any
 from refbench.fileio import writable_directory
 from refbench.options import Option, Plan, PlanError
 from refbench.suites.repeats import strip_repeat
-from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
+from refbench.suites import Case, Estimate, Finding, Record, SuiteBase
 from refbench.suites.analytics import inputs, launcher
 from refbench.suites.analytics.catalog import LOCATIONS, TEST_NAMES, TESTS, AnalyticsTest
 from refbench.suites.analytics.summary import mean_of, minutes_of
@@ -38,7 +38,7 @@ INPUT_BYTES_PER_ROW = 260
 ASSUMED_IO_B_S = 500e6
 
 
-class AnalyticsSuite:
+class AnalyticsSuite(SuiteBase):
     name = "analytics"
     # The mixed-analytics paper's Table 2 per node and its four-node totals; the first is charted by node count.
     node_figures = {"mean_cpu_real_ratio": "mean", "elapsed_min_sum": "sum", "user_cpu_min_sum": "sum",
@@ -255,21 +255,6 @@ class AnalyticsSuite:
             findings.append(Finding("every job's answers are right", not wrong and checked > 0,
                                     "; ".join(wrong) or f"{checked} checks in {len(jobs) - len(failed)} jobs"))
         return findings
-
-    def summarize(self, records: list[Record]) -> list[Table]:
-        from refbench.suites.analytics.summary import summarize
-
-        return summarize(records)
-
-    def charts(self, tables: list[Table]) -> list[Chart]:
-        from refbench.suites.analytics.summary import charts
-
-        return charts(tables)
-
-    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
-        from refbench.suites.analytics.summary import headlines
-
-        return headlines(records, tables)
 
 
 def _placed_locations(plan: Plan) -> dict[str, tuple[str, str]]:

@@ -17,7 +17,7 @@ from typing import Any
 from refbench.engines.fio import FioError, fio_binary, run_fio
 from refbench.errors import UserError
 from refbench.options import Option, Plan, PlanError
-from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
+from refbench.suites import Case, Estimate, Finding, Record, SuiteBase
 from refbench.suites.device import checks
 from refbench.suites.device.sweep import (
     AccessMode, access_modes, base_job, bs_id, precondition_random, precondition_sequential, run_point, size_label,
@@ -41,7 +41,7 @@ def _sector_multiple(block_size: int) -> str | None:
     return None if block_size % 512 == 0 else "must be a multiple of 512 bytes"
 
 
-class DeviceSuite:
+class DeviceSuite(SuiteBase):
     name = "device"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"iops": "sum", "mb_s": "sum", "read_lat_p99_us": "mean", "write_lat_p99_us": "mean"}
@@ -306,21 +306,6 @@ class DeviceSuite:
         return findings
 
     # ---- tables and charts ------------------------------------------------------------------------
-
-    def summarize(self, records: list[Record]) -> list[Table]:
-        from refbench.suites.device.summary import summarize
-
-        return summarize(records)
-
-    def charts(self, tables: list[Table]) -> list[Chart]:
-        from refbench.suites.device.summary import charts
-
-        return charts(tables)
-
-    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
-        from refbench.suites.device.summary import headlines
-
-        return headlines(records, tables)
 
 
 CHECK_METHODS = {

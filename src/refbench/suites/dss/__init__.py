@@ -29,7 +29,7 @@ from refbench.host import pagecache
 from refbench.redaction import redact
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
 from refbench.options import ENGINES, Option, Plan, PlanError
-from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
+from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
 from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,
 )
@@ -42,7 +42,18 @@ MODES = ("individual", "power", "throughput")
 PROC = Path("/proc")
 
 
-class DssSuite:
+class OnTpchData:
+    """The TPC-H data and the engines it is loaded in, which dss measures and dw measures too: prepared (generated,
+    loaded, or found loaded) before the suite's cases, the engines stopped after them."""
+
+    def prepare(self, ctx) -> None:
+        prepare_data_and_engines(ctx)
+
+    def close(self, ctx) -> None:
+        close_engines(ctx)
+
+
+class DssSuite(OnTpchData, SuiteBase):
     name = "dss"
     # What a cluster run averages across nodes; each node answers for its own database.
     node_figures = {"power": "mean", "throughput": "mean", "warm_s": "mean"}
@@ -147,14 +158,6 @@ class DssSuite:
                         + (f", each engine's {' and '.join(headline)} stream{'s' if len(headline) > 1 else ''} {again} "
                            f"more time{'s' if again > 1 else ''}" if again else ""),
                         space_list(self.name, plan, engines))
-
-    # ---- data and engines ----------------------------------------------------------------------------
-
-    def prepare(self, ctx) -> None:
-        prepare_data_and_engines(ctx)
-
-    def close(self, ctx) -> None:
-        close_engines(ctx)
 
     # ---- one case ------------------------------------------------------------------------------------
 
@@ -336,26 +339,6 @@ class DssSuite:
     def check(self, ctx) -> list[Finding]:
         storage.say_verdicts(ctx)
         return check_answers(ctx)
-
-    def summarize(self, records: list[Record]) -> list[Table]:
-        from refbench.suites.dss.summary import summarize
-
-        return summarize(records)
-
-    def charts(self, tables: list[Table]) -> list[Chart]:
-        from refbench.suites.dss.summary import charts
-
-        return charts(tables)
-
-    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
-        from refbench.suites.dss.summary import headlines
-
-        return headlines(records, tables)
-
-    def engines_compared(self, tables: list[Table]) -> list[dict[str, Any]]:
-        from refbench.suites.dss.summary import engines_compared
-
-        return engines_compared(tables)
 
 
 def dsn_engine(o: dict[str, Any]) -> str | None:

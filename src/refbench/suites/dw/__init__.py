@@ -24,10 +24,10 @@ from refbench.errors import UserError
 from refbench.options import ENGINES, Option, Plan
 from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run
-from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, get_suite, storage
+from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, get_suite, storage
 from refbench.suites.device.targets import device_of
 from refbench.suites.dss import (
-    check_answers, checked_engines, close_engines, engine_probe, load_seconds, prepare_data_and_engines, space_list,
+    OnTpchData, check_answers, checked_engines, engine_probe, load_seconds, space_list,
 )
 from refbench.suites.dw import capacity, workload
 
@@ -38,7 +38,7 @@ MEMORY_CAP = {"postgres": ("shared_buffers", "shared_buffers"), "duckdb": ("memo
 DIRECT_IO = {"mariadb"}  # InnoDB reads its data files with O_DIRECT: nothing of them to evict from the page cache
 
 
-class DwSuite:
+class DwSuite(OnTpchData, SuiteBase):
     name = "dw"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count.
     node_figures = {"queries_per_hour": "sum", "physical_scan_mb_s": "sum", "cpu_avg_pct": "mean"}
@@ -124,12 +124,6 @@ class DwSuite:
                         f"{o['duration_s']} s measured" + (f", {plan.repeats} times each" if plan.repeats > 1 else ""),
                         space_list(self.name, plan, engines))
 
-    def prepare(self, ctx) -> None:
-        prepare_data_and_engines(ctx)
-
-    def close(self, ctx) -> None:
-        close_engines(ctx)
-
     def measure(self, ctx, case: Case) -> Record:
         o = ctx.options
         engine = ctx.state["engines"][case.params["engine"]]
@@ -210,26 +204,6 @@ class DwSuite:
                                     r.metrics["queries_completed"] > 0,
                                     f"{r.metrics['queries_completed']} in {r.metrics['interval_s']} s"))
         return findings
-
-    def summarize(self, records: list[Record]) -> list[Table]:
-        from refbench.suites.dw.summary import summarize
-
-        return summarize(records)
-
-    def charts(self, tables: list[Table]) -> list[Chart]:
-        from refbench.suites.dw.summary import charts
-
-        return charts(tables)
-
-    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
-        from refbench.suites.dw.summary import headlines
-
-        return headlines(records, tables)
-
-    def engines_compared(self, tables: list[Table]) -> list[dict[str, Any]]:
-        from refbench.suites.dw.summary import engines_compared
-
-        return engines_compared(tables)
 
 
 def _system(inventory: dict[str, Any], device: str | None, settings: dict[str, str]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from refbench.engines.settings import (
 )
 from refbench.options import PROFILES, Option, Plan, PlanError
 from refbench.redaction import redact
-from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table, storage
+from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
 from refbench.suites.device.targets import (
     FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
     require_server_reach,
@@ -143,7 +143,7 @@ def _server_settings(o: dict[str, Any]) -> dict[str, str]:
     return settings | settings_dict(o["pg_settings"])
 
 
-class OltpSuite:
+class OltpSuite(SuiteBase):
     name = "oltp"
     # What a cluster run totals across nodes (sum) or averages (mean); the first is charted by node count,
     # as the OLTP orders-per-minute paper charts orders per minute by node count.
@@ -393,21 +393,6 @@ class OltpSuite:
         findings += mix_findings(records)
         storage.say_verdicts(ctx)
         return findings
-
-    def summarize(self, records: list[Record]) -> list[Table]:
-        from refbench.suites.oltp.summary import summarize
-
-        return summarize(records)
-
-    def charts(self, tables: list[Table]) -> list[Chart]:
-        from refbench.suites.oltp.summary import charts
-
-        return charts(tables)
-
-    def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
-        from refbench.suites.oltp.summary import headlines
-
-        return headlines(records, tables)
 
 
 # The managed server's data directory, by engine, under the work directory or a target.
