@@ -1,69 +1,47 @@
-"""The layout's promises that code can check: no import circle among the modules that read and write runs."""
+"""The layout's promises that code can check: refbench's floors (pyproject's [tool.importlinter] contract), which
+import-linter checks, and one run's records read once."""
 
 from __future__ import annotations
 
-import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "refbench"
-# The run's pieces: a plan is read, a run made and stored, reported, checked, catalogued, run on several hosts.
-PARTS = ("plan", "thresholds", "accept", "report", "runstore", "runner", "catalog", "cluster")
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for path in SRC.rglob("*.py"):
-        name = ".".join(("refbench", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
-        if name.count(".") and name.split(".")[1] in PARTS:
-            out[name] = path
-    return out
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess:
+    """import-linter over the refbench under ``tree``/src, with ``tree``'s pyproject contract."""
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--no-logo"], cwd=tree, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tree / "src")}, timeout=120)
 
 
-def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the modules of PARTS it imports, at the top or inside a function alike (a lazy import is still a
-    dependency; importing a.b runs a's __init__ first), not under TYPE_CHECKING (type hints only)."""
-    graph: dict[str, set[str]] = {}
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text())
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                       for n in ast.walk(node)}
-        named: set[str] = set()
-        for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
-            if isinstance(node, ast.Import):
-                named |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                named |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-        edges = set()
-        for name in named:
-            parts = name.split(".")
-            edges |= {".".join(parts[:i]) for i in range(2, len(parts) + 1)} & set(modules)  # with the packages above
-        graph[module] = edges - {module} - {".".join(module.split(".")[:i]) for i in range(2, module.count(".") + 1)}
-    return graph
+def test_the_floors_hold_with_every_module_on_one_and_no_loop():
+    done = _lint_imports(ROOT)
+    assert done.returncode == 0 and "Contracts: 2 kept, 0 broken." in done.stdout, done.stdout + done.stderr
 
 
-def test_no_import_circle_among_plan_accept_report_runstore_runner_catalog_and_cluster():
-    graph = _imports(_modules())
-    circles = set()
-    for start in graph:
-        stack = [(start, [start])]
-        while stack:
-            module, path = stack.pop()
-            for nxt in graph[module]:
-                if nxt == start:
-                    circles.add(" -> ".join(path + [start]))
-                elif nxt not in path and len(path) < 8:
-                    stack.append((nxt, path + [nxt]))
-    assert sorted(circles, key=len)[:5] == []
-    reached, todo = set(), ["refbench.plan"]  # a plan is read without acceptance or report code
-    while todo:
-        for nxt in graph[todo.pop()] - reached:
-            reached.add(nxt)
-            todo.append(nxt)
-    assert not {m for m in reached if m.startswith(("refbench.accept", "refbench.report"))}, reached
+def test_an_import_up_a_floor_a_module_on_no_floor_and_a_loop_are_each_refused(tmp_path):
+    """The contract is not a formality: an import from a floor above (even one for type hints only), a new module
+    placed on no floor, and two modules of one package importing each other each break it."""
+    shutil.copytree(ROOT / "src" / "refbench", tmp_path / "src" / "refbench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    suites = tmp_path / "src/refbench/suites/__init__.py"
+    suites.write_text(suites.read_text() + "\nif TYPE_CHECKING:\n    from refbench.runner import execute\n")
+    (tmp_path / "src/refbench/newthing.py").write_text('"""A module nobody placed."""\n')
+    catalog = tmp_path / "src/refbench/suites/analytics/catalog.py"
+    catalog.write_text(catalog.read_text() + "\nfrom refbench.suites.analytics import io_tests  # noqa\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 1 and "Contracts: 0 kept, 2 broken." in done.stdout, done.stdout + done.stderr
+    assert "refbench.suites is not allowed to import refbench.runner" in done.stdout
+    assert "- refbench.newthing" in done.stdout and "not listed as layers" in done.stdout
+    assert "No cycles are allowed in refbench.suites.analytics" in done.stdout
 
 
 def test_report_verdict_compare_acceptance_and_catalog_of_one_run_read_each_record_once(tmp_path, refbench, monkeypatch):
