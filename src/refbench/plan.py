@@ -34,6 +34,7 @@ from refbench.options import (ENGINES, PROFILES, REPEATS_BY_PROFILE, REPEATS_VAR
 from refbench.suites import get_suite, suite_names
 from refbench.thresholds import parse as parse_accept
 
+# A plan's names (defined in refbench.options) with its reader, for what reads plans: the CLI, tune, the tests.
 __all__ = ["ENGINES", "PROFILES", "TAG", "TOP_LEVEL", "Option", "Plan", "PlanError", "load_plan"]
 
 

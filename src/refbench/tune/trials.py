@@ -131,7 +131,10 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
         tail = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("refbench:")]
         return SideRun(side, str(run_dir or ""), None, wall, tail[-1] if tail else f"exit status {child.returncode}")
     if child.returncode == 1:
-        return SideRun(side, str(run_dir), None, wall, "a correctness check failed (see the run's report)")
+        failed = [f["check"] for path in sorted((run_dir / "findings").glob("*.json"))
+                  for f in json.loads(path.read_text()) if not f.get("passed")]
+        named = f": {'; '.join(failed[:3])}{' …' if len(failed) > 3 else ''}" if failed else ""
+        return SideRun(side, str(run_dir), None, wall, f"a correctness check failed{named} (the run's report says why)")
     verdict = json.loads((run_dir / "verdict.json").read_text())
     value = objective.value_in(verdict) if objective else None
     disturbed = next((v.get("disturbed", "") for v in verdict if objective and v.get("suite") == objective.suite), "")

@@ -243,11 +243,13 @@ class Tuner:
         return copy, time.monotonic() - started
 
     def load_options(self) -> dict[str, Any]:
-        """A run that only loads the database (and measures a second): the baseline's configuration."""
-        return {**self.options, **self.shape, "rampup_s": 0, "duration_s": 1}
+        """A run that loads the database: the baseline's configuration, measured as a trial is. Its checks must pass
+        (a load that breaks the data is no start for a trial), and its mix is judged only from enough transactions:
+        one second at two users on a busy 2-core runner was too few to judge it, and the load was refused."""
+        return {**self.options, **self.shape}
 
     def load_data(self, template: Path | None = None) -> SideRun:
-        """A run that loads the database into ``template`` (default: the trials' one) and measures a second, alone:
+        """A run that loads the database into ``template`` (default: the trials' one) and measures as a trial, alone:
         for the trials when a given baseline's data went with its run, and the confirmation's second, independent
         load. Its time is not a trial run's."""
         template = template or self.template
