@@ -15,7 +15,7 @@ from typer.core import TyperArgument, TyperOption
 
 from refbench import __version__
 from refbench.cli import catalog, cluster, dashboard, host, results, run, tune
-from refbench.cli.console import epilog
+from refbench.cli.console import epilog, plain, say
 from refbench.errors import UserError
 from refbench.exhaustion import explain
 from refbench.suites import suite_names
@@ -37,7 +37,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        print(f"refbench {__version__}")
+        plain(f"refbench {__version__}")
         raise typer.Exit()
 
 
@@ -89,17 +89,16 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _interrupted_again(signum: int, frame: Any) -> None:
-    print("refbench: still stopping what the run started (servers, workers); kill -9 leaves that to its watchdog.",
-          file=sys.stderr)
+    say("still stopping what the run started (servers, workers); kill -9 leaves that to its watchdog.")
 
 
 def _restore_host_settings() -> None:
     """Host and server settings a tune changed and could not put back (it, and for the host its watchdog, were
     killed) go back now; what this user cannot put back or read is said, and the command goes on."""
-    from refbench.tune import host, server
+    from refbench.tune import host as tuned_host, server as tuned_server
 
-    for line in host.left_by_a_killed_tune() + server.left_by_a_killed_tune():
-        print(f"refbench: {line}", file=sys.stderr)
+    for line in tuned_host.left_by_a_killed_tune() + tuned_server.left_by_a_killed_tune():
+        say(line)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -127,25 +126,24 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as exc:
         code = exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        print("refbench: interrupted.", file=sys.stderr)
+        say("interrupted.")
         code = 130
     except UserError as exc:
         if debug:
             traceback.print_exc()
-        print(f"refbench: {exc}", file=sys.stderr)
+        say(str(exc))
         code = exc.exit_code
     except typer.TyperException as exc:  # usage errors: unknown option, bad choice, missing argument
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "refbench"
-        print(f"refbench: {exc.format_message().rstrip('.')} (see '{where} --help').", file=sys.stderr)
+        say(f"{exc.format_message().rstrip('.')} (see '{where} --help').")
         code = getattr(exc, "exit_code", 2)
     except Exception as exc:  # a bug: one line unless --debug; or a resource that ran out outside a run
         if debug:
             raise
         if explained := explain(exc):
-            print(f"refbench: {explained}", file=sys.stderr)
+            say(str(explained))
             sys.exit(explained.exit_code)
-        print(f"refbench: internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback).",
-              file=sys.stderr)
+        say(f"internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback).")
         code = 70
     sys.exit(code if isinstance(code, int) else 0)

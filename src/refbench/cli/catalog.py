@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Optional
@@ -11,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, print_table, warn
+from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, print_json, print_table, warn
 from refbench.errors import UserError
 from refbench.formats import fmt
 from refbench.runstore import Run, parse_tags
@@ -71,7 +70,7 @@ def list_runs_cmd(
         if r["problem"]:  # the other runs are still listed
             warn(r["problem"])
     if as_json:
-        print(json.dumps(listed, indent=2))
+        print_json(listed)
         return
     if not listed:
         err.print(f"no runs in {runs_dir}" + (" match" if suite or host or tag or since else ""))
@@ -142,7 +141,7 @@ def history(
                         "--out).") from None
     changes = latest_change(points)
     if as_json:
-        print(json.dumps({"figure": figure, "chart": str(rendered.svg), "points": points, "latest": changes}, indent=2))
+        print_json({"figure": figure, "chart": str(rendered.svg), "points": points, "latest": changes})
         return
     table = RichTable("run", "started (UTC)", "host", "tags", "series", "value", "spread (repeats: low–high over n)",
                       title=f"{figure} over {len({p['run'] for p in points})} runs", title_justify="left")

@@ -3,6 +3,7 @@ acceptance results, the examples in a command's help, and the options several gr
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -64,6 +65,21 @@ def stacked(table: RichTable) -> list[str]:
                 lines.append(f"{header}: " * bool(header) + text.replace("\n", indent))
         lines.append("")
     return lines
+
+
+def plain(text: str, flush: bool = False) -> None:
+    """Text on stdout as it is, never wrapped or styled: what scripts read (a run directory, a dry run's lines)."""
+    print(text, flush=flush)
+
+
+def print_json(data: Any) -> None:
+    """--json output: plain JSON on stdout, indented."""
+    plain(json.dumps(data, indent=2))
+
+
+def say(sentence: str) -> None:
+    """refbench's own one-line message on stderr ("refbench: interrupted."), plain, before or after any console."""
+    print(f"refbench: {sentence}", file=sys.stderr)
 
 
 def warn(sentence: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -11,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from refbench import runner
-from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, print_table
+from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, print_json, print_table
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_text
 from refbench.formats import fmt
@@ -69,7 +68,7 @@ def host(
             raise UserError(f"cannot write the tuned profile to {tuned_profile}: {exc.strerror}.") from None
         err.print(f"tuned profile written to {tuned_profile}")
     if as_json:
-        print(json.dumps({"inventory": inv, "audit": [c.to_dict() for c in checks]}, indent=2))
+        print_json({"inventory": inv, "audit": [c.to_dict() for c in checks]})
         return
     _print_host(inv, checks)
 

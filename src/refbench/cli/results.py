@@ -3,7 +3,6 @@ evaluated, runs compared."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -13,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from refbench import accept
-from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, print_table, print_thresholds
+from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, plain, print_json, print_table, print_thresholds
 from refbench.errors import UserError
 from refbench.formats import fmt
 from refbench.runstore import Run
@@ -40,7 +39,7 @@ def report(
     else:
         path = build_report(found, err)
     err.print(f"report: {path}")
-    print(found.path)
+    plain(str(found.path))
 
 
 @commands.command(epilog=epilog("refbench check runs/20261122T070000Z-lab-a  # the run's own [accept]",
@@ -65,7 +64,7 @@ def check(
                         "[accept] table: --accept FILE).")
     results = accept.evaluate(found, thresholds)
     if as_json:
-        print(json.dumps({"run": str(found.path), "accept": results}, indent=2))
+        print_json({"run": str(found.path), "accept": results})
     else:
         print_thresholds(results)
     if accept.failed(results):
@@ -145,10 +144,10 @@ def compare(
         err.print(f"comparison: {path}")
         return
     if chosen == "json":
-        print(json.dumps({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
+        print_json({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
                           "waits": changes, "wait_lines": wait_lines(changes, found_answers),
-                          "figures": public(rows), "overall": overall(rows) if everything else []}, indent=2))
+                          "figures": public(rows), "overall": overall(rows) if everything else []})
         return
     names = letters(found)
     out.print("   ".join(f"{n} = {','.join(r.path.name for r in side)}" for n, side in zip(names, sides)))

@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from refbench import accept, runner, timings
-from refbench.cli.console import (RUNS_DIR_HELP, cut, epilog, err, out, print_table, print_thresholds, stacked,
-                                   tls_options)
+from refbench.cli.console import (RUNS_DIR_HELP, cut, epilog, err, out, plain, print_table, print_thresholds,
+                                  stacked, tls_options)
 from refbench.errors import UserError
 from refbench.formats import fmt
 from refbench.options import PROFILES, TOP_LEVEL
@@ -62,9 +62,9 @@ def _dry_run(plan) -> None:
     try:
         lines = dry_run(plan)
     except DoesNotFit as exc:
-        print("\n".join(exc.lines), flush=True)
+        plain("\n".join(exc.lines), flush=True)
         raise
-    print("\n".join(lines))
+    plain("\n".join(lines))
 
 
 def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
@@ -80,18 +80,18 @@ def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
                 else f"{len(run.records())} case(s) recorded")
         err.print(f"[yellow]interrupted[/yellow]: {done}. Continue with: refbench resume {run.path} (or remove its "
                   f"work data with: refbench clean {run.path})")
-        print(run.path, flush=True)
+        plain(str(run.path), flush=True)
         raise typer.Exit(130)
     err.print(f"report: {run.report_path}")
     thresholds = run.read_json(run.accept_path) or []
     if as_json:
-        print(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.read_json(run.verdict_path) or [],
+        plain(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.read_json(run.verdict_path) or [],
                           "accept": thresholds}), flush=True)
     else:
         _print_verdict(run, thresholds)
     if not passed:
         err.print("[bold red]correctness checks FAILED[/bold red]: see the report's Correctness sections.")
-    print(run.path, flush=True)
+    plain(str(run.path), flush=True)
     if not passed:
         raise typer.Exit(1)
     if accept.failed(thresholds):
@@ -136,7 +136,7 @@ def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
             wide = Console(highlight=False, width=1000)
             with wide.capture() as captured:
                 wide.print(table)
-            print("\n".join(line.rstrip() for line in captured.get().splitlines()))
+            plain("\n".join(line.rstrip() for line in captured.get().splitlines()))
     print_thresholds(thresholds)
 
 
@@ -204,7 +204,7 @@ def resume(
                   f"{escape(corrupt.where)} could not be read, so this resume measures (or checks) it again.", soft_wrap=True)
     if status == "complete" and not set_aside:
         err.print(f"{found.path} is already complete; nothing to resume.")
-        print(found.path)
+        plain(str(found.path))
         return
     _require_current_options(found)
     err.print(f"resuming {found.path}: {len(found.records())} case(s) already recorded")

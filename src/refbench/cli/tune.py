@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Optional
 
 import typer
 
-from refbench.cli.console import RUNS_DIR_HELP, epilog, err
+from refbench.cli.console import RUNS_DIR_HELP, epilog, err, plain, print_json
 from refbench.errors import UserError
 from refbench.options import PROFILES
 from refbench.suites import suite_names
@@ -88,8 +87,8 @@ def tune(
 
     write_outputs(tuner.dir, journey)
     if as_json:
-        print(json.dumps(journey, indent=2))
+        print_json(journey)
     else:
         for line in tuning.summary_lines(journey):
-            print(line)
-    print(tuner.dir)
+            plain(line)
+    plain(str(tuner.dir))
