@@ -207,7 +207,7 @@ class Plan:
     scheduler: str = ""
     hosts: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
-    repeats: int = 0  # 0 until load_plan resolves it: the profile's (repeats.BY_PROFILE)
+    repeats: int = 0  # 0 until load_plan resolves it: the profile's (REPEATS_BY_PROFILE)
     tls_ca_file: str = ""
     tls_cert: str = ""
     tls_key: str = ""

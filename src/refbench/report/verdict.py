@@ -197,7 +197,7 @@ def _advice(run: Run, name: str, suite: Any, headlines: list[Headline],
 def _case_bottleneck(record: Record, measured: list[Record],
                      telemetry: Telemetry) -> tuple[str, str, Record, list[tuple[Record, str]]]:
     """What limited one configuration: (resource, phrase, the record named, each repeat's record and resource).
-    Measured once: its own, no repeats. Measured several times (``record`` the median repeat, refbench.repeats):
+    Measured once: its own, no repeats. Measured several times (``record`` the median repeat, refbench.suites.repeats):
     each repeat named on its own telemetry; the resource that held in most repeats (a tie: the median's when it is
     one of them, else the earliest), named from the median repeat when it is one of those, else from the first that
     is, and the phrase says in how many repeats each limit held."""

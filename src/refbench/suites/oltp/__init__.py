@@ -238,7 +238,7 @@ class OltpSuite(SuiteBase):
             require_free_space(Path(where), _space_bytes(o),
                                f"{o['warehouses']} warehouse(s) (about {_space_bytes(o) / 1e9:,.1f} GB of "
                                "tables, indexes and WAL)")
-        # Each load level once; the plan's repeats measure the best one again ("u4-r2", refbench.repeats).
+        # Each load level once; the plan's repeats measure the best one again ("u4-r2", refbench.suites.repeats).
         return [Case(f"u{u}-r1", {"users": u, "repeat": 1, "warehouses": o["warehouses"]}, f"{u} user{'s' if u > 1 else ''}")
                 for u in users]
 

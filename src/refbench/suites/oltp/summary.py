@@ -45,7 +45,7 @@ def summarize(records: list[Record]) -> list[Table]:
 
 
 def _times(r: Record) -> str:
-    """How many times the level was measured: its figures are the median repeat's (refbench.repeats)."""
+    """How many times the level was measured: its figures are the median repeat's (refbench.suites.repeats)."""
     n = r.extra.get("repeats", {}).get("n", 1)
     return "once" if n == 1 else f"{n}×, median"
 
@@ -74,7 +74,7 @@ def charts(tables: list[Table]) -> list[Chart]:
 
 def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
     """NOPM and TPM at the user count that gave the most New-Orders, with its New-Order p99. A level measured
-    several times comes here as its median repeat (refbench.repeats)."""
+    several times comes here as its median repeat (refbench.suites.repeats)."""
     if not records:
         return []
     best = max(records, key=lambda r: r.metrics["nopm"])
