@@ -20,6 +20,7 @@ from refbench import estimate
 from refbench.children import die_with_parent, watchdog
 from refbench.figures import direction
 from refbench.report.compare import SAME_WITHIN
+from refbench.runstore import Run
 from refbench.suites import get_suite, is_figure
 
 
@@ -131,8 +132,7 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
         tail = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("refbench:")]
         return SideRun(side, str(run_dir or ""), None, wall, tail[-1] if tail else f"exit status {child.returncode}")
     if child.returncode == 1:
-        failed = [f["check"] for path in sorted((run_dir / "findings").glob("*.json"))
-                  for f in json.loads(path.read_text()) if not f.get("passed")]
+        failed = [f.check for suite in Run(run_dir).findings().values() for f in suite if not f.passed]
         named = f": {'; '.join(failed[:3])}{' …' if len(failed) > 3 else ''}" if failed else ""
         return SideRun(side, str(run_dir), None, wall, f"a correctness check failed{named} (the run's report says why)")
     verdict = json.loads((run_dir / "verdict.json").read_text())

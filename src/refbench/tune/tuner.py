@@ -244,8 +244,8 @@ class Tuner:
 
     def load_options(self) -> dict[str, Any]:
         """A run that loads the database: the baseline's configuration, measured as a trial is. Its checks must pass
-        (a load that breaks the data is no start for a trial), and its mix is judged only from enough transactions:
-        one second at two users on a busy 2-core runner was too few to judge it, and the load was refused."""
+        (a load that breaks the data is no start for a trial), and oltp judges its mix only from enough transactions
+        (about 100 at two users): one second was near that here, and likely short of it on a busy CI runner."""
         return {**self.options, **self.shape}
 
     def load_data(self, template: Path | None = None) -> SideRun:

@@ -305,8 +305,6 @@ class DeviceSuite(SuiteBase):
             _remove_created_file(ctx, target)
         return findings
 
-    # ---- tables and charts ------------------------------------------------------------------------
-
 
 CHECK_METHODS = {
     "probe": "Opened the target, read its size, sector sizes, model and rotational flag from sysfs, and read 4 KiB with O_DIRECT.",
