@@ -100,6 +100,19 @@ def test_a_trials_runs_go_a_b_b_a(refbench, tmp_path):
     assert "multiple_comparisons" not in journey and journey["confirmed"] is None
 
 
+def test_a_run_whose_check_fails_is_an_error_that_names_the_check(tmp_path, monkeypatch):
+    """A trial or load run that fails a correctness check is not judged, and its error says which check failed."""
+    from refbench.tune.trials import run_side
+
+    for name, value in cli_env().items():
+        monkeypatch.setenv(name, value)
+    plan = tmp_path / "plan.toml"
+    plan.write_text('profile = "quick"\n[sleepy]\ncases = 1\nsleep_s = 0.0\nfail_check = true\n')
+    side = run_side(plan, tmp_path / "runs", "failing", tmp_path / "tune.log", None, "A")
+    assert side.value is None and side.run
+    assert side.error == "a correctness check failed: the test's own check (the run's report says why)", side.error
+
+
 def test_pairs_alternate_their_order_and_the_judgement_is_the_estimators():
     calls = []
     runs = interleaved(3, lambda side, i: calls.append(f"{side}{i}") or SideRun(side, "", 100.0, 1.0))
