@@ -2,7 +2,7 @@
 VENV ?= .venv
 RUNS ?= runs
 
-.PHONY: demo test test-reference test-false-changes setup clean
+.PHONY: demo test check test-reference test-false-changes setup clean
 
 setup:
 	@VENV=$(VENV) scripts/setup.sh
@@ -11,10 +11,16 @@ setup:
 demo: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/refbench run --plan plans/quick.toml --runs-dir $(RUNS)
 
-# First the floors (pyproject's [tool.importlinter]: a few seconds), then the tests.
+# First the floors (pyproject's [tool.importlinter]: a few seconds), then the tests, handed to workers one at a time
+# (a module whose tests share a fixture goes whole to one worker: tests/conftest.py); slow ones first.
 test: setup
 	@$(VENV)/bin/lint-imports --no-cache --no-logo
-	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder --durations=25 -m 'not reference and not false_changes'
+	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadgroup --no-loadscope-reorder --durations=25 -m 'not reference and not false_changes'
+
+# The edit loop: the floors and every test that starts no server, browser, cluster or measured run (not `live`).
+check: setup
+	@$(VENV)/bin/lint-imports --no-cache --no-logo
+	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=10 -m 'not live and not reference and not false_changes'
 
 # The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the
 # loads of 8.6 million rows mostly), and the bottlenecks made on purpose on PostgreSQL that the wait profile must name

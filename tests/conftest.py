@@ -26,19 +26,40 @@ os.environ.setdefault("REFBENCH_REPEATS", "1")
 os.environ.setdefault("REFBENCH_DISTURBED", "off")
 
 
-# The test files that take longest, longest first (wall time of each file on one xdist worker, measured on the
-# 2-core VM, 2026-11-25). `make test` hands whole files to workers in collection order
-# (--dist loadfile --no-loadscope-reorder): started first, they run beside the many short files instead of after
-# them, where one of them alone would set the suite's end.
-LONGEST_FILES = ["test_oltp.py", "test_analytics.py", "test_dss.py", "test_mariadb_dss.py", "test_targets.py",
-                 "test_device.py", "test_cluster.py", "test_bad_input.py", "test_device_sweep.py", "test_redaction.py",
-                 "test_kills.py", "test_least_privilege.py", "test_mariadb_oltp.py", "test_catalog.py", "test_compare.py",
-                 "test_cleanup.py", "test_resume.py", "test_exhaustion.py", "test_dw.py", "test_cachebound.py"]
+# The test files whose tests take longest, longest first (measured on the 2-core VM). `make test` hands tests to
+# workers one at a time in collection order (--dist loadgroup): the slow tests of these files go first, in this order,
+# so they run beside the many short ones instead of after them, where one of them alone would set the suite's end.
+LONGEST_FILES = ["test_analytics.py", "test_dw.py", "test_cachebound.py", "test_dss.py", "test_cluster.py",
+                 "test_tune.py", "test_device_sweep.py", "test_oltp.py", "test_kills.py", "test_compare.py",
+                 "test_exhaustion.py", "test_advice.py", "test_redaction.py", "test_mariadb_oltp.py",
+                 "test_least_privilege.py", "test_device.py", "test_targets.py", "test_dashboard.py",
+                 "test_report_browser.py", "test_verdict.py", "test_contention.py", "test_catalog.py", "test_consistency.py"]
+# Fixtures that start a server, a browser, a cluster or a measured run: a test that uses one is `live`, and so is a
+# test of a module with a fixture of its own shared by its tests (a loaded server, a run made once).
+LIVE_FIXTURES = {"data_dir", "reachable_dir", "process_tree", "browser", "tpch_sf1", "small_reachable_fs",
+                 "three_file_systems", "services", "namespaces", "certificates"}
+
+
+def _module_fixture(item) -> bool:
+    return any(d.scope in ("module", "package") for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)
 
 
 def pytest_collection_modifyitems(items):
+    """Marks `live` what make check leaves out; keeps a module that shares a fixture among its tests on one worker
+    (xdist_group: it is made once); puts the slow tests first, longest files first."""
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
+    for item in items:
+        shared = _module_fixture(item)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+        if shared or item.get_closest_marker("slow") or LIVE_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.live)
+
+    def order(item):
+        slow = item.get_closest_marker("slow") is not None or item.get_closest_marker("xdist_group") is not None
+        return (not slow, rank.get(item.path.name, len(rank)))
+
+    items.sort(key=order)  # stable: a file's own order is kept
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -175,6 +175,7 @@ def test_bad_locations_and_tests_end_in_one_sentence(refbench, tmp_path):
     assert result.code != 0 and "no_such_test" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.live
 def test_the_workload_and_the_throughput_test_are_repeated_as_headline_cases(refbench, tmp_path):
     result = refbench("analytics", "--tests", "correlation_matrix", "--jobs", "1", "--concurrency", "1", "--rows",
                       "1000000", "--iotest-file-mib", "8", "--repeats", "2", "--runs-dir", "runs", timeout=300)

@@ -220,6 +220,7 @@ def test_the_postgres_binary_judges_managed_server_settings_before_anything_is_w
     (["dw", "--engines", "mariadb", "--mariadb-settings", "join_buffer_size=lots"],
      ["[dw] mariadb_settings item 'join_buffer_size=lots' is refused by MariaDB", "Unknown suffix"]),
 ], ids=["unreachable dsn", "bad setting"])
+@pytest.mark.live
 def test_a_mariadb_that_cannot_serve_dss_is_refused_before_anything_is_written(tmp_path, cli, args, expected):
     try:
         tpchgen()
@@ -298,6 +299,7 @@ def test_a_data_directory_a_server_cannot_use_leaves_no_run_and_none_of_the_user
 
 
 @needs_postgres
+@pytest.mark.live
 def test_a_server_that_does_not_start_after_a_suite_measured_keeps_those_records_and_does_not_say_resume(refbench,
                                                                                                          tmp_path):
     (tmp_path / "plan.toml").write_text('suites = ["sleepy", "oltp"]\n[sleepy]\ncases = 2\nsleep_s = 0\n'
@@ -512,6 +514,7 @@ PROPERTY = settings(max_examples=100, deadline=None, database=None,
 @example(plan={"oltp": {"shared_buffers": "lots"}})
 @example(plan={"oltp": {"users": [1, 1]}})
 @example(plan={"sleepy": {"cases": 2}})
+@pytest.mark.live
 def test_a_random_plan_is_refused_with_exit_2_or_passes_every_check_and_nothing_is_written(plan, tmp_path,
                                                                                           stop_before_writing):
     cwd = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -540,6 +543,7 @@ def _flags() -> st.SearchStrategy[list[str]]:
 @example(args=["oltp", "--users", "1,,2"])
 @example(args=["oltp", "--shared-buffers", "-1MB"])
 @example(args=["device", "--iodepths", "1,1"])
+@pytest.mark.live
 def test_random_flags_are_refused_with_exit_2_or_pass_every_check_and_nothing_is_written(args, tmp_path,
                                                                                        stop_before_writing):
     cwd = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -568,6 +572,7 @@ def _violations(option) -> list:
 
 
 @pytest.mark.parametrize("suite", KEYS)
+@pytest.mark.live
 def test_every_declared_constraint_of_every_option_is_enforced_before_anything_is_written(suite, tmp_path,
                                                                                         stop_before_writing):
     """Each option's type, minimum, maximum, choices and list shape, broken one at a time in a plan file: refused

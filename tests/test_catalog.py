@@ -273,6 +273,7 @@ def test_a_catalog_on_a_full_disk_gives_way_to_the_run_directories(runs, small_f
     assert {r["run"]: r["tags"] for r in full.json()}[made[1]] == {"firmware": "9.9"}
 
 
+@pytest.mark.live
 def test_the_runs_list_at_80_columns_stacks_rather_than_cuts_a_figure(tmp_path, refbench):
     import subprocess
 

@@ -40,6 +40,7 @@ def _start_long_run(tmp_path: Path, cases: int = 20) -> tuple[subprocess.Popen, 
     return proc, record.parents[2]
 
 
+@pytest.mark.live
 def test_results_are_readable_by_everyone_whatever_the_umask(tmp_path):
     made = subprocess.run(refbench_command(*SLEEPY, "--set", "sleepy.cases=3"), cwd=tmp_path, env=cli_env(),
                           capture_output=True, text=True, timeout=120, preexec_fn=lambda: os.umask(0o077))
@@ -52,6 +53,7 @@ def test_results_are_readable_by_everyone_whatever_the_umask(tmp_path):
         assert directory.stat().st_mode & 0o777 == 0o755, directory
 
 
+@pytest.mark.live
 def test_a_failed_run_keeps_no_lock(tmp_path, refbench):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -62,6 +64,7 @@ def test_a_failed_run_keeps_no_lock(tmp_path, refbench):
     assert _status(run) == "failed" and not (run / "run.lock").exists()
 
 
+@pytest.mark.live
 def test_ctrl_c_leaves_no_lock_and_clean_removes_the_work_data_but_not_the_records(tmp_path, refbench):
     proc, run = _start_long_run(tmp_path)
     proc.send_signal(signal.SIGINT)
@@ -77,6 +80,7 @@ def test_ctrl_c_leaves_no_lock_and_clean_removes_the_work_data_but_not_the_recor
     assert sorted(p.name for p in (run / "records" / "sleepy").iterdir()) == records and (run / "run.json").is_file()
 
 
+@pytest.mark.live
 def test_a_kill_9_leaves_a_lock_file_that_blocks_neither_clean_nor_resume(tmp_path, refbench):
     proc, run = _start_long_run(tmp_path, cases=8)
     proc.kill()
@@ -92,6 +96,7 @@ def test_a_kill_9_leaves_a_lock_file_that_blocks_neither_clean_nor_resume(tmp_pa
     assert len(list((run / "records" / "sleepy").glob("*.json"))) == 8
 
 
+@pytest.mark.live
 def test_clean_refuses_a_run_in_use_and_all_work_skips_it(tmp_path, refbench):
     proc, run = _start_long_run(tmp_path)
     try:

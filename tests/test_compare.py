@@ -14,6 +14,7 @@ from conftest import cli_env, refbench_command
 from test_report import _run
 
 
+@pytest.mark.live
 def test_compare_two_runs_gives_ratios_and_each_compare_writes_its_own_file(tmp_path, refbench):
     a = _run(refbench, tmp_path, "--name", "slow")
     b = _run(refbench, tmp_path, "--name", "fast", "--speed", "2")
@@ -57,6 +58,7 @@ def test_compare_two_runs_gives_ratios_and_each_compare_writes_its_own_file(tmp_
     assert "ops_per_s" not in written[("--metric", "lat")].read_text()
 
 
+@pytest.mark.live
 def test_a_run_against_itself_is_short_and_says_no_change(tmp_path, refbench):
     run = _run(refbench, tmp_path, "--set", "sleepy.cases=40", "--noise-pct", "10")
     result = refbench("compare", str(run), str(run))
@@ -69,6 +71,7 @@ def test_a_run_against_itself_is_short_and_says_no_change(tmp_path, refbench):
     assert len(everything.stdout.splitlines()) > 160  # 40 cases × 4 figures: the default leaves them out
 
 
+@pytest.mark.live
 def test_noise_is_not_a_change_and_runs_or_repeats_are_the_replicates(tmp_path, refbench):
     # Runs of one case with ±20% noise: A and B differ only by the noise's seed (three repeats each), C is 1.5
     # times as fast, measured once.
@@ -103,6 +106,7 @@ def test_noise_is_not_a_change_and_runs_or_repeats_are_the_replicates(tmp_path, 
     assert f"A = {a.name},{b.name}" in refbench("compare", f"{a},{b}", f"{c},{d}").stdout
 
 
+@pytest.mark.live
 def test_compare_needs_two_runs_and_its_help_fits_80_columns(tmp_path, refbench):
     run = _run(refbench, tmp_path)
     alone = refbench("compare", str(run))
@@ -203,6 +207,7 @@ def test_which_way_is_better_for_each_kind_of_figure():
     assert verdict("iops", 1000.0, 995.0)[1] == "same"
 
 
+@pytest.mark.live
 def test_runs_of_one_configuration_give_this_hosts_run_to_run_spread(tmp_path, refbench):
     from refbench import estimate
     from refbench.catalog import Catalog
@@ -242,6 +247,7 @@ def test_the_figures_of_one_case_count_once_in_a_suites_effect():
     assert twice.high - twice.low < one.high - one.low
 
 
+@pytest.mark.live
 def test_a_headline_from_another_case_is_compared_with_its_like(tmp_path, refbench):
     """1 → 4 users: the best load level is another case in each run; the runs' bests are still compared."""
     a = _run(refbench, tmp_path, "--set", "sleepy.cases=2", "--repeats", "2", "--noise-pct", "5")
@@ -261,6 +267,7 @@ def _cells(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
 
 
+@pytest.mark.live
 def test_markdown_and_csv_say_what_json_says(tmp_path, refbench):
     from refbench.formats import fmt
 

@@ -68,6 +68,7 @@ def _file_target(path: Path, size: int) -> Target:
     return Target("t0", str(path), str(path), "file", size, None, None, True)
 
 
+@pytest.mark.live
 def test_verify_passes_on_healthy_data_and_fails_when_corrupted_underneath(tmp_path):
     path = tmp_path / "data.bin"
     path.write_bytes(b"\0" * (4 << 20))
@@ -90,6 +91,7 @@ def test_dd_and_fs_stress_checks_pass_on_a_healthy_directory(tmp_path):
     assert not (tmp_path / "refbench-fs-stress").exists()
 
 
+@pytest.mark.live
 def test_a_neighbour_reading_the_same_device_makes_accounting_inconclusive_not_failed(tmp_path, monkeypatch):
     from refbench.suites.device.targets import device_of
     device = device_of(tmp_path)
@@ -239,6 +241,7 @@ def test_device_larger_region_than_the_device_is_refused(loop_device, refbench):
 
 
 @needs_loop
+@pytest.mark.live
 def test_blank_block_device_with_destroy_data_is_measured(loop_device, refbench, tmp_path):
     dev, backing = loop_device
     before = _digest(backing)
@@ -301,6 +304,7 @@ def test_two_device_runs_compare_point_by_point(tmp_path, refbench):
     assert figures["runtime_s"]["B vs A"].endswith("× A")  # how long a point ran is not better or worse
 
 
+@pytest.mark.live
 def test_two_targets_in_one_run_are_shown_side_by_side(tmp_path, refbench):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -49,6 +49,7 @@ def test_a_wrong_answer_is_caught():
     assert "row 2, column 1 (str)" in compare(1, [tuple(r) for r in [rows[0], rows[0], rows[2], rows[3]]], expected)
 
 
+@pytest.mark.live
 def test_the_two_engines_agree_on_every_query_of_several_streams(tmp_path):
     sf = 0.01
     base = Path(tempfile.mkdtemp(prefix="refbench-test-dss-"))

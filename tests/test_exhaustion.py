@@ -90,6 +90,7 @@ def test_a_full_disk_while_writing_the_report_stops_the_run_resumably(small_fs, 
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
 
 
+@pytest.mark.live
 def test_out_of_memory_in_duckdb_is_one_sentence_and_resumable(tmp_path, refbench):
     result = refbench("dss", "--sf", "0.01", "--engines", "duckdb", "--duckdb-memory-limit", "2MB", "--modes", "power",
                       "--runs-dir", "runs")
@@ -124,6 +125,7 @@ def test_out_of_file_descriptors_names_the_limit(tmp_path):
 
 
 @needs_root
+@pytest.mark.live
 def test_a_postgresql_panic_on_a_full_disk_is_caught_and_explained(tmp_path):
     import shutil
     import tempfile

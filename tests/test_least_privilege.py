@@ -304,6 +304,7 @@ def test_a_dsn_password_reaches_no_file_of_the_run_and_resume_still_connects(tmp
 # ---- the report shows text, not markup -----------------------------------------------------------------------------
 
 
+@pytest.mark.live
 def test_plan_values_appear_in_the_report_as_text_only(tmp_path, refbench):
     marker = "<script>alert(1)</script>"
     plan = tmp_path / "plan.toml"

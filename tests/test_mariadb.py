@@ -71,6 +71,7 @@ def _call(conn, sql: str, params: tuple = ()) -> list[tuple]:
     return rows
 
 
+@pytest.mark.live
 def test_a_managed_server_listens_on_its_socket_and_loopback_only_runs_procedures_counts_and_stops(base, tmp_path):
     password_file = tmp_path / "secrets" / "oltp-mariadb.password"
     server = ManagedMariaDB(base / "data", {"innodb-buffer-pool-size": "32M"}, password_file)
@@ -150,6 +151,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.live
 def test_a_kill_9_of_the_process_that_started_it_leaves_no_server(base, tmp_path):
     out, err = tmp_path / "holder.out", tmp_path / "holder.err"
     harness = subprocess.Popen([sys.executable, str(TESTS / "process_tree.py"), "--linger-s", "15", "--stdout", str(out),
@@ -169,6 +171,7 @@ def test_a_kill_9_of_the_process_that_started_it_leaves_no_server(base, tmp_path
     assert not Path(socket_dir).exists()
 
 
+@pytest.mark.live
 def test_data_directories_initialised_at_the_same_time_do_not_spoil_each_other(base):
     # A bootstrapping mariadbd removes the "#sql*" files it finds in its tmpdir: sharing /tmp, one of four installs
     # started together lost a temporary table (1 in 6 here; in CI, a whole test module's server).
@@ -188,6 +191,7 @@ def test_a_data_directory_the_mysql_user_cannot_reach_is_one_sentence(tmp_path):
     assert not ManagedMariaDB.reachable(closed / "data") and ManagedMariaDB.reachable(Path("/var/tmp/new/data"))
 
 
+@pytest.mark.live
 def test_a_user_without_the_privileges_is_one_sentence(base):
     server = ManagedMariaDB(base / "data", {"innodb_buffer_pool_size": "32M"})
     server.start()
@@ -258,6 +262,7 @@ def test_a_server_too_old_or_not_mariadb_is_one_sentence(version, problem):
     ({"bind-address": "0.0.0.0"}, "the setting bind-address sets bind_address, which refbench sets itself for the MariaDB "
                                   "server it manages."),
 ])
+@pytest.mark.live
 def test_a_setting_mariadbd_refuses_is_one_sentence_and_nothing_is_written(settings, sentence, base):
     origins = {"innodb_buffer_pool_sise": "[oltp] mariadb_settings item 'innodb_buffer_pool_sise=64M'"}
     with pytest.raises(UserError) as caught:
@@ -269,6 +274,7 @@ def test_a_setting_mariadbd_refuses_is_one_sentence_and_nothing_is_written(setti
     check_server_settings({"innodb_buffer_pool_size": "64M", "innodb-flush-log-at-trx-commit": "2"})
 
 
+@pytest.mark.live
 def test_a_server_that_cannot_start_says_why_in_one_sentence(base):
     server = ManagedMariaDB(base / "data", {"innodb_buffer_pool_size": "32M"})
     server.start()
@@ -285,6 +291,7 @@ def test_a_server_that_cannot_start_says_why_in_one_sentence(base):
     assert not any("mariadbd" in cmd for cmd in descendants(os.getpid()).values())
 
 
+@pytest.mark.live
 def test_rows_in_copy_text_format_stream_in_with_load_data_local_infile(base, tmp_path, monkeypatch):
     server = ManagedMariaDB(base / "data", {"innodb_buffer_pool_size": "32M"})
     server.start()

@@ -447,6 +447,7 @@ def _refused(result, says: str) -> str:
     (["--engine", "mariadb", "--mariadb-settings", "innodb_log_file_size=lots"], "is refused by MariaDB"),
     (["--engine", "mariadb", "--mariadb-settings", "datadir=/tmp"], "which refbench sets itself"),
 ])
+@pytest.mark.live
 def test_bad_engine_choices_are_one_sentence_and_write_nothing(tmp_path, args, says):
     _refused(_in_process(tmp_path, *args), says)
     assert not (tmp_path / "runs").exists()

@@ -59,6 +59,7 @@ def test_bad_flag_is_rejected_with_one_sentence(tmp_path, refbench, args, expect
     _assert_one_sentence_and_nothing_written(result, tmp_path, expected)
 
 
+@pytest.mark.live
 def test_plan_flags_and_sets_override_the_file_in_order(tmp_path, refbench):
     (tmp_path / "plan.toml").write_text('name = "from-file"\nprofile = "standard"\n[sleepy]\ncases = 2\nsleep_s = 0\n')
     result = refbench("sleepy", "--plan", "plan.toml", "--cases", "3", "--runs-dir", "runs", "--name", "from-flag")

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import cli_env, refbench_command
 from refbench.children import die_with_parent
 
@@ -48,6 +50,7 @@ def _on_a_terminal(tmp_path, *args: str, columns: int = 80) -> str:
     return ANSI.sub("", seen.decode(errors="replace"))
 
 
+@pytest.mark.live
 def test_elapsed_and_eta_stay_whole_at_80_columns_and_the_figures_so_far_show_under_them(tmp_path):
     shown = _on_a_terminal(tmp_path, "run", "--suite", "sleepy", "--set", "sleepy.sleep_s=1.5", "--set", "sleepy.cases=3",
                            "--repeats", "1", "--runs-dir", "runs")
@@ -62,6 +65,7 @@ def test_elapsed_and_eta_stay_whole_at_80_columns_and_the_figures_so_far_show_un
     assert any(re.fullmatch(r"sleepy: case \d: \d s slept so far", line) for line in lines), lines
 
 
+@pytest.mark.live
 def test_without_a_terminal_figures_so_far_are_lines_every_few_seconds_and_quiet_has_none(tmp_path, refbench):
     args = ("run", "--suite", "sleepy", "--set", "sleepy.sleep_s=11", "--set", "sleepy.cases=1", "--repeats", "1",
             "--runs-dir", "runs")

@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import cli_env, refbench_command
 from refbench.suites.repeats import one_per_configuration, repeat_cases, repeat_id
 from refbench.suites import Case, Headline, Record, Table
@@ -63,6 +65,7 @@ def test_the_tables_see_each_configuration_once_as_its_median_repeat():
     assert one_per_configuration([other]) == [other]
 
 
+@pytest.mark.live
 def test_a_run_with_repeats_says_so_and_gives_compare_this_hosts_noise(tmp_path, refbench):
     a = _run(refbench, tmp_path, "--set", "sleepy.cases=2", "--noise-pct", "10", "--repeats", "3")
     records = sorted(p.stem for p in (a / "records" / "sleepy").glob("*.json"))
@@ -83,6 +86,7 @@ def test_a_run_with_repeats_says_so_and_gives_compare_this_hosts_noise(tmp_path,
     assert "1 a side: tested against this host's spread of " in text, text
 
 
+@pytest.mark.live
 def test_every_profile_repeats_its_headline_cases_three_times_and_the_dry_run_shows_the_cost(tmp_path):
     env = cli_env()
     env.pop("REFBENCH_REPEATS")  # the suite's own default for tests (conftest): here, the profile's

@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 
 def _run(refbench, tmp_path, *args):
     result = refbench("sleepy", "--runs-dir", str(tmp_path / "runs"), "--set", "sleepy.sleep_s=0", *args)
@@ -13,6 +15,7 @@ def _run(refbench, tmp_path, *args):
     return Path(result.last_line)
 
 
+@pytest.mark.live
 def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
     # 0.4 s a case: the once-a-second telemetry has samples, and the host charts something to mark.
     made = refbench("sleepy", "--runs-dir", str(tmp_path / "runs"), "--set", "sleepy.sleep_s=0.4", "--name", "a")
@@ -46,6 +49,7 @@ def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
     assert (run / "tables" / "sleepy" / "per_case.csv").read_text().startswith("case,ops_per_s,lat_ms")
 
 
+@pytest.mark.live
 def test_acceptance_results_are_on_the_first_screen(tmp_path, refbench):
     plan = tmp_path / "plan.toml"
     plan.write_text('suites = ["sleepy"]\n[sleepy]\nsleep_s = 0.0\n[accept]\n'
@@ -74,6 +78,7 @@ def test_numbers_have_one_format_and_headers_their_unit():
     assert header("write MB/s per core") == "write MB/s per core"  # already written for people
 
 
+@pytest.mark.live
 def test_failed_correctness_check_fails_the_run_loudly(tmp_path, refbench):
     result = refbench("sleepy", "--runs-dir", str(tmp_path / "runs"), "--set", "sleepy.sleep_s=0", "--fail-check")
     assert result.code == 1
@@ -82,6 +87,7 @@ def test_failed_correctness_check_fails_the_run_loudly(tmp_path, refbench):
     assert "1 check(s) FAILED" in html
 
 
+@pytest.mark.live
 def test_runs_lists_and_run_without_suites_writes_host_report(tmp_path, refbench):
     result = refbench("run", "--runs-dir", "runs", "--name", "hostonly")
     assert result.code == 0, result.stderr

@@ -57,6 +57,7 @@ def test_sigkill_mid_run_then_resume_records_every_case_exactly_once(tmp_path, r
     assert len(list(records.glob("[!.]*.json"))) == cases
 
 
+@pytest.mark.live
 def test_a_run_in_use_cannot_be_resumed_twice(tmp_path, refbench):
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
@@ -91,6 +92,7 @@ def test_a_kill_while_the_report_is_written_leaves_a_run_that_resume_completes(t
     assert (run_dir / "report.html").is_file()
 
 
+@pytest.mark.live
 def test_a_complete_run_keeps_no_lock_and_no_work_data_and_its_files_are_readable(tmp_path, refbench):
     result = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.cases=2", "--set", "sleepy.sleep_s=0")
     assert result.code == 0, result.stderr
@@ -136,6 +138,7 @@ def test_resume_sets_a_corrupt_record_aside_and_measures_that_case_again(tmp_pat
     listing = refbench("runs", "--runs-dir", str(runs), "--json")
     assert [r["status"] for r in listing.json()] == ["complete"] and not listing.stderr
 
+@pytest.mark.live
 def test_a_run_started_by_an_older_refbench_without_a_newer_option_is_refused_with_one_sentence(tmp_path, refbench):
     result = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.cases=1", "--set", "sleepy.sleep_s=0")
     assert result.code == 0, result.stderr

@@ -44,6 +44,7 @@ def test_an_import_up_a_floor_a_module_on_no_floor_and_a_loop_are_each_refused(t
     assert "No cycles are allowed in refbench.suites.analytics" in done.stdout
 
 
+@pytest.mark.live
 def test_report_verdict_compare_acceptance_and_catalog_of_one_run_read_each_record_once(tmp_path, refbench, monkeypatch):
     from refbench import accept
     from refbench.catalog import Catalog

@@ -45,6 +45,7 @@ def _resolve(dev: str, destroy_data: bool = True):
 
 # ---- paths -----------------------------------------------------------------------------------------------
 
+@pytest.mark.live
 def test_a_directory_gets_a_test_file_that_is_removed_at_the_end_and_the_directory_stays(tmp_path, refbench):
     target = tmp_path / "store"
     target.mkdir()
@@ -59,6 +60,7 @@ def test_a_directory_gets_a_test_file_that_is_removed_at_the_end_and_the_directo
     assert [p.name for p in target.iterdir()] == ["mine.txt"]  # refbench's test file is gone, the user's file stays
 
 
+@pytest.mark.live
 def test_a_killed_run_leaves_its_test_file_and_lock_and_resume_measures_the_rest_and_removes_both(tmp_path, refbench):
     target, runs = tmp_path / "store", tmp_path / "runs"
     target.mkdir()
@@ -197,6 +199,7 @@ def _terminal(result) -> str:
     return " ".join(result.stderr.split())
 
 
+@pytest.mark.live
 def test_oltp_puts_its_database_in_the_target_and_removes_it_at_the_end(tmp_path, refbench, store):
     result = refbench("oltp", str(store), "--warehouses", "1", "--rampup-s", "1", "--duration-s", "2", "--users", "1",
                       "--runs-dir", "runs")
@@ -208,6 +211,7 @@ def test_oltp_puts_its_database_in_the_target_and_removes_it_at_the_end(tmp_path
     assert [p.name for p in store.iterdir()] == ["mine.txt"]
 
 
+@pytest.mark.live
 def test_dss_puts_data_and_databases_in_the_target_and_clean_removes_what_a_kept_run_left(tmp_path, refbench, store):
     result = refbench("dss", str(store), "--engines", "duckdb,postgres", "--modes", "power", "--sf", "0.01",
                       "--keep-work", "--runs-dir", "runs")
@@ -231,6 +235,7 @@ def test_dss_puts_data_and_databases_in_the_target_and_clean_removes_what_a_kept
     assert again.code == 0 and again.stderr.strip() == "no work data left by 1 run(s) in runs", again.stderr
 
 
+@pytest.mark.live
 def test_dw_puts_its_data_in_the_target_and_removes_it_at_the_end(tmp_path, refbench, store):
     result = refbench("dw", str(store), "--engines", "duckdb", "--sf", "0.01", "--sessions", "1", "--duration-s", "1",
                       "--runs-dir", "runs")
@@ -241,6 +246,7 @@ def test_dw_puts_its_data_in_the_target_and_removes_it_at_the_end(tmp_path, refb
     assert [p.name for p in store.iterdir()] == ["mine.txt"]
 
 
+@pytest.mark.live
 def test_analytics_with_one_target_keeps_data_work_and_util_in_it_until_the_end(tmp_path, refbench, store):
     result = refbench("analytics", str(store), "--tests", "sort_copy", "--jobs", "1", "--concurrency", "1",
                       "--no-iotest", "--rows", "10000", "--runs-dir", "runs")

@@ -8,6 +8,7 @@ import time
 import tracemalloc
 
 import pyarrow.parquet as pq
+import pytest
 
 from refbench.host.telemetry import Sampler, Telemetry, cpu_rates, disk_rates, read_disks, sample_line
 
@@ -124,6 +125,7 @@ def test_attaching_a_window_to_every_record_of_an_hour_reads_the_file_about_once
     assert tel.window(t0 + 3600, t0 + 7200) is None and tel.between(t0 - 100, t0) == []
 
 
+@pytest.mark.live
 def test_the_report_of_an_hour_of_telemetry_reads_it_once_and_holds_no_more_than_ten_minutes(tmp_path):
     from refbench.report.telemetry import CHART_POINTS, telemetry_charts
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from refbench import timings
 from refbench.timings import BEGIN, DEMO, END, PROFILES, SUITES, TIMES, readme_table, said
 
@@ -53,6 +55,7 @@ def test_a_time_is_said_with_how_it_was_had():
     assert TIMES[("oltp", "full")].cell().startswith("about 2 h 30 min at 1,000 warehouses (estimated: load about")
 
 
+@pytest.mark.live
 def test_help_and_dry_run_say_the_tables_times(refbench, tmp_path):
     help_text = _flat(refbench("run", "--help").stdout)
     assert f"the demo (every suite) {said(DEMO, 'quick')} |" in help_text

@@ -83,6 +83,7 @@ def test_a_change_with_a_large_effect_is_kept_and_one_with_none_is_dropped(refbe
         server.stop()
 
 
+@pytest.mark.live
 def test_a_trials_runs_go_a_b_b_a(refbench, tmp_path):
     """The order of the runs as they ran (their start times), not only as the journey lists them: with A always
     first, a host that slows down as the trial goes would favour A."""
@@ -100,6 +101,7 @@ def test_a_trials_runs_go_a_b_b_a(refbench, tmp_path):
     assert "multiple_comparisons" not in journey and journey["confirmed"] is None
 
 
+@pytest.mark.live
 def test_a_run_whose_check_fails_is_an_error_that_names_the_check(tmp_path, monkeypatch):
     """A trial or load run that fails a correctness check is not judged, and its error says which check failed."""
     from refbench.tune.trials import run_side
@@ -155,6 +157,7 @@ def test_kept_trials_that_an_adjustment_for_every_trial_would_not_keep_are_said_
                              "(Bonferroni: p 0.18)") and lines[1] == "multiple comparisons: 1 of the 2 kept …"
 
 
+@pytest.mark.live
 def test_a_budget_that_cannot_hold_the_baseline_and_one_trial_is_refused_before_anything_runs(refbench, tmp_path):
     """… with the smallest budget that would; at that budget the tune runs, and the plan's own keys (here its
     work_dir) go with every run it makes and into the tuned plan."""
@@ -185,6 +188,7 @@ def test_no_change_kept_says_whether_any_was_tried():
     assert nothing_kept(0, ["speed", "sleep_s"]).startswith("keep the defaults: nothing was tried (2 settings untried")
 
 
+@pytest.mark.live
 def test_bad_input_is_one_sentence_and_writes_nothing(refbench, tmp_path):
     for args, words in [((*SLEEPY, "--budget", "soon"), "is not a duration"), (("--suite", "nope"), "is not a suite"),
                         ((*SLEEPY, "--set", "sleepy.nope=1"), "nope"),
@@ -328,6 +332,7 @@ time.sleep(600)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="--apply-host needs root")
+@pytest.mark.live
 def test_two_tunes_at_once_never_put_back_each_others_host_settings(tmp_path):
     """A tune in the middle of a host trial (here a process holding the host as tune does, its dirty_ratio changed):
     another tune that ends meanwhile leaves its setting and journal alone, and a second --apply-host tune is refused
@@ -412,6 +417,7 @@ def test_a_non_root_user_is_never_stopped_by_roots_tune_state(reachable_dir, oth
     assert json.loads((state / "host-changes.json").read_text())["changes"]  # left for root
 
 
+@pytest.mark.live
 def test_a_tune_stopped_with_sigterm_stops_its_run_and_exits_130(tmp_path):
     """A signal sent to tune alone (kill PID, not Ctrl-C in a terminal, which reaches the run too) stops the run it
     waits for, which stops cleanly; tune never resumes a trial, so that run's work data goes (its records stay)."""
@@ -642,6 +648,7 @@ def test_a_users_mariadb_gets_its_global_variables_back(reachable_dir, tmp_path)
         server.stop()
 
 
+@pytest.mark.live
 def test_the_data_a_killed_tune_left_goes_at_the_next_tune_or_clean(refbench, tmp_path):
     """A tune killed with its watchdog leaves its loaded database and its copy (hundreds of MB at the quick profile):
     `clean --all-work` removes them — never those of a tune that still runs (it holds its directory's lock) — and

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from refbench.report.verdict import name_bottleneck
 from refbench.suites import Record
 
 SLEEPY = ("sleepy", "--set", "sleepy.sleep_s=0")
 
 
+@pytest.mark.live
 def test_a_run_ends_with_its_verdict_and_then_its_directory(tmp_path, refbench):
     result = refbench(*SLEEPY, "--runs-dir", "runs")
     assert result.code == 0, result.stderr
@@ -48,6 +51,7 @@ def test_the_bottleneck_names_a_saturated_device_a_busy_cpu_or_neither():
     assert name_bottleneck(Record(metrics={}), {})[0] == "unknown"
 
 
+@pytest.mark.live
 def test_acceptance_thresholds_pass_or_fail_with_their_own_exit_status(tmp_path, refbench):
     plan = tmp_path / "accept.toml"
     plan.write_text('suites = ["sleepy"]\n[sleepy]\nsleep_s = 0.0\n[accept]\n'
@@ -132,6 +136,7 @@ def test_a_figure_too_small_to_rate_says_so_instead_of_standing_as_a_figure():
                     "rates it; measured 360 queries/h × SF)")
 
 
+@pytest.mark.live
 def test_check_refuses_a_threshold_on_a_figure_the_verdict_does_not_rate(tmp_path, refbench):
     """A quick dss run's power is TPC-H's 0.1 s floor's figure, "not rated at this size": a threshold on it, by any of
     its names, fails in one sentence saying why, even when the number would meet it; the case's other figures are
