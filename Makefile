@@ -2,7 +2,7 @@
 VENV ?= .venv
 RUNS ?= runs
 
-.PHONY: demo test check test-reference test-false-changes setup clean
+.PHONY: demo test check coverage test-reference test-false-changes setup clean
 
 setup:
 	@VENV=$(VENV) scripts/setup.sh
@@ -21,6 +21,12 @@ test: setup
 check: setup
 	@$(VENV)/bin/lint-imports --no-cache --no-logo
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=10 -m 'not live and not reference and not false_changes'
+
+# Line and branch coverage of `make test`'s tests (slower than make test: every line is traced); docs/development.md
+# gives the last figures.
+coverage: setup
+	@rm -rf .coverage-data && mkdir .coverage-data
+	@REFBENCH_COVERAGE_DIR=$(CURDIR)/.coverage-data PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadgroup --no-loadscope-reorder -m 'not reference and not false_changes' --cov --cov-report=term:skip-covered --cov-report=json:.coverage-data/coverage.json
 
 # The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the
 # loads of 8.6 million rows mostly), and the bottlenecks made on purpose on PostgreSQL that the wait profile must name

@@ -44,6 +44,7 @@ def _module_fixture(item) -> bool:
     return any(d.scope in ("module", "package") for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks into the tests' ids
 def pytest_collection_modifyitems(items):
     """Marks `live` what make check leaves out; keeps a module that shares a fixture among its tests on one worker
     (xdist_group: it is made once); puts the slow tests first, longest files first."""

@@ -69,7 +69,7 @@ def three_file_systems(tmp_path):
 def test_a_quick_run_measures_every_job_and_each_location_gets_its_io(three_file_systems, refbench, tmp_path):
     (data_dev, data), (work_dev, work), (util_dev, util) = (three_file_systems[n] for n in ("data", "work", "util"))
     result = refbench("analytics", "--data-dir", str(data), "--work-dir", str(work), "--util-dir", str(util),
-                      "--iotest-file-mib", "32", "--rows", "1000000", "--runs-dir", "runs", timeout=800)
+                      "--iotest-file-mib", "32", "--rows", "500000", "--runs-dir", "runs", timeout=800)
     assert result.code == 0, result.stderr + result.stdout
     run = tmp_path / result.last_line
     record = _workload(run)
@@ -132,7 +132,7 @@ def _job_pids(refbench_pid: int, test: str) -> list[int]:
 def test_a_job_that_dies_is_reported_failed_and_the_others_finish(tmp_path):
     process = subprocess.Popen(
         refbench_command("analytics", "--tests", "correlation_matrix,random_reads", "--jobs", "4", "--concurrency", "2",
-                         "--rows", "1000000", "--no-iotest", "--runs-dir", "runs"),
+                         "--rows", "200000", "--no-iotest", "--runs-dir", "runs"),
         cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -178,7 +178,7 @@ def test_bad_locations_and_tests_end_in_one_sentence(refbench, tmp_path):
 @pytest.mark.live
 def test_the_workload_and_the_throughput_test_are_repeated_as_headline_cases(refbench, tmp_path):
     result = refbench("analytics", "--tests", "correlation_matrix", "--jobs", "1", "--concurrency", "1", "--rows",
-                      "1000000", "--iotest-file-mib", "8", "--repeats", "2", "--runs-dir", "runs", timeout=300)
+                      "10000", "--iotest-file-mib", "8", "--repeats", "2", "--runs-dir", "runs", timeout=300)
     assert result.code == 0, result.stderr
     run = tmp_path / result.last_line
     made = sorted(p.stem for p in (run / "records" / "analytics").glob("*.json"))

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+import proof
 from conftest import cli_env, refbench_command
 from refbench.children import die_with_parent
 
@@ -139,7 +140,7 @@ def spinner() -> subprocess.Popen:
 @pytest.mark.timeout(3 * 3600)  # pyproject's 900 s is for one ordinary test: this one is 40 runs
 def test_same_configuration_pairs_rarely_answer_faster_or_slower(tmp_path):
     plan, runs = write_plan(tmp_path / "plan.toml", "false-changes"), tmp_path / "runs"
-    started, pairs = time.monotonic(), []
+    started, pairs, code = time.monotonic(), [], proof.fingerprints()
     for k in range(PAIRS):
         beside = k % 2 == 1
         neighbour = spinner() if beside else None
@@ -187,6 +188,10 @@ def test_same_configuration_pairs_rarely_answer_faster_or_slower(tmp_path):
         print(f"  {figure}: " + ", ".join(f"{n} {word}" for word, n in sorted(tally.items())))
     print(f"wall time: {wall / 60:.1f} min for {2 * len(pairs)} runs and {len(pairs)} comparisons "
           f"({wall / (2 * len(pairs)):.0f} s a run); every pair: {tmp_path / 'false_changes.json'}")
+    proof.record("pairs", code, len(false) <= MOST_FALSE * len(pairs),
+                 f"{len(false)} of {len(pairs)} pairs called a change (quiet {sum(p['false_change'] for p in quiet)} "
+                 f"of {len(quiet)}, beside a CPU-bound neighbour {sum(p['false_change'] for p in noisy)} of {len(noisy)})",
+                 {"minutes": round(wall / 60, 1), "by_figure": by_figure})
     assert len(false) <= MOST_FALSE * len(pairs), [
         (p["pair"], "neighbour" if p["neighbour"] else "quiet",
          [(x["suite"], x["figure"], interval(x), x["answer"], x["basis"]) for x in p["headlines"] if x["answer"] in CHANGED])
@@ -242,7 +247,7 @@ CHANGES = {
 def test_a_real_change_is_found_at_three_repeats(tmp_path, change):
     changes, (suite, metric, expected) = CHANGES[change]
     runs = tmp_path / "runs"
-    started = time.monotonic()
+    started, code = time.monotonic(), proof.fingerprints()
     window = CHANGE_WINDOW if suite == "oltp" else {}
     a = run_plan(tmp_path, write_plan(tmp_path / "base.toml", "base", **window), runs)
     changed = write_plan(tmp_path / "changed.toml", "changed", **window, **changes)
@@ -271,6 +276,9 @@ def test_a_real_change_is_found_at_three_repeats(tmp_path, change):
         if x["kind"] in ("overall", "suite"):
             print(effect_line(x))
     moved = [x for x in heads if (x["suite"], x["metric"]) == (suite, metric)]
+    proof.record(change, code, bool(moved) and all(x["answer"] == expected for x in moved),
+                 "; ".join(f"{x['figure']}: {interval(x)} {x['answer']}" for x in moved) or f"no {suite} {metric} headline",
+                 {"expected": f"{suite} {metric} {expected}", "seconds": round(wall)})
     assert moved, (f"compare shares no {suite} {metric} headline between A and B; the runs' headlines: "
                    f"{_headlines_of(runs / a)} vs {_headlines_of(runs / b)}")
     assert all(x["answer"] == expected for x in moved), [(x["figure"], interval(x), x["answer"], x["why"]) for x in moved]
