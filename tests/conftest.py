@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import signal
@@ -222,6 +223,63 @@ def tpch_sf1(tmp_path_factory, worker_id):
         if not first.exists():
             first.write_text(json.dumps(datagen.generate(directory, 1.0)))
     return directory, json.loads(first.read_text())
+
+
+def _shared_dir(tmp_path_factory, worker_id) -> Path:
+    """The directory of this pytest run that all its xdist workers share (the one above each worker's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
+
+
+def _template_root(shared: Path) -> Path:
+    """Where this pytest run keeps its loaded server templates: under /var/tmp, which the postgres system user can
+    reach (pytest's directories are closed to it), named after the run's own directory."""
+    return Path("/var/tmp") / f"refbench-test-templates-{hashlib.sha256(str(shared).encode()).hexdigest()[:12]}"
+
+
+@pytest.fixture(scope="session")
+def tpcc_template(tmp_path_factory, worker_id) -> Path:
+    """A stopped managed PostgreSQL whose database "refbench" holds one TPC-C warehouse as database.build loads it
+    (two loaders): made once for the whole run, by the first worker to ask while it holds a lock, and copied by each
+    test that needs it (loaded_postgres) instead of an initdb and a load of its own. pytest_sessionfinish removes it."""
+    import fcntl
+
+    from refbench.engines.postgres import ManagedPostgres
+    from refbench.suites.oltp import database, transactions_at
+
+    root = _template_root(_shared_dir(tmp_path_factory, worker_id))
+    root.mkdir(mode=0o755, exist_ok=True)
+    template = root / "tpcc-1"
+    with open(root / "tpcc-1.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "tpcc-1.done").exists():
+            shutil.rmtree(template, ignore_errors=True)
+            template.mkdir(mode=0o755)
+            server = ManagedPostgres(template / "pgdata", {})
+            server.start()
+            try:
+                database.build(transactions_at(server.database("refbench")), 1, 2, False, lambda *_: None)
+            finally:
+                server.stop()
+            (root / "tpcc-1.done").touch()
+    return template / "pgdata"
+
+
+@pytest.fixture
+def loaded_postgres(tpcc_template, reachable_dir):
+    """A managed PostgreSQL (not started) on a copy of the one-warehouse template, in ``reachable_dir``/pgdata."""
+    from refbench.engines.postgres import ManagedPostgres
+
+    def make(settings: dict[str, str] | None = None) -> ManagedPostgres:
+        subprocess.run(["cp", "-a", str(tpcc_template), str(reachable_dir / "pgdata")], check=True)
+        return ManagedPostgres(reachable_dir / "pgdata", settings or {})
+
+    return make
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, once every worker is done
+        shutil.rmtree(_template_root(session.config._tmp_path_factory.getbasetemp()), ignore_errors=True)
 
 
 @pytest.fixture

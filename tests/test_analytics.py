@@ -69,7 +69,7 @@ def three_file_systems(tmp_path):
 def test_a_quick_run_measures_every_job_and_each_location_gets_its_io(three_file_systems, refbench, tmp_path):
     (data_dev, data), (work_dev, work), (util_dev, util) = (three_file_systems[n] for n in ("data", "work", "util"))
     result = refbench("analytics", "--data-dir", str(data), "--work-dir", str(work), "--util-dir", str(util),
-                      "--iotest-file-mib", "32", "--rows", "500000", "--runs-dir", "runs", timeout=800)
+                      "--iotest-file-mib", "32", "--rows", "1000000", "--runs-dir", "runs", timeout=800)
     assert result.code == 0, result.stderr + result.stdout
     run = tmp_path / result.last_line
     record = _workload(run)

@@ -5,13 +5,14 @@ transaction that is rolled back, and exactly the conditions it breaks must fail.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from refbench.engines.postgres import ManagedPostgres, connect
-from refbench.suites.oltp import consistency, database, driver, transactions_at
+from refbench.suites.oltp import consistency, driver, transactions_at
 
 pytestmark = pytest.mark.slow  # a load and a short run: about 40 s on two cores
 
@@ -21,10 +22,12 @@ FIRST_UNDELIVERED_AT_LOAD = 2101
 
 
 @pytest.fixture(scope="module")
-def server():
-    """One server for the module, in a directory the postgres system user can reach (tmp_path is closed to it)."""
+def server(tpcc_template):
+    """One server for the module, on a copy of the one-warehouse template, in a directory the postgres system user
+    can reach (tmp_path is closed to it)."""
     base = Path(tempfile.mkdtemp(prefix="refbench-test-consistency-"))
     base.chmod(0o755)
+    subprocess.run(["cp", "-a", str(tpcc_template), str(base / "pgdata")], check=True)
     pg = ManagedPostgres(base / "pgdata", {})
     pg.start()
     try:
@@ -38,7 +41,6 @@ def server():
 def databases(server):
     """(a copy of the database as loaded, the database after two virtual users ran the mix for 5 s)."""
     run_dsn = server.database("refbench")
-    database.build(transactions_at(run_dsn), 1, 2, False, lambda *_: None)
     with connect(server.dsn, autocommit=True) as conn:
         conn.execute("CREATE DATABASE loaded TEMPLATE refbench")
     result = driver.run(transactions_at(run_dsn), 1, 2, 1, 5, False, 1)

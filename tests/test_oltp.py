@@ -87,12 +87,11 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
 
 
 @pytest.mark.slow
-def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, data_dir):
-    server = ManagedPostgres(data_dir, {})
+def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, loaded_postgres, data_dir):
+    server = loaded_postgres()
     server.start()
     try:
         dsn = server.database("refbench")
-        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
         with connect(dsn, autocommit=True) as conn:
             assert all(v == 0 for _, v in consistency.check(transactions_at(dsn), conn).values())
             conn.execute("UPDATE tpcc.district SET d_ytd = d_ytd + 1 WHERE d_w_id = 1 AND d_id = 3")
@@ -281,17 +280,16 @@ def test_a_disk_filling_up_during_the_load_stops_the_server_and_the_run_resumes_
     assert not _server_running(base / "pgdata")
 
 
-def test_think_times_end_with_the_measurement(data_dir):
+def test_think_times_end_with_the_measurement(loaded_postgres):
     """Keying and think times last up to minutes; a run must still end when its measured interval does."""
     import time
 
     from refbench.suites.oltp import driver
 
-    server = ManagedPostgres(data_dir, {})
+    server = loaded_postgres()
     server.start()
     try:
         dsn = server.database("refbench")
-        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
         t0 = time.monotonic()
         result = driver.run(transactions_at(dsn), 1, 2, 0, 2, True, 1)
         assert time.monotonic() - t0 < 15
@@ -301,18 +299,17 @@ def test_think_times_end_with_the_measurement(data_dir):
 
 
 @pytest.mark.slow
-def test_a_one_second_window_gives_tpm_no_lower_than_nopm_and_figures_in_range(data_dir):
+def test_a_one_second_window_gives_tpm_no_lower_than_nopm_and_figures_in_range(loaded_postgres):
     """NOPM is the schema's delta, TPM adds the other transactions the driver saw end in its window: in a short window
     the server's commit counters (flushed by PostgreSQL's backends about once a second) once gave 239.5 TPM beside
     5,749 NOPM; they stay in the record as a cross-check. The record's shares are all within their ranges."""
     from refbench.suites import Record, impossible_figures
     from refbench.suites.oltp import driver, figures
 
-    server = ManagedPostgres(data_dir, {})
+    server = loaded_postgres()
     server.start()
     try:
         dsn = server.database("refbench")
-        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
         result = driver.run(transactions_at(dsn), 1, 2, 1, 1, False, 1)
     finally:
         server.stop()
@@ -499,17 +496,16 @@ def test_a_mix_check_on_a_window_too_short_to_judge_says_so_instead_of_passing()
 
 
 @pytest.mark.slow
-def test_the_figures_so_far_count_the_measured_new_orders_as_the_driver_does(data_dir):
+def test_the_figures_so_far_count_the_measured_new_orders_as_the_driver_does(loaded_postgres):
     """The live line's NOPM and New-Order p99 come from the workers' measured New-Orders as they record them: never
     more than the driver counts at the end, rising, and near it by the window's end."""
     from refbench.suites.oltp import driver
 
-    server = ManagedPostgres(data_dir, {})
+    server = loaded_postgres()
     server.start()
     seen: list = []
     try:
         dsn = server.database("refbench")
-        database.build(transactions_at(dsn), 1, 2, False, lambda *_: None)
         result = driver.run(transactions_at(dsn), 1, 2, 1, 3, False, 1, on_live=seen.append)
     finally:
         server.stop()
