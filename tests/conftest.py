@@ -27,14 +27,16 @@ os.environ.setdefault("REFBENCH_REPEATS", "1")
 os.environ.setdefault("REFBENCH_DISTURBED", "off")
 
 
-# The test files whose tests take longest, longest first (measured on the 2-core VM). `make test` hands tests to
-# workers one at a time in collection order (--dist loadgroup): the slow tests of these files go first, in this order,
-# so they run beside the many short ones instead of after them, where one of them alone would set the suite's end.
-LONGEST_FILES = ["test_analytics.py", "test_dw.py", "test_cachebound.py", "test_dss.py", "test_cluster.py",
-                 "test_tune.py", "test_device_sweep.py", "test_oltp.py", "test_kills.py", "test_compare.py",
-                 "test_exhaustion.py", "test_advice.py", "test_redaction.py", "test_mariadb_oltp.py",
-                 "test_least_privilege.py", "test_device.py", "test_targets.py", "test_dashboard.py",
-                 "test_report_browser.py", "test_verdict.py", "test_contention.py", "test_catalog.py", "test_consistency.py"]
+# The files whose slow tests take longest, longest first: a module that goes whole to one worker by its summed
+# time, any other by its longest test (wall times in one `make test` on the 2-core VM, 2026-11-29). `make test` hands
+# tests to workers one at a time in collection order (--dist loadgroup): these go first, in this order, so they run
+# beside the many short ones instead of after them, where one of them alone would set the suite's end.
+LONGEST_FILES = ["test_redaction.py", "test_mariadb_oltp.py", "test_dashboard.py", "test_report_browser.py",
+                 "test_tune.py", "test_advice.py", "test_catalog.py", "test_device_sweep.py", "test_dss.py",
+                 "test_cluster.py", "test_dw.py", "test_consistency.py", "test_analytics.py", "test_cachebound.py",
+                 "test_device.py", "test_kills.py", "test_least_privilege.py", "test_compare.py", "test_oltp.py",
+                 "test_exhaustion.py", "test_contention.py", "test_verdict.py", "test_progress.py", "test_targets.py",
+                 "test_resume.py"]
 # Fixtures that start a server, a browser, a cluster or a measured run: a test that uses one is `live`, and so is a
 # test of a module with a fixture of its own shared by its tests (a loaded server, a run made once).
 LIVE_FIXTURES = {"data_dir", "reachable_dir", "process_tree", "browser", "tpch_sf1", "small_reachable_fs",
@@ -42,6 +44,7 @@ LIVE_FIXTURES = {"data_dir", "reachable_dir", "process_tree", "browser", "tpch_s
 
 
 def _module_fixture(item) -> bool:
+    """Whether the test uses a fixture made once for its module (a loaded server, runs made once)."""
     return any(d.scope in ("module", "package") for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)
 
 

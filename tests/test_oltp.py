@@ -109,7 +109,8 @@ def test_a_tampered_database_fails_the_consistency_check(tmp_path, refbench, loa
 
 
 @pytest.mark.slow
-def test_an_existing_schema_of_another_size_needs_rebuild(tmp_path, refbench, data_dir):
+def test_an_existing_schema_of_another_size_needs_rebuild(tmp_path, refbench, loaded_postgres, data_dir):
+    loaded_postgres()  # one warehouse, loaded in data_dir: the run measures on it and keeps it
     first = refbench("oltp", *TINY, "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs", "--keep-work")
     assert first.code == 0, first.stderr
     second = refbench("oltp", "--warehouses", "2", "--users", "1", "--data-dir", str(data_dir), "--runs-dir", "runs")
@@ -183,9 +184,10 @@ def test_transaction_inputs_follow_the_specification():
 
 
 @pytest.mark.slow
-def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, data_dir, process_tree):
+def test_interrupted_run_stops_the_server_and_resumes(tmp_path, refbench, loaded_postgres, data_dir, process_tree):
     from conftest import wait_for
 
+    loaded_postgres()  # one warehouse, loaded in data_dir: what is interrupted is the measurement
     tree = process_tree("oltp", "--warehouses", "1", "--rampup-s", "1", "--duration-s", "3", "--users", "1,2",
                         "--data-dir", str(data_dir), "--runs-dir", "runs", linger_s=5)
     wait_for(lambda: list((tmp_path / "runs").glob("*/records/oltp/u1-r1.json")), 300, "the first case's record", 0.2)
