@@ -13,9 +13,10 @@ demo: setup
 
 # First the floors (pyproject's [tool.importlinter]: a few seconds), then the tests, handed to workers one at a time
 # (a module whose tests share a fixture goes whole to one worker: tests/conftest.py); slow ones first.
+SUITE = -q -n 6 --dist loadgroup --no-loadscope-reorder -m 'not reference and not false_changes'
 test: setup
 	@$(VENV)/bin/lint-imports --no-cache --no-logo
-	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadgroup --no-loadscope-reorder --durations=25 -m 'not reference and not false_changes'
+	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest $(SUITE) --durations=25
 
 # The edit loop: the floors and every test that starts no server, browser, cluster or measured run (not `live`).
 check: setup
@@ -26,7 +27,7 @@ check: setup
 # gives the last figures.
 coverage: setup
 	@rm -rf .coverage-data && mkdir .coverage-data
-	@REFBENCH_COVERAGE_DIR=$(CURDIR)/.coverage-data PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 6 --dist loadgroup --no-loadscope-reorder -m 'not reference and not false_changes' --cov --cov-report=term:skip-covered --cov-report=json:.coverage-data/coverage.json
+	@REFBENCH_COVERAGE_DIR=$(CURDIR)/.coverage-data PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest $(SUITE) --cov --cov-report=term:skip-covered --cov-report=json:.coverage-data/coverage.json
 
 # The query answers at SF 1 against the official TPC-H answer set, on DuckDB and MariaDB (about 280 CPU-s, the
 # loads of 8.6 million rows mostly), and the bottlenecks made on purpose on PostgreSQL that the wait profile must name

@@ -208,30 +208,33 @@ def reachable_dir():
 
 
 @pytest.fixture(scope="session")
-def tpch_sf1(tmp_path_factory, worker_id):
+def tpch_sf1(tmp_path_factory):
     """tpchgen-cli's SF 1 CSVs, generated once for every engine's reference-answer test: (directory, what the first
-    generation reported). Under xdist the workers share one set (15 s of CPU each time): the first to ask generates it
-    while holding a lock, in the directory above the workers' own, which is this pytest run's."""
-    import fcntl
-
+    generation reported). Under xdist the workers share one set (15 s of CPU each time)."""
     from refbench.suites.dss import datagen
 
-    if worker_id == "master":
-        directory = tmp_path_factory.mktemp("tpch-sf1")
-        return directory, datagen.generate(directory, 1.0)
-    shared = tmp_path_factory.getbasetemp().parent
-    directory, first = shared / "tpch-sf1", shared / "tpch-sf1-first-generation.json"
-    with open(shared / "tpch-sf1.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not first.exists():
-            first.write_text(json.dumps(datagen.generate(directory, 1.0)))
-    return directory, json.loads(first.read_text())
+    directory = _shared_dir(tmp_path_factory) / "tpch-sf1"
+    return directory, _made_once(directory.parent, "tpch-sf1", lambda: datagen.generate(directory, 1.0))
 
 
-def _shared_dir(tmp_path_factory, worker_id) -> Path:
-    """The directory of this pytest run that all its xdist workers share (the one above each worker's own)."""
+def _shared_dir(tmp_path_factory) -> Path:
+    """The directory of this pytest run that all its xdist workers share (the one above each worker's own); without
+    xdist (-p no:xdist), the run's own."""
     base = tmp_path_factory.getbasetemp()
-    return base if worker_id == "master" else base.parent
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
+def _made_once(shared: Path, name: str, make):
+    """What ``make`` returned (JSON), made once for the whole pytest run: the first worker to ask makes it while it
+    holds a lock in ``shared``, the others wait and read what it said."""
+    import fcntl
+
+    said = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not said.exists():
+            said.write_text(json.dumps(make(), default=str))
+    return json.loads(said.read_text())
 
 
 def _template_root(shared: Path) -> Path:
@@ -241,30 +244,28 @@ def _template_root(shared: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tpcc_template(tmp_path_factory, worker_id) -> Path:
+def tpcc_template(tmp_path_factory) -> Path:
     """A stopped managed PostgreSQL whose database "refbench" holds one TPC-C warehouse as database.build loads it
     (two loaders): made once for the whole run, by the first worker to ask while it holds a lock, and copied by each
     test that needs it (loaded_postgres) instead of an initdb and a load of its own. pytest_sessionfinish removes it."""
-    import fcntl
-
     from refbench.engines.postgres import ManagedPostgres
     from refbench.suites.oltp import database, transactions_at
 
-    root = _template_root(_shared_dir(tmp_path_factory, worker_id))
+    root = _template_root(_shared_dir(tmp_path_factory))
     root.mkdir(mode=0o755, exist_ok=True)
     template = root / "tpcc-1"
-    with open(root / "tpcc-1.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / "tpcc-1.done").exists():
-            shutil.rmtree(template, ignore_errors=True)
-            template.mkdir(mode=0o755)
-            server = ManagedPostgres(template / "pgdata", {})
-            server.start()
-            try:
-                database.build(transactions_at(server.database("refbench")), 1, 2, False, lambda *_: None)
-            finally:
-                server.stop()
-            (root / "tpcc-1.done").touch()
+
+    def load() -> dict:
+        shutil.rmtree(template, ignore_errors=True)
+        template.mkdir(mode=0o755)
+        server = ManagedPostgres(template / "pgdata", {})
+        server.start()
+        try:
+            return database.build(transactions_at(server.database("refbench")), 1, 2, False, lambda *_: None)
+        finally:
+            server.stop()
+
+    _made_once(root, "tpcc-1", load)
     return template / "pgdata"
 
 
