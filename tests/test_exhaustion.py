@@ -164,18 +164,19 @@ def test_a_postgresql_panic_on_a_full_disk_is_caught_and_explained(tmp_path):
 
 
 @pytest.mark.slow
-def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_path, data_dir, process_tree):
+def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_path, loaded_postgres, process_tree):
     """The server had a connection for every user when the run was checked, and another client takes them once
-    the first virtual user runs: the users still logging in during the ramp-up find none left."""
+    the first virtual user runs: the users still logging in during the ramp-up find none left. The run's database
+    is loaded already (a copy of the one-warehouse template): the run reuses it."""
     import psycopg
 
-    from refbench.engines.postgres import ManagedPostgres, connect
+    from refbench.engines.postgres import connect
 
-    server = ManagedPostgres(data_dir, {"max_connections": "30"})
+    server = loaded_postgres({"max_connections": "30"})
     server.start()
     hogs = []
     try:
-        dsn = server.database("tpcc")
+        dsn = server.database("refbench")
         tree = process_tree("oltp", "--dsn", dsn, "--warehouses", "1", "--users", "12", "--rampup-s", "10",
                             "--duration-s", "2", "--runs-dir", "runs")
 
