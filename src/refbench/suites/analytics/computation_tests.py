@@ -156,18 +156,18 @@ def percentiles(ctx: JobContext) -> None:
 
 
 def _generated_rows(ctx: JobContext) -> int:
-    return max(50_000, ctx.rows // 10)
+    return max(10_000, ctx.rows // 10)
 
 
 @analytics_test("computation", "numpy", "PROC CORR on generated data", NUMPY_WHY, reads=(), threaded=True)
 def correlation_matrix(ctx: JobContext) -> None:
     """A 256-variable correlation matrix of generated data with a known structure, in blocks (pure CPU)."""
     rng = np.random.default_rng(ctx.seed)
-    columns, block = 256, 50_000
+    columns, block = 256, min(50_000, _generated_rows(ctx))
     mixing = np.eye(columns)
     mixing[0, 1] = mixing[1, 0] = 0.6  # variables 0 and 1 correlate: 2·0.6 / (1 + 0.36)
     cross, sums, n = np.zeros((columns, columns)), np.zeros(columns), 0
-    for _ in range(max(1, _generated_rows(ctx) // block) * 4):
+    for _ in range(4 * _generated_rows(ctx) // block):  # four times the generated rows, a block at a time
         x = rng.standard_normal((block, columns)) @ mixing
         cross += x.T @ x
         sums += x.sum(axis=0)
