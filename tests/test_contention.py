@@ -285,10 +285,9 @@ def test_a_users_server_elsewhere_prints_no_question_mark_for_its_devices_reads(
 
 
 @pytest.mark.slow
-def test_a_users_server_on_this_host_has_its_time_split_out_too(refbench, tmp_path, data_dir):
-    from refbench.engines.postgres import ManagedPostgres
-
-    server = ManagedPostgres(data_dir, {"track_io_timing": "on"})  # the user's server: refbench did not start it
+def test_a_users_server_on_this_host_has_its_time_split_out_too(refbench, tmp_path, loaded_postgres):
+    # The user's server (refbench did not start it), its database loaded already: a copy of the one-warehouse template.
+    server = loaded_postgres({"track_io_timing": "on"})
     server.start()
     try:
         dsn = server.database("refbench")
