@@ -41,7 +41,7 @@ def test_a_dw_run_rates_both_stores_and_agrees_with_an_independent_reading(tmp_p
     data = Path(tempfile.mkdtemp(prefix="refbench-test-dw-"))
     data.chmod(0o755)
     try:
-        first = refbench("dw", "--duration-s", "6", "--data-dir", str(data), "--runs-dir", "runs", "--keep-work", timeout=300)
+        first = refbench("dw", "--duration-s", "10", "--data-dir", str(data), "--runs-dir", "runs", "--keep-work", timeout=300)
         assert first.code == 0, first.stderr
         run = tmp_path / first.last_line
         records = {p.stem: json.loads(p.read_text()) for p in (run / "records" / "dw").glob("[!.]*.json")}
