@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from refbench.children import die_with_parent
 
 TESTS = Path(__file__).parent
 TEST_SUITES = "sleepy=suite_for_tests:SleepySuite"
@@ -96,16 +94,27 @@ def refbench_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "refbench", *args]
 
 
+@pytest.fixture(scope="session")
+def _forkserver(tmp_path_factory):
+    """This worker's fork server (tests/forkserver.py): its socket's path."""
+    import forkserver
+
+    process, path = forkserver.start(tmp_path_factory.mktemp("forkserver"), cli_env())
+    yield path
+    process.kill()
+    process.wait()
+
+
 @pytest.fixture
-def refbench(tmp_path):
-    """Runs the real CLI in a subprocess, in tmp_path, with the test suite registered."""
+def refbench(tmp_path, _forkserver):
+    """Runs the real CLI in a process of its own (forked from one that has imported refbench: tests/forkserver.py),
+    in tmp_path, with the test suite registered."""
+    import forkserver
 
     def run(*args: str, timeout: float = 600, cwd: Path | None = None) -> Result:  # a hang guard, not a speed test
-        # SIGTERM when the test process dies (a developer stopping pytest): the run stops what it started.
         # Its own state directory: what a tune journals (the settings it changed) is this test's alone.
-        p = subprocess.run(refbench_command(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd or tmp_path,
-                           env=cli_env(REFBENCH_STATE_DIR=str(tmp_path / "state")),
-                           preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+        p = forkserver.run(_forkserver, list(args), cwd or tmp_path, cli_env(REFBENCH_STATE_DIR=str(tmp_path / "state")),
+                           timeout)
         return Result(p.returncode, p.stdout, p.stderr)
 
     return run
