@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-
 TESTS = Path(__file__).parent
 TEST_SUITES = "sleepy=suite_for_tests:SleepySuite"
 # One measurement of each case unless a test asks for repeats (--repeats, a plan's repeats): the profiles' three
