@@ -17,8 +17,8 @@ def _run(refbench, tmp_path, *args):
 
 @pytest.mark.live
 def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
-    # 0.4 s a case: the once-a-second telemetry has samples, and the host charts something to mark.
-    made = refbench("sleepy", "--runs-dir", str(tmp_path / "runs"), "--set", "sleepy.sleep_s=0.4", "--name", "a")
+    # 1 s a case: the once-a-second telemetry has the three samples a host chart needs, and the chart marks the suite.
+    made = refbench("sleepy", "--runs-dir", str(tmp_path / "runs"), "--set", "sleepy.sleep_s=1", "--name", "a")
     assert made.code == 0, made.stderr
     run = Path(made.last_line)
     result = refbench("report", str(run))

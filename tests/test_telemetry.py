@@ -150,3 +150,15 @@ def test_the_report_of_an_hour_of_telemetry_reads_it_once_and_holds_no_more_than
     assert cost[60]["read"] < 1.5 * cost[60]["size"]  # one pass
     # Memory: the chart's bounded points and a batch of table rows, whatever the length (6× the samples here).
     assert cost[60]["peak"] < 1.5 * cost[10]["peak"], cost
+
+
+def test_a_run_of_two_seconds_is_tabled_and_not_charted(tmp_path):
+    from refbench.report.telemetry import CHART_MIN_SAMPLES, telemetry_charts
+
+    for seconds in (CHART_MIN_SAMPLES - 1, CHART_MIN_SAMPLES):
+        path, tables = tmp_path / f"{seconds}.jsonl", tmp_path / f"tables-{seconds}"
+        _synthetic_series(path, seconds)
+        charts = telemetry_charts(path, tables)
+        assert pq.read_metadata(tables / "telemetry_cpu.parquet").num_rows == seconds
+        assert [c.name for c in charts] == ([] if seconds < CHART_MIN_SAMPLES else ["telemetry_cpu", "telemetry_disk"])
+        assert all(len(points) == seconds for c in charts for points in c.series.values())

@@ -141,7 +141,7 @@ def build_report(run: Run, console: Console | None = None) -> Path:
                     "spans are the suites, from their first case's start to their last case's end.</p>")
         body.append('<div class="grid">' + "".join(h.chart(r, c.title) for c, r in tel_charts) + "</div>")
     else:
-        body.append('<p class="note">No telemetry samples (the run was shorter than a second).</p>')
+        body.append('<p class="note">Too few telemetry samples for a chart: the run lasted under three seconds.</p>')
     body.append("</section>")
     body.append(_host_section(meta))
     body.append(f'<p class="note">{UNITS_NOTE}</p>')

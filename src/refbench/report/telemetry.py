@@ -21,6 +21,7 @@ from refbench.host.telemetry import CPU_METRICS, DISK_METRICS, Telemetry
 from refbench.suites import Chart
 
 CHART_POINTS = 600  # about one point per pixel column of the rendered chart
+CHART_MIN_SAMPLES = 3  # one or two seconds are a table's row, not a line
 BATCH_ROWS = 1024  # rows held before a write: what the tables cost in memory, whatever the run length
 CPU_SERIES = (("user %", "user_pct"), ("system %", "system_pct"), ("iowait %", "iowait_pct"))
 CHARTED_DEVICES = 4
@@ -126,7 +127,7 @@ def telemetry_charts(path: Path, tables_dir: Path, phases: list[tuple[float, flo
                 read.add(t - t0, d["read_mb_s"])
                 write.add(t - t0, d["write_mb_s"])
                 disk_mb[name] = disk_mb.get(name, 0.0) + d["read_mb_s"] + d["write_mb_s"]
-    if not cpu_table.rows:
+    if cpu_table.rows < CHART_MIN_SAMPLES:
         return []
     width = max([d.width for d in cpu_series.values()] + [r.width for r, _ in disk_series.values()])
     note = f" (means over {width} s)" if width > 1 else ""
