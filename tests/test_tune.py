@@ -23,7 +23,7 @@ from test_dashboard import Server
 from refbench.children import die_with_parent
 from refbench.tune import knobs as K
 from refbench.tune.host import HostChanges, host_knobs, restore_journal
-from refbench.tune.trials import Judgement, SideRun, adjusted_for_trials, interleaved, judge
+from refbench.tune.trials import RUN_STOP_S, Judgement, SideRun, adjusted_for_trials, interleaved, judge
 from refbench.tune.tuner import first_guess
 from refbench.host.sysfs import SysRoot, bracketed
 
@@ -304,7 +304,9 @@ def test_a_tune_killed_with_sigkill_leaves_no_host_setting_changed(tmp_path):
         wait_for(changed, 300, "a host setting changed by a trial, with its journal")
         tune.kill()
         tune.wait()
-        wait_for(lambda: not journal.exists(), 60, "the watchdog putting the host settings back")
+        # The watchdog undoes the newest registration first: the B run, which it gives up to RUN_STOP_S to stop,
+        # then the journal's command (10 s). Waiting less than that failed twice beside two CPU-bound processes.
+        wait_for(lambda: not journal.exists(), RUN_STOP_S + 30, "the watchdog putting the host settings back")
     finally:
         tune.kill()
         tune.wait()
