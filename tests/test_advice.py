@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shlex
 
 import pytest
 
-from refbench.report.advice import advise
+from refbench.report.advice import Reading, advise
 
 FLUSH = ("in all 3 repeats, storage flush latency: 51% of session time waiting (IO:WALSync 32%, LWLock:WALWrite 17%), "
          "0.383 ms per WAL flush on vda (1,295 a second); then CPU 44% (80 samples); host: neither saturated")
 
 
+def _advise(suite, engine, resource, phrase, storage, unrated, run_path, profile, first_engine, **load):
+    """The advice for a run whose only limit is ``resource``."""
+    return advise(suite, Reading(suite, engine, resource, [resource], storage), phrase, unrated, run_path, profile,
+                  first_engine, [], **load)
+
+
 def test_a_flush_limit_names_its_evidence_and_the_settings_tune_tries_first_with_their_units():
-    said = advise("oltp", "postgres", "flush", "storage flush latency", FLUSH, {"hit_ratio_pct": 97.0}, "",
-                  "runs/R", "standard", True, [])
+    said = _advise("oltp", "postgres", "flush", FLUSH, {"hit_ratio_pct": 97.0}, "",
+                  "runs/R", "standard", True)
     assert said.sentence.startswith("postgres: storage flush latency: 51% of session time waiting, 0.383 ms per WAL "
                                     "flush on vda (1,295 a second); try commit_delay (µs) and wal_buffers, since commits "
                                     "wait for WAL")
-    assert said.command == "refbench tune --suite oltp --baseline runs/R --only commit_delay,wal_buffers"
+    # The command is tune's own, which tries those first: its dry run says so (test_tune_dry_run_orders_…).
+    assert said.command == "refbench tune --suite oltp --baseline runs/R" and said.short == "try commit_delay and wal_buffers"
     assert "memory" not in said.sentence
 
 
@@ -33,31 +41,38 @@ def test_every_setting_is_said_with_its_unit():
 
 
 def test_from_memory_the_advice_says_how_to_rate_the_storage_first():
-    said = advise("oltp", "postgres", "flush", "storage flush latency", FLUSH, {"hit_ratio_pct": 99.9}, "",
-                  "runs/R", "quick", True, [])
+    said = _advise("oltp", "postgres", "flush", FLUSH, {"hit_ratio_pct": 99.9}, "",
+                  "runs/R", "quick", True)
     assert "measured from memory (cache hit ratio 99.9%), so tuning now tunes an in-memory stack" in said.sentence
     assert "--profile standard" in said.sentence
-    unrated = advise("dss", "duckdb", "cpu", "CPU", "CPU: 100% of query thread time", {}, "20 of 24 times under 0.1 s",
-                     "runs/R", "quick", True, [])
+    unrated = _advise("dss", "duckdb", "cpu", "CPU: 100% of query thread time", {}, "20 of 24 times under 0.1 s",
+                     "runs/R", "quick", True)
     assert "not rated at this size (20 of 24 times under 0.1 s)" in unrated.sentence and "try threads, since" in unrated.sentence
-    device = advise("device", "", "device", "a saturated device", "vda (84% busy, queue 15.6); the CPU: refbench 42%", {},
-                    "", "runs/R", "quick", True, [])
-    assert device.sentence.startswith("a saturated device: vda (84% busy, queue 15.6); no device setting")
+    device = _advise("device", "", "device", "vda (84% busy, queue 15.6); the CPU: refbench 42%", {},
+                    "", "runs/R", "quick", True)
+    # No engine setting addresses a device: the host's do, tried as root.
+    assert device.sentence.startswith("a saturated device: vda (84% busy, queue 15.6); try vm.") and "(as root)" in device.sentence
+    assert device.command == "refbench tune --suite device --baseline runs/R --apply-host"
 
 
 def test_another_engine_is_tuned_from_its_own_run_and_limits_no_setting_relieves_say_what_instead():
-    other = advise("dss", "postgres", "read", "storage read latency", "storage read latency: 38%", {}, "", "runs/R",
-                   "standard", False, [])
+    other = _advise("dss", "postgres", "read", "storage read latency: 38%", {}, "", "runs/R",
+                   "standard", False)
     assert shlex.split(other.command)[:6] == ["refbench", "tune", "--suite", "dss", "--profile", "standard"]
     assert "dss.engines=[\"postgres\"]" in other.command and "--baseline" not in other.command
-    starved = advise("oltp", "postgres", "cpuwait", "waiting for CPU", "waiting for CPU (queued): 87%", {}, "",
-                     "runs/R", "quick", True, [])
-    assert starved.command == "" and "quiet host" in starved.sentence
-    locks = advise("oltp", "mariadb", "locks", "row locks", "row locks: 40%", {}, "", "runs/R", "quick", True, [],
+    # Waiting for a CPU: what to do follows from what held it, as measured.
+    for machine, said in (({"others_pct": 40.0}, "measure again on a quiet host"),
+                          ({"server_throttled": {"periods": 150, "throttled_periods": 150, "quota_cpus": 0.4}},
+                           "lift the server's CPU quota"),
+                          ({"others_pct": 2.0, "server_runqueue_avg": 1.3, "cores": 2}, "more cores, or fewer users")):
+        starved = _advise("oltp", "postgres", "cpuwait", "waiting for CPU (queued): 87%", {"machine": machine}, "",
+                          "runs/R", "quick", True)
+        assert starved.command == "" and starved.short.startswith(said), (machine, starved)
+    locks = _advise("oltp", "mariadb", "locks", "row locks: 40%", {}, "", "runs/R", "quick", True,
                    load_now=16, warehouses=1)
     assert locks.command == "refbench oltp --warehouses 4"
-    offered = advise("oltp", "postgres", "neither", "the load offered", "neither saturated (CPU 40%)", {}, "",
-                     "runs/R", "quick", True, [], load_now=2)
+    offered = _advise("oltp", "postgres", "neither", "neither saturated (CPU 40%)", {}, "",
+                     "runs/R", "quick", True, load_now=2)
     assert offered.command == "refbench oltp --users 4,8,16"
 
 
@@ -67,13 +82,33 @@ def test_the_command_the_verdict_prints_runs_the_tune_it_names(tmp_path, refbenc
                     "--runs-dir", "runs")
     assert base.code == 0, base.stderr
     run = tmp_path / base.last_line
-    advice = json.loads((run / "verdict.json").read_text())[0]["advice"]
-    assert advice and advice[0]["command"].startswith("refbench tune --suite sleepy --baseline "), advice
-    assert f"next: {advice[0]['text']}" in base.stdout  # the terminal's words are verdict.json's
-    assert html.escape(advice[0]["sentence"]) in (run / "report.html").read_text()  # and the report's
-    command = shlex.split(advice[0]["command"])
+    verdict = json.loads((run / "verdict.json").read_text())[0]
+    step, advice = verdict["next"], verdict["advice"]
+    assert step["command"] == f"refbench tune --suite sleepy --baseline runs/{run.name}", step
+    assert f"next: {step['short']}" in base.stdout
+    assert any(line.endswith(step["command"]) for line in base.stdout.splitlines())  # whole, on a line
+    assert html.escape(advice[0]["sentence"]) in (run / "report.html").read_text()  # the evidence, in the report
+    advised = step["short"].removeprefix("try ").split(" and ")
+    command = shlex.split(step["command"])
+    # Tune's own plan: its dry run lists the advised settings first, marked as what limits the run.
+    planned = refbench(*command[1:], "--runs-dir", "runs", "--dry-run")
+    assert planned.code == 0, planned.stderr
+    trials = re.findall(r"^ +\d+\. (\S+): .*?(  ← what limits it)?$", planned.stdout, re.M)
+    assert [name for name, first in trials if first] == advised and [name for name, _ in trials][:len(advised)] == advised
+    assert not (tmp_path / "runs" / "tune").exists()  # a dry run writes nothing
     tuned = refbench(*command[1:], "--runs-dir", "runs", "--budget", "20m", "--repeats", "2", "--json")
     assert tuned.code == 0, tuned.stderr
     journey = json.loads(tuned.stdout[:tuned.stdout.rindex("}") + 1])
-    tried = {name for step in journey["steps"] for name in step["change"]}
-    assert tried and tried <= set(command[-1].split(",")), journey["steps"]
+    assert list(journey["steps"][0]["change"]) == advised[:1], journey["steps"]  # the first trial, as advised
+
+
+def test_every_command_the_advice_prints_runs_as_printed(tmp_path, refbench):
+    """Each kind of command a next step gives (more load per suite, more warehouses, the long form of a failed check),
+    run as printed with --dry-run: it parses and its plan checks."""
+    commands = [_advise(suite, "", "neither", "neither saturated (CPU 40%)", {}, "", "runs/R", "quick", True,
+                        load_now=2).command for suite in ("oltp", "device", "dss", "dw", "analytics")]
+    commands.append(_advise("oltp", "mariadb", "locks", "row locks: 40%", {}, "", "runs/R", "quick", True,
+                            warehouses=1).command)
+    for command in commands:
+        said = refbench(*shlex.split(command)[1:], "--dry-run")
+        assert said.code == 0, (command, said.stderr)

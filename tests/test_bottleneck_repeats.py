@@ -10,7 +10,8 @@ import pytest
 from conftest import TEST_SUITES
 from refbench.engines.waits import profile
 from refbench.plan import Plan
-from refbench.report.verdict import name_bottleneck, run_verdict, verdict_lines, what_limits
+from refbench.report.brief import brief_lines
+from refbench.report.verdict import name_bottleneck, run_verdict, tune_reading_of
 from refbench.runstore import Run
 from refbench.suites import Record
 
@@ -52,7 +53,8 @@ def _run(tmp_path, *headline_repeats: tuple[float, dict]) -> Run:
 
 def _bottleneck(run: Run) -> str:
     verdict, = run_verdict(run)
-    assert ("", f"bottleneck: {verdict.bottleneck}") in verdict_lines([verdict])  # the terminal's line
+    # The terminal's verdict says the limit in a few words, the one `refbench why` says in full.
+    assert f"limit: {verdict.limit}\n" in "\n".join(brief_lines([verdict.to_dict()], run.path.name, str(run.path), 200))
     return verdict.bottleneck
 
 
@@ -67,13 +69,13 @@ def test_repeats_that_disagree_name_the_limit_most_held_and_say_that_it_varies(t
     assert verdict.to_dict()["bottleneck_repeats"] == [
         {"case": "case-001", "repeats": ["case-001", "case-001-r2", "case-001-r3"],
          "limits": ["storage flush latency", "CPU", "storage flush latency"]}]
-    assert what_limits(run, "sleepy", "case-001")[0] == "flush"  # tune addresses the majority's limit first
+    assert tune_reading_of(run, "sleepy", "case-001").limits[0] == "flush"  # tune addresses the majority's limit first
 
     # Two CPU-bound of three: CPU, from a CPU-bound repeat's profile.
     run = _run(tmp_path, (2000.0, CPU), (2050.0, FLUSH), (2100.0, CPU))
     assert _bottleneck(run).startswith("CPU in 2 of 3 repeats, storage flush latency in 1: CPU: 54% of session time "
                                        "running (not waiting)")
-    assert what_limits(run, "sleepy", "case-001")[0] == "cpu"
+    assert tune_reading_of(run, "sleepy", "case-001").limits[0] == "cpu"
 
 
 def test_repeats_that_agree_say_so_briefly_and_a_tie_names_both(tmp_path):
@@ -92,4 +94,4 @@ def test_a_case_measured_once_is_named_as_before(tmp_path):
     assert _bottleneck(run) == name_bottleneck(record, HOST)[1]
     assert "repeats" not in _bottleneck(run)
     assert run_verdict(run)[0].to_dict()["bottleneck_repeats"] == []
-    assert what_limits(run, "sleepy", "case-001") == ["flush", "cpu", "neither"]
+    assert tune_reading_of(run, "sleepy", "case-001").limits == ["flush", "cpu", "neither"]

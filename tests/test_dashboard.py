@@ -108,9 +108,11 @@ def test_the_runs_list_shows_the_runs_with_their_figures_and_tags(browser, serve
     page.locator(f'a:text-is("{work[1][1]}")').click()
     assert page.locator("table.verdict").is_visible() and "faster" in page.title()
     assert not page.locator('[src^="http"], [href^="http"], script').count()  # nothing from the network
-    # What to try next, in the words the terminal printed (verdict.json's).
-    advice = json.loads((work[0] / "runs" / work[1][1] / "verdict.json").read_text())[0]["advice"]
-    assert advice and all(a["sentence"] in page.locator("table.verdict").inner_text() for a in advice), advice
+    # What to try next, in the words the terminal printed (verdict.json's); the evidence in the suite's section.
+    verdict = json.loads((work[0] / "runs" / work[1][1] / "verdict.json").read_text())[0]
+    assert f"next: {verdict['next']['short']}" in page.locator("table.verdict").inner_text(), verdict["next"]
+    assert verdict["advice"] and all(a["sentence"] in page.locator("section#suite-sleepy").inner_text()
+                                     for a in verdict["advice"]), verdict["advice"]
 
 
 def test_the_compare_page_lists_the_figures_of_the_ticked_runs(browser, server, work):

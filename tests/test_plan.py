@@ -128,3 +128,14 @@ def test_what_the_plan_accepts_as_a_memory_size_the_engine_accepts_too():
             check_server_settings({"shared_buffers": size}, {})
     for size in ("lots", "0", "-1MB", "4gb", "1 G", ""):
         assert pg_size_problem(size), size
+
+
+def test_server_settings_add_to_the_defaults_and_a_name_given_replaces_only_its_own():
+    from refbench.plan import load_plan
+
+    plan = load_plan(None, sets=['oltp.pg_settings=["commit_delay=100"]'], suites=["oltp"])
+    assert plan.options["oltp"]["pg_settings"] == ["max_wal_size=1GB", "commit_delay=100"]
+    assert plan.origins["oltp.pg_settings"].endswith("added to the defaults")
+    plan = load_plan(None, sets=['dss.pg_settings=["commit_delay=100", "max_wal_size=8GB"]'], suites=["dss"])
+    assert plan.options["dss"]["pg_settings"] == ["work_mem=64MB", "max_wal_size=8GB", "commit_delay=100"]
+    assert load_plan(None, suites=["oltp"]).options["oltp"]["pg_settings"] == ["max_wal_size=1GB"]

@@ -17,7 +17,7 @@ from conftest import cli_env, refbench_command
 from refbench.children import die_with_parent
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-CLOCKS = re.compile(r" (\d+:\d\d:\d\d) eta (\d+:\d\d:\d\d)$")
+CLOCKS = re.compile(r" (\d+:\d\d:\d\d) (eta|late) (\d+:\d\d:\d\d)$")
 
 
 def _on_a_terminal(tmp_path, *args: str, columns: int = 80) -> str:
@@ -62,7 +62,38 @@ def test_elapsed_and_eta_stay_whole_at_80_columns_and_the_figures_so_far_show_un
         found = CLOCKS.search(line)
         assert found, f"no whole elapsed and eta at the end of: {line!r}"  # the estimate gives eta from the first second
     assert not any("…" in CLOCKS.search(line).group(0) for line in bars)
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]  # the verdict's too
+    # The time left only falls while the suite is within its estimate; past it, the bar says "late".
+    left = [_seconds(CLOCKS.search(line).group(3)) for line in bars if CLOCKS.search(line).group(2) == "eta"]
+    assert left and all(b <= a for a, b in zip(left, left[1:])), left
     assert any(re.fullmatch(r"sleepy: case \d: \d s slept so far", line) for line in lines), lines
+
+
+def _seconds(clock: str) -> int:
+    hours, minutes, seconds = map(int, clock.split(":"))
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def test_figures_so_far_fold_to_the_terminal_width_and_a_suite_past_its_estimate_says_late():
+    from rich.console import Console
+
+    from refbench.progress import RunProgress, time_left
+
+    console = Console(width=40, force_terminal=True, color_system=None)
+    progress = RunProgress(console)
+    task = progress.add_task("oltp: 4 users", total=4, expected_s=100.0)
+    said = "oltp: 4 users: 12,345 NOPM so far (8 s measured), New-Order p99 4.1 ms, 0 errors"
+    progress.show_live(said)
+    with console.capture() as captured:
+        console.print(*progress.get_renderables())
+    assert all(len(line) <= 40 for line in captured.get().splitlines()), captured.get()
+    assert said in " ".join(captured.get().split())  # folded, not cut
+    record = progress._tasks[task]
+    record.start_time = record.get_time() - 50.0  # half the estimate spent
+    assert time_left(record) == (pytest.approx(50.0, abs=1), False)
+    record.start_time = record.get_time() - 150.0  # past it, one case of four done: the pace's 450 s
+    progress.advance(task)
+    assert time_left(record) == (pytest.approx(450.0, abs=1), True)
 
 
 @pytest.mark.live

@@ -71,7 +71,8 @@ def test_a_run_with_repeats_says_so_and_gives_compare_this_hosts_noise(tmp_path,
     records = sorted(p.stem for p in (a / "records" / "sleepy").glob("*.json"))
     assert records == ["case-000", "case-001", "case-001-r2", "case-001-r3"]  # case-001 is the faster: the headline
     headline, = json.loads((a / "verdict.json").read_text())[0]["headlines"]
-    assert headline["case"] == "case-001" and headline["note"].startswith("median of 3 repeats, ")
+    assert headline["case"] == "case-001" and headline["note"].startswith("median of 3 repeats;")
+    assert headline["low"] < headline["value"] < headline["high"] and headline["spread"] == headline["high"] - headline["low"]
     b = _run(refbench, tmp_path, "--set", "sleepy.cases=2", "--noise-pct", "10", "--seed", "2", "--speed", "1.5")
     result = refbench("compare", str(a), str(b), "--json", "--all")
     assert result.code == 0, result.stderr

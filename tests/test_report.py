@@ -28,8 +28,9 @@ def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
     assert '<meta name="viewport" content="width=device-width' in html and "@media print" in html
     # Summary, contents, then per suite: headline, correctness and key chart, then its folded detail (tables, method,
     # per-case detail); then the host, once.
-    order = ['class="summary"', "all 2 checks passed", 'class="verdict"', "peak throughput: <b>4,000 ops/s</b>",
-             '<nav class="toc">', '<li><a href="#suite-sleepy">', '<section id="suite-sleepy">', "<b>Correctness</b>",
+    order = ['class="summary"', "all 2 checks passed", 'class="verdict"', "case-003: 4,000 ops/s", "<b>limit</b>: ",
+             '<nav class="toc">', '<li><a href="#suite-sleepy">', '<section id="suite-sleepy">',
+             "peak throughput: <b>4,000 ops/s</b>", "<b>Bottleneck</b>: ", "<b>Correctness</b>",
              "<figure><svg", '<details class="detail"><summary>Detail:', "<h3>Per case</h3>", "How it was measured",
              "<summary>Per-case detail (4 cases)", 'id="host-activity"', "Tuning audit", "<h3>Block devices</h3>", "<h2>Plan</h2>"]
     at = [html.find(marker) for marker in order]

@@ -317,7 +317,7 @@ def _notes_print_at_7_pt_or_more(page, runs: list[tuple[float, str]]) -> None:
     notes = page.locator(".note").evaluate_all("es => es.filter(e => e.checkVisibility())"
                                                ".map(e => parseFloat(getComputedStyle(e).fontSize))")
     assert notes and min(notes) * 0.75 * scale >= 7 - 0.01, notes  # px to pt
-    said = [_normal(t) for t in page.locator("table.verdict .note").all_inner_texts()]
+    said = [_normal(t) for t in page.locator(".note").all_inner_texts() if t.strip()]
     in_notes = [(size, text) for size, text in runs if len(text) >= 6 and any(text in note for note in said)]
     assert in_notes and min(size for size, _ in in_notes) >= 7 - 0.01, in_notes
 

@@ -21,9 +21,15 @@ def test_a_run_ends_with_its_verdict_and_then_its_directory(tmp_path, refbench):
     run = tmp_path / lines[-1]
     assert (run / "report.html").is_file()
     text = "\n".join(lines[:-1])
-    assert "verdict" in text and "peak throughput: 4,000 ops/s" in text  # the best of cases 1,000 to 4,000 ops/s
-    assert "correctness: all 2 checks passed" in text
-    assert "bottleneck: " in text
+    # In a few lines: the figure, the checks, the limit, the next step, and where the evidence is.
+    assert lines[0] == f"verdict — {run.name}" and len(lines) <= 8, text
+    assert lines[1] == "sleepy     case-003: 4,000 ops/s"  # the best of cases 1,000 to 4,000 ops/s
+    assert lines[2].startswith("2 passed   limit: ") and "\nwhy: refbench why " in text
+    # The long form: every headline with its note, the checks, the bottleneck in full.
+    why = refbench("why", lines[-1], "sleepy")
+    assert why.code == 0 and "peak throughput: 4,000 ops/s" in why.stdout and "correctness: all 2 checks passed" in why.stdout
+    assert "bottleneck: " in why.stdout, why.stdout + why.stderr
+    assert refbench("why", lines[-1], "oltp").code == 2  # not in this run
     saved = json.loads((run / "verdict.json").read_text())
     assert saved[0]["suite"] == "sleepy" and saved[0]["headlines"][0]["value"] == 4000.0
 
@@ -117,7 +123,9 @@ def test_a_malformed_threshold_is_refused_before_the_run(tmp_path, refbench):
 
 
 def test_a_figure_too_small_to_rate_says_so_instead_of_standing_as_a_figure():
-    from refbench.report.verdict import SuiteVerdict, verdict_lines
+    from dataclasses import asdict
+
+    from refbench.report.brief import figure_items
     from refbench.suites import Headline, Record
     from refbench.suites.dss.summary import _power_unrated
     from refbench.suites.dw.summary import _rating_unrated
@@ -131,9 +139,7 @@ def test_a_figure_too_small_to_rate_says_so_instead_of_standing_as_a_figure():
     assert _rating_unrated([Record({}, extra={"sf": 10})], 0.91) == ""
     power = Headline("duckdb: power", 360.0, "queries/h × SF", "duckdb-power", "power", of="duckdb",
                      unrated=_power_unrated(quick))
-    (suite, line), *_ = verdict_lines([SuiteVerdict("dss", [power], 1, 0, "CPU (100%)", [])])
-    assert line == ("duckdb: power: not rated at this size (24 of 24 times under TPC-H's 0.1 s floor; a larger --sf "
-                    "rates it; measured 360 queries/h × SF)")
+    assert figure_items([asdict(power)]) == ["power: not rated at this size (duckdb)"]  # no figure stands for it
 
 
 @pytest.mark.live

@@ -44,3 +44,12 @@ def fitted(value: float, spread: float) -> str:
         return fmt(value)
     digits = math.floor(math.log10(abs(value))) - math.floor(math.log10(spread)) + 1
     return significant(float(value), min(max(digits, 2), 4))
+
+
+def figure_said(value: float, unit: str = "", low: float | None = None, high: float | None = None,
+                with_range: bool = True) -> str:
+    """A headline figure as every surface prints it (the terminal's verdict, `refbench why`, the report, `refbench
+    runs`, the dashboard): to the digits its repeats' spread allows, then their range: "80,600 IOPS (73,700–82,500)"."""
+    spread = high - low if low is not None and high is not None else 0.0
+    said = f"{fitted(value, spread)} {unit}".rstrip()
+    return said + (f" ({fitted(low, spread)}–{fitted(high, spread)})" if with_range and spread else "")

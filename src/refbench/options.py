@@ -27,6 +27,9 @@ class PlanError(UserError):
     pass
 
 
+SETTINGS_HELP = "Managed-server settings, name=value, added to the defaults (a name given replaces its default)."
+
+
 @dataclass(frozen=True)
 class Option:
     """One plan key (and the CLI flag of the same name). ``default`` may be a dict keyed by profile."""
@@ -39,6 +42,8 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     check: Callable[[Any], str | None] | None = None  # returns what is wrong, or None
+    # A list of name=value settings that adds to the default's: a setting the user names replaces only that one.
+    adds_settings: bool = False
 
     @property
     def per_profile(self) -> bool:
@@ -227,3 +232,12 @@ class Plan:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+def added_settings(defaults: list[str], given: list[str]) -> list[str]:
+    """``given`` name=value settings added to ``defaults``: one the user names replaces that default in its place;
+    the others follow in the user's order."""
+    def name(item: str) -> str:
+        return item.split("=", 1)[0].strip()
+
+    replacing = {name(item): item for item in given}
+    out = [replacing.pop(name(item), item) for item in defaults]
+    return out + [item for item in given if name(item) in replacing]

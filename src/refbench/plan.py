@@ -30,7 +30,7 @@ from typing import Any
 from refbench.errors import UserError
 from refbench.fileio import parse_toml, read_user_file, toml_shape_problem
 from refbench.options import (ENGINES, PROFILES, REPEATS_BY_PROFILE, REPEATS_VARIABLE, TAG, TOP_LEVEL, Option, Plan,
-                              PlanError, not_known)
+                              PlanError, added_settings, not_known)
 from refbench.suites import get_suite, suite_names
 from refbench.thresholds import parse as parse_accept
 
@@ -147,6 +147,10 @@ def load_plan(
                 resolved[key] = schema[key].parse_flag(value, flag)
             if value is not None:
                 origins[key] = f"flag {flag}"
+        for key, opt in schema.items():
+            if opt.adds_settings and not origins[key].startswith(("default", "profile default")):
+                resolved[key] = added_settings(opt.default_for(plan.profile), resolved[key])
+                origins[key] += ", added to the defaults"
         plan.origins |= {f"{name}.{key}": origin for key, origin in origins.items()}
         if name in plan.suites:
             plan.options[name] = resolved

@@ -1,15 +1,17 @@
 """What a run shows while it works, on stderr.
 
 Per suite, a bar of its cases with the time spent and the time left, laid out so that both stay whole at 80 columns
-(the description gives way first, with an ellipsis; the clocks never do). The time left is the larger of what the
-suite's own estimate (the dry run's) leaves and what the pace of the cases done so far asks for, so it is known from
-the first second, not only once cases have finished. While a case measures, the suite reports its figures so far
-(`SuiteContext.live`): on a terminal they stand on a line of their own under the bars; when stderr is a file or a
-pipe they are printed one line every LIVE_EVERY_S seconds, as pgbench's `-P 5` does. `--quiet` shows neither.
+(the description gives way first, with an ellipsis; the clocks never do). The time left is what the suite's own
+estimate (the dry run's) leaves, so it is known from the first second and only falls; a suite that runs past its
+estimate says so ("late") and from then on goes by the pace of its cases done so far. While a case measures, the
+suite reports its figures so far (`SuiteContext.live`): on a terminal they stand under the bars, folded to its
+width; when stderr is a file or a pipe they are printed one line every LIVE_EVERY_S seconds, as pgbench's `-P 5`
+does, whatever the length of the cases. `--quiet` shows neither.
 """
 
 from __future__ import annotations
 
+import textwrap
 import time
 from typing import Any
 
@@ -27,29 +29,31 @@ def clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def time_left(task: Task) -> float | None:
-    """Seconds left of a task: the larger of its expected seconds less those spent (``expected_s``, a suite's
-    estimate) and the pace of what it has completed; at least a second while it runs. None: nothing to go by."""
+def time_left(task: Task) -> tuple[float | None, bool]:
+    """(seconds left of a task, whether it is past its estimate): its expected seconds (``expected_s``, a suite's
+    estimate) less those spent while it is within them; then, or without an estimate, the pace of what it has
+    completed; at least a second while it runs. None: nothing to go by."""
     if task.finished:
-        return 0.0
+        return 0.0, False
     spent = task.elapsed or 0.0
-    guesses = []
-    if expected := task.fields.get("expected_s"):
-        guesses.append(expected - spent)
+    expected = task.fields.get("expected_s")
+    if expected and spent < expected:
+        return max(1.0, expected - spent), False
     if task.total and task.completed:
-        guesses.append(spent / task.completed * (task.total - task.completed))
-    return max(1.0, *guesses) if guesses else None
+        return max(1.0, spent / task.completed * (task.total - task.completed)), bool(expected)
+    return (1.0, True) if expected else (None, False)
 
 
 class TimeLeftColumn(ProgressColumn):
-    """"eta 0:04:10"; blank for work with nothing to go by (a step of unknown length inside a suite)."""
+    """"eta 0:04:10"; "late 0:00:40" past the suite's estimate (the pace's guess); blank for work with nothing to go
+    by (a step of unknown length inside a suite)."""
 
     def __init__(self) -> None:
-        super().__init__(table_column=Column(no_wrap=True, min_width=4 + CLOCK_WIDTH))
+        super().__init__(table_column=Column(no_wrap=True, min_width=5 + CLOCK_WIDTH))
 
     def render(self, task: Task) -> Text:
-        left = time_left(task)
-        return Text("" if left is None else f"eta {clock(left)}", style="progress.remaining")
+        left, late = time_left(task)
+        return Text("" if left is None else f"{'late' if late else 'eta'} {clock(left)}", style="progress.remaining")
 
 
 class RunProgress(Progress):
@@ -60,12 +64,18 @@ class RunProgress(Progress):
                                                                          min_width=10)),
                    BarColumn(bar_width=10), MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=5)),
                    TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=CLOCK_WIDTH)), TimeLeftColumn())
-        self.quiet, self.live_text, self.printed_at = quiet, "", 0.0  # before rich's init, which may render
+        # Before rich's init, which may render; the first line without a terminal comes LIVE_EVERY_S after the start.
+        self.quiet, self.live_text, self.printed_at = quiet, "", time.monotonic()
         super().__init__(*columns, console=console, transient=False, expand=console.is_terminal, disable=quiet)
 
     def get_renderables(self) -> Any:
         table = self.make_tasks_table(self.tasks)
-        yield Group(table, Text(self.live_text, style="dim")) if self.live_text else table
+        if not self.live_text:
+            yield table
+            return
+        # Folded to the terminal's width: a line wider than it would be cut by the live display.
+        live = "\n".join(textwrap.wrap(self.live_text, max(20, self.console.width), subsequent_indent="  "))
+        yield Group(table, Text(live, style="dim"))
 
     def show_live(self, text: str) -> None:  # rich's Progress keeps its Live display in .live
         """A case's figures so far: shown under the bars on a terminal, printed every LIVE_EVERY_S otherwise."""
@@ -80,5 +90,6 @@ class RunProgress(Progress):
             self.console.print(text, soft_wrap=True, highlight=False, markup=False)
 
     def new_case(self) -> None:
-        """The next case's figures start afresh, their first line LIVE_EVERY_S after it starts."""
-        self.live_text, self.printed_at = "", time.monotonic()
+        """The next case's figures start afresh (without a terminal, the lines keep their pace across cases: cases
+        shorter than LIVE_EVERY_S still show)."""
+        self.live_text = ""

@@ -130,6 +130,8 @@ class Headline:
     of: str = ""  # what tells it from the suite's other headlines of the same metric: an engine, a target
     unrated: str = ""  # why the run was too small to rate this figure (then it is shown as "not rated at this size")
     spread: float = 0.0  # high − low of its repeats, when it was measured more than once: how many digits it has
+    low: float | None = None  # its repeats' lowest and highest value, when it was measured more than once
+    high: float | None = None
 
     @property
     def compared_as(self) -> str:

@@ -12,7 +12,7 @@ from rich.table import Table as RichTable
 
 from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, print_json, print_table, warn
 from refbench.errors import UserError
-from refbench.formats import fmt
+from refbench.formats import figure_said, fmt
 from refbench.runstore import Run, parse_tags
 
 commands = typer.Typer()
@@ -41,7 +41,7 @@ def _headline_text(h: dict[str, Any]) -> str:
 
     if h.get("unrated"):
         return f"{h['suite']} {series_name(h['label'])}: not rated at this size"
-    return f"{h['suite']} {series_name(h['label'])}: {fmt(h['value'])} {h['unit']}".rstrip()
+    return f"{h['suite']} {series_name(h['label'])}: {figure_said(h['value'], h['unit'], h['low'], h['high'], with_range=False)}"
 
 
 @commands.command("runs", short_help="List the runs with their headline figures, filtered by suite, host, tag or date.",

@@ -10,15 +10,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table as RichTable
 
 from refbench import accept, runner, timings
-from refbench.cli.console import (RUNS_DIR_HELP, cut, epilog, err, out, plain, print_table, print_thresholds,
-                                  stacked, tls_options)
+from refbench.cli.console import RUNS_DIR_HELP, epilog, err, plain, tls_options
+from refbench.cli.results import print_verdict
 from refbench.errors import UserError
-from refbench.formats import fmt
 from refbench.options import PROFILES, TOP_LEVEL
 from refbench.plan import load_plan
 from refbench.runstore import SET_ASIDE_SUFFIX, Run
@@ -88,7 +85,7 @@ def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
         plain(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.read_json(run.verdict_path) or [],
                           "accept": thresholds}), flush=True)
     else:
-        _print_verdict(run, thresholds)
+        print_verdict(run, thresholds)
     if not passed:
         err.print("[bold red]correctness checks FAILED[/bold red]: see the report's Correctness sections.")
     plain(str(run.path), flush=True)
@@ -96,48 +93,6 @@ def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
         raise typer.Exit(1)
     if accept.failed(thresholds):
         raise typer.Exit(accept.EXIT_THRESHOLD_FAILED)
-
-
-def _print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
-    """The answer the run was for, after its progress: headline figures, correctness and bottleneck per suite."""
-    verdicts = run.read_json(run.verdict_path) or []
-    if verdicts:
-        table = RichTable(box=None, show_header=False, title=f"verdict — {run.path.name}", title_justify="left",
-                          title_style="bold", pad_edge=False)
-        table.add_column("suite", style="bold", no_wrap=True)
-        table.add_column("figures")
-        for v in verdicts:
-            for i, h in enumerate(v["headlines"] or [None]):
-                text = "no headline figures" if h is None else (
-                    f"{escape(h['label'])}: not rated at this size ({escape(h['unrated'])}; measured {fmt(h['value'])} "
-                    f"{escape(h['unit'])})" if h.get("unrated") else
-                    f"{escape(h['label'])}: [bold]{fmt(h['value'])} {escape(h['unit'])}".rstrip() + "[/bold]"
-                    + (f" ({escape(h['note'])})" if h["note"] else ""))
-                table.add_row((f"{v['suite']} ({v['scope']})" if v.get("scope") else v["suite"]) if i == 0 else "", text)
-            if len(v.get("engines") or []) > 1:  # the engines run, side by side
-                compared = RichTable(box=None, pad_edge=False, header_style="bold")
-                for column in v["engines"][0]:
-                    compared.add_column(escape(column), justify="left" if column == "engine" else "right")
-                for row in v["engines"]:
-                    compared.add_row(*(escape("—" if value is None else fmt(value)) for value in row.values()))
-                # Too wide beside the suite's name (the dw table's nine columns at 120): stacked, not cut.
-                table.add_row("", "\n".join(stacked(compared)).rstrip() if out.is_terminal and cut(compared, out.width - 11)
-                              else compared)
-            style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
-            table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
-            table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
-            if v.get("disturbed"):
-                table.add_row("", f"[yellow]disturbed: {escape(v['disturbed'])}[/yellow]")
-            for advice in v.get("advice") or []:
-                table.add_row("", f"[bold]next[/bold]: {escape(advice['text'])}")
-        if out.is_terminal:
-            print_table(table)
-        else:  # a pipe or a file gets whole lines, without padding to the table's width
-            wide = Console(highlight=False, width=1000)
-            with wide.capture() as captured:
-                wide.print(table)
-            plain("\n".join(line.rstrip() for line in captured.get().splitlines()))
-    print_thresholds(thresholds)
 
 
 @commands.command(short_help="Run a plan's suites into a new run directory, then the report.", epilog=epilog(

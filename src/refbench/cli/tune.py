@@ -22,7 +22,8 @@ commands = typer.Typer()
                                 "refbench tune --suite oltp --set oltp.data_dir=/mnt/data/pg --wal-dir /mnt/log --budget 2h",
                                 "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --apply-host",
                                 "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --only shared_buffers "
-                                "--repeats 3"))
+                                "--repeats 3",
+                                "refbench tune --suite oltp --baseline runs/20261126T120000Z-oltp --dry-run  # the trials, in order"))
 def tune(
     suite: str = typer.Option(..., "--suite", metavar="SUITE", help="The suite to tune for: oltp, dss, dw, analytics or device."),
     budget: str = typer.Option("30m", "--budget", metavar="TIME", help="How long the whole tune may take, the baseline "
@@ -53,6 +54,8 @@ def tune(
     runs_dir: str = typer.Option("runs", "--runs-dir", metavar="PATH", help=RUNS_DIR_HELP + " The tune goes in "
                                  "RUNS_DIR/tune/STAMP-SUITE/."),
     as_json: bool = typer.Option(False, "--json", help="Print the journey as JSON."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the trials tune would run, in its order (with "
+                                 "--baseline, the order of what limits that run), and change or write nothing."),
 ) -> None:
     """Tune a suite's stack: run it (or read --baseline), name what limits it (the wait profile, the host's
     telemetry), try the engine settings (and with --apply-host the host settings) that address that first, each
@@ -73,8 +76,11 @@ def tune(
     request = tuning.Request(suite, profile or "", tuning.parse_budget(budget), repeats, points, trials, plan_path,
                              list(sets or []) + ([f"{suite}.engine={engine}"] if engine else []), baseline or "",
                              runs_dir, apply_host, allow_server_changes, wal_dir or "",
-                             [name.strip() for name in (only or "").split(",") if name.strip()])
+                             [name.strip() for name in (only or "").split(",") if name.strip()], dry_run=dry_run)
     tuner = tuning.Tuner(request, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
+    if dry_run:
+        plain("\n".join(tuner.dry_run_lines()))
+        return
     try:
         journey = tuner.tune()
     finally:

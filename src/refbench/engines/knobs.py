@@ -1,5 +1,5 @@
-"""The engine settings worth changing, by what each relieves: the catalog both `refbench tune` (which tries them)
-and the verdict (which names the first to try) read.
+"""The engine and host settings worth changing, by what each relieves: the catalog both `refbench tune` (which tries
+them) and the verdict (which names the first to try) read, and the order tune tries them in (trial_order).
 
 A knob addresses what a wait profile or the host's telemetry said limits a stack, in waits.MEANINGS' words (flush,
 read, write, cpu, locks, contention) or the host's (device, cpu). Settings that trade durability for speed
@@ -9,8 +9,13 @@ on storage.
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
+
+from refbench.host.sysfs import SysRoot, bracketed
+from refbench.host.tuning import CHANGE, audit
 
 ROW_STORES = ("oltp", "dss", "dw")
 # The DWFT rating caps the memory by its rules (the dw suite's memory options): tune does not move it there.
@@ -111,6 +116,28 @@ def ranked(knobs: list[Knob], bottleneck: list[str], evidence: dict[str, str] | 
     return sorted(knobs, key=rank)
 
 
+FIRST_TRIALS = 2  # the settings the verdict's advice names: tune's first trials
+
+
+def trial_order(suite: str, engine: str, limits: list[str], evidence: dict[str, str], suite_knobs: list[Knob],
+                extra: list[Knob] = ()) -> list[Knob]:
+    """The settings `refbench tune` tries, in the order it tries them: the engine's for this suite, the suite's own
+    options and ``extra`` (the host's with --apply-host, the WAL's place with --wal-dir), ranked by the limits the
+    baseline named. The verdict's advice names the first of them (first_trials): one plan, said twice."""
+    found = [k for k in ENGINE_KNOBS if k.engine == engine and suite in k.suites] + list(suite_knobs) + list(extra)
+    return ranked(found, limits, evidence)
+
+
+def first_trials(order: list[Knob], limits: list[str]) -> list[Knob]:
+    """The first FIRST_TRIALS of ``order`` as long as each addresses a named limit: what the advice says to try."""
+    out = []
+    for knob in order[:FIRST_TRIALS]:
+        if not set(knob.addresses) & set(limits):
+            break
+        out.append(knob)
+    return out
+
+
 def setting_said(name: str, value: str) -> str:
     """"commit_delay=230 µs": a setting as tune prints it, a bare number with its unit."""
     knob = next((k for k in ENGINE_KNOBS if k.name == name), None)
@@ -119,3 +146,90 @@ def setting_said(name: str, value: str) -> str:
 
 def settings_said(change: dict[str, str]) -> str:
     return ", ".join(setting_said(name, value) for name, value in change.items())
+
+
+# A share of WAL records with a full-page image above which compressing them is worth a trial first.
+FULL_PAGE_IMAGES_PCT = 10
+
+
+def evidence(storage: dict[str, Any]) -> dict[str, str]:
+    """What the baseline's measured interval says about a knob, from the server's own counters, in a DBA's words:
+    checkpoints requested because the WAL reached max_wal_size (PostgreSQL also logs "checkpoints are occurring too
+    frequently"), and the full-page images that follow each checkpoint."""
+    io = storage.get("io_latency") or {}
+    seconds = storage.get("interval_s")
+    found = {}
+    if io.get("checkpoints_requested"):
+        # Requested, not timed: refbench issues no CHECKPOINT while it measures, so the WAL reached max_wal_size.
+        rate = f" ({io['wal_mb_per_s']} MB/s of WAL)" if io.get("wal_mb_per_s") is not None else ""
+        found["max_wal_size"] = (f"{io['checkpoints_requested']} checkpoint(s) requested by WAL volume"
+                                 + (f" in the measured {seconds:.0f} s" if seconds else "") + rate)
+    if (io.get("full_page_image_pct") or 0) >= FULL_PAGE_IMAGES_PCT:
+        found["wal_compression"] = f"{io['full_page_image_pct']:g}% of the WAL records carried a full-page image"
+    return found
+
+
+def sysroot() -> SysRoot:
+    """The tree host settings are read and written under: the machine's, or a copy a test made (REFBENCH_SYSROOT)."""
+    return SysRoot(os.environ.get("REFBENCH_SYSROOT") or "/")
+
+
+# The host settings tune may offer, by the names host_knobs gives them (a device's own after its name: "I/O scheduler
+# (vda)"), for --only to be checked before the baseline runs.
+HOST_SETTINGS = ("vm.dirty_background_ratio", "vm.dirty_ratio", "Transparent huge pages", "CPU frequency governor",
+                 "I/O scheduler", "Read-ahead")
+
+
+def host_knobs(suite: str, device: str | None, root: SysRoot | None = None, writable_only: bool = True) -> list[Knob]:
+    """The host settings worth a trial on this host: those it exposes, at another value than the one tried; named as
+    the tuning audit (refbench host) names them, and those it flags first. ``writable_only``: those this process may
+    change (tune's); else those root may (the advice's, for a command run as root)."""
+    root = root or sysroot()
+    out = []
+
+    def offer(name: str, paths: list[str], choices: list[str], addresses: tuple[str, ...], why: str) -> None:
+        assert name.split(" (")[0] in HOST_SETTINGS, name  # the list --only is checked against
+        paths = [p for p in paths if root.path(p).exists()]
+        current = {setting_value(root, p) for p in paths}
+        choices = [c for c in choices if current != {c}]
+        if paths and choices and (not writable_only or os.access(root.path(paths[0]), os.W_OK)):
+            out.append(Knob(name, "host", "", addresses, why, tuple(choices), paths=tuple(paths),
+                            suites=(suite,)))
+
+    offer("vm.dirty_background_ratio", ["/proc/sys/vm/dirty_background_ratio"], ["5", "10"], ("flush", "write", "device"),
+          "background write-back starts when this share of memory is dirty: earlier, and checkpoints and spills "
+          "meet a device that is already writing instead of a burst")
+    offer("vm.dirty_ratio", ["/proc/sys/vm/dirty_ratio"], ["10", "40"], ("flush", "write", "device"),
+          "writers are made to write back themselves past this share of dirty memory (the mixed-analytics paper: 40)")
+    offer("Transparent huge pages", ["/sys/kernel/mm/transparent_hugepage/enabled"], ["never"], ("cpu",),
+          "compaction and khugepaged stalls show up as latency; databases advise never (the mixed-analytics paper too)")
+    governors = [f"/sys/devices/system/cpu/{c}/cpufreq/scaling_governor" for c in root.listdir("/sys/devices/system/cpu")
+                 if c.startswith("cpu") and c[3:].isdigit()]
+    offer("CPU frequency governor", governors, ["performance"], ("cpu",),
+          "a CPU that ramps its clock up on demand adds latency and cuts throughput under a bursty load")
+    if device and (disk := _disk(root, device)):
+        available = (root.read(f"/sys/block/{disk}/queue/scheduler") or "").replace("[", "").replace("]", "").split()
+        offer(f"I/O scheduler ({disk})", [f"/sys/block/{disk}/queue/scheduler"],
+              [s for s in ("none", "mq-deadline") if s in available], ("read", "flush", "write", "device"),
+              "the kernel's scheduler orders and merges requests; fast devices with their own queues do better without")
+        if suite in ("dss", "dw", "analytics", "device"):
+            offer(f"Read-ahead ({disk})", [f"/sys/block/{disk}/queue/read_ahead_kb"], ["4096"], ("read", "device"),
+                  "scans read sequentially; a large read-ahead keeps the device's queue full (tuned's "
+                  "throughput-performance: 4096 KiB)")
+    flagged = {c.setting: c for c in audit(root) if c.status == CHANGE}
+    return sorted((replace(k, why=f"{k.why}; the tuning audit flags it (now {flagged[k.name].current}, recommended "
+                                  f"{flagged[k.name].recommended})") if k.name in flagged else k for k in out),
+                  key=lambda k: k.name not in flagged)
+
+
+def _disk(root: SysRoot, device: str) -> str | None:
+    """The whole disk a device (or partition) belongs to, whose queue settings apply to it."""
+    if root.path(f"/sys/block/{device}/queue").exists():
+        return device
+    parent = root.path(f"/sys/class/block/{device}").resolve().parent.name
+    return parent if root.path(f"/sys/block/{parent}/queue").exists() else None
+
+
+def setting_value(root: SysRoot, relative: str) -> str:
+    text = root.read(relative) or ""
+    return (bracketed(text) if "[" in text else text.strip()) or ""

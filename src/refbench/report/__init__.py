@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +14,9 @@ from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
-from refbench.formats import fitted
+from refbench.formats import figure_said
 from refbench.report import html as h, waits
+from refbench.report.brief import figure_items
 from refbench.report.verdict import SuiteVerdict, run_verdict
 from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run, iso, utc_now
@@ -172,9 +174,10 @@ def _suite_summary(name: str) -> str:
 
 
 def _headlines(v: SuiteVerdict) -> str:
+    """Every headline in full, as `refbench why` says it: its label, the figure with its repeats' range, its note."""
     return "<br>".join(f"{h.esc(x.label)}: <span class=\"note\">not rated at this size ({h.esc(x.unrated)}; measured "
                        f"{h.esc(h.fmt(x.value))} {h.esc(x.unit)})</span>" if x.unrated else
-                       f"{h.esc(x.label)}: <b>{h.esc(fitted(x.value, x.spread))} {h.esc(x.unit)}</b>"
+                       f"{h.esc(x.label)}: <b>{h.esc(figure_said(x.value, x.unit, x.low, x.high))}</b>"
                        + (f' <span class="note">{h.esc(x.note)}</span>' if x.note else "") for x in v.headlines) or "—"
 
 
@@ -190,14 +193,29 @@ def _advice(advice: dict[str, Any]) -> str:
     return h.esc(advice["sentence"]) + command
 
 
+def _figure(item: str) -> str:
+    """A headline in the verdict's few words; one not rated at this size is a note, not a figure."""
+    return f'<span class="note">{h.esc(item)}</span>' if "not rated at this size" in item else h.esc(item)
+
+
 def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
-    rows = "".join(f'<tr><td><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a></td><td>{_headlines(v)}</td>'
-                   f'<td data-label="Correctness checks">{_checks(v)}</td><td data-label="Bottleneck">{h.esc(v.bottleneck)}'
-                   + (f'<br><b>disturbed</b>: {h.esc(v.disturbed)}' if v.disturbed else "")
-                   + "".join(f'<br><b>next</b>: {_advice(a)}' for a in v.advice) + '</td></tr>'
+    """The terminal's verdict as a table (refbench.report.brief): figures, checks, the limit in a few words and the one
+    next step; each suite's section below has the evidence."""
+    def limit(v: SuiteVerdict) -> str:
+        said = [f"<b>limit</b>: {h.esc(v.limit)}"] if v.limit else []
+        if v.disturbed:
+            said.append(f"<b>disturbed</b>: {h.esc(v.disturbed)}")
+        if v.next:
+            command = f": <code>{h.esc(v.next['command'])}</code>" if v.next.get("command") else ""
+            said.append(f"<b>next</b>: {h.esc(v.next['short'])}{command}")
+        return "<br>".join(said) or "—"
+
+    rows = "".join(f'<tr><td><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a></td>'
+                   f'<td>{"<br>".join(_figure(item) for item in figure_items([asdict(x) for x in v.headlines])) or "—"}</td>'
+                   f'<td data-label="Correctness checks">{_checks(v)}</td><td data-label="Limit and next step">{limit(v)}</td></tr>'
                    for v in verdicts)
     return h.scroll('<table class="verdict"><thead><tr><th>Suite</th><th>Headline figures</th><th>Correctness checks</th>'
-                    f"<th>Bottleneck</th></tr></thead><tbody>{rows}</tbody></table>")
+                    f"<th>Limit and next step</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def _acceptance(results: list[dict[str, Any]] | None) -> str:
@@ -294,8 +312,6 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
         if verdict.headlines:
             facts.append(f"<p>{_headlines(verdict)}</p>")
         facts.append(f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
-        if verdict.disturbed:
-            facts.append(f"<p><b>Disturbed</b>: {h.esc(verdict.disturbed)}</p>")
         facts += [f"<p><b>Next</b>: {_advice(a)}</p>" for a in verdict.advice]
     storage_verdicts = storage.verdicts(records)
     facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]

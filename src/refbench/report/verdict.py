@@ -11,12 +11,13 @@ saying so when they disagree ("storage flush latency in 2 of 3 repeats, CPU in 1
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from refbench.host.telemetry import Telemetry
-from refbench.report.advice import MEMORY_HIT_RATIO_PCT
+from refbench.report.advice import MEMORY_HIT_RATIO_PCT, THROTTLED_SHARE, Reading, cpu_wait_cause, limit_name
 from refbench.suites.repeats import one_per_configuration, strip_repeat
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
@@ -24,10 +25,6 @@ from refbench.suites import Headline, Record, Table, get_suite
 SATURATED_DEVICE_PCT = 80.0  # busy %: the device had a request in flight nearly all the time
 SATURATED_CPU_PCT = 85.0  # user + system + steal; beyond it, the work queues for a CPU
 IDLE_DEVICE_PCT = 20.0
-THROTTLED_SHARE = 0.1  # of the server's CPU cgroup's periods: its quota, not the machine, bounds its CPU
-# The host's resources (name_bottleneck without a wait profile) as a limit counted across repeats; a wait profile's
-# meanings are said as refbench.report.waits.PHRASES says them.
-HOST_LIMITS = {"device": "a saturated device", "cpu": "CPU", "neither": "the load offered", "unknown": "not determined"}
 
 
 @dataclass
@@ -48,6 +45,10 @@ class SuiteVerdict:
     disturbed: str = ""
     # What to try next, per engine (refbench.report.advice): the limit, its evidence, what to try and the command.
     advice: list[dict[str, Any]] = field(default_factory=list)
+    # The verdict in one screen: what limits the headline the next step is about, in at most ten words with the one
+    # figure that proves it ("storage flush latency, 0.383 ms per WAL flush"), and that step (one of ``advice``).
+    limit: str = ""
+    next: dict[str, Any] = field(default_factory=dict)
 
     @property
     def correctness(self) -> str:
@@ -62,7 +63,19 @@ class SuiteVerdict:
         return {"suite": self.suite, "headlines": [{**asdict(h), "threshold": h.threshold(self.suite)} for h in self.headlines], "checks_passed": self.checks_passed,
                 "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
                 "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats, "disturbed": self.disturbed,
-                "advice": self.advice}
+                "advice": self.advice, "limit": self.limit, "next": self.next}
+
+
+@dataclass(frozen=True)
+class Limited:
+    """What limited one headline configuration: its engine, the resource and its phrase, the repeat it was named
+    from (``record``) with that repeat's telemetry window, and the configuration's case id (its first repeat's)."""
+    engine: str
+    resource: str
+    phrase: str
+    record: Record
+    case: str
+    window: dict[str, Any]
 
 
 def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[SuiteVerdict]:
@@ -85,11 +98,35 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
         passed = sum(f.passed for f in findings.get(name, []))
         engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
         bottleneck, per_repeat, limited = _bottleneck(headlines, records, measured, telemetry)
-        out.append(SuiteVerdict(name, headlines, passed, len(findings.get(name, [])) - passed, bottleneck,
-                                _with_checks(engines, findings.get(name, [])), per_repeat,
-                                _disturbed(headlines, records, measured),
-                                _advice(run, name, suite, headlines, limited)))
+        advice = _advice(run, name, suite, headlines, limited)
+        failed = len(findings.get(name, [])) - passed
+        first = _first_limited(headlines, limited)
+        out.append(SuiteVerdict(name, headlines, passed, failed, bottleneck, _with_checks(engines, findings.get(name, [])),
+                                per_repeat, _disturbed(headlines, records, measured), advice,
+                                (f"{first.engine}: " if first.engine else "") + limit_said(first.resource, first.record,
+                                                                                           first.window) if first else "",
+                                _next_step(name, failed, findings.get(name, []), advice, first, str(run.path))))
     return out
+
+
+def _first_limited(headlines: list[Headline], limited: list[Limited]) -> Limited | None:
+    """What limited the first rated headline, which `refbench tune --baseline` tunes."""
+    rated = [h.case for h in headlines if h.case and not h.unrated]
+    return next((lim for case in rated for lim in limited if lim.case == case), limited[0] if limited else None)
+
+
+def _next_step(suite: str, failed: int, findings: list, advice: list[dict[str, Any]], first: Limited | None,
+               run_path: str) -> dict[str, Any]:
+    """The one next step the verdict gives: a failed check's (the figures of a wrong answer are not worth tuning), else
+    the advice for the limit of the headline tune tunes."""
+    if failed:
+        check = next(f.check for f in findings if not f.passed)
+        more = f" and {failed - 1} more" if failed > 1 else ""
+        return {"short": f"fix the failed check first: {check}{more}", "command": shlex.join(["refbench", "why", run_path, suite])}
+    if first is None or not advice:
+        return {}
+    chosen = next((a for a in advice if a["engine"] == first.engine and a["limit"] == first.resource), advice[0])
+    return {"short": chosen["short"], "command": chosen["command"]}
 
 
 def _suite(name: str) -> Any:
@@ -101,14 +138,12 @@ def _suite(name: str) -> Any:
 
 def _with_repeats(headline: Headline, records: list[Record]) -> Headline:
     """A headline from a case measured several times says so, with the range of its repeats."""
-    from refbench.formats import fmt
-
     repeats = next((r.extra.get("repeats") for r in records if r.case_id == headline.case), None)
     if not repeats or repeats.get("metric") != headline.metric:
         return headline
     low, high = min(repeats["values"]), max(repeats["values"])
-    said = f"median of {repeats['n']} repeats, {fmt(low)}–{fmt(high)}"
-    return replace(headline, note=f"{said}; {headline.note}" if headline.note else said, spread=high - low)
+    said = f"median of {repeats['n']} repeats"  # their range is said with the figure (formats.figure_said)
+    return replace(headline, note=f"{said}; {headline.note}" if headline.note else said, spread=high - low, low=low, high=high)
 
 
 def _disturbed(headlines: list[Headline], records: list[Record], measured: list[Record]) -> str:
@@ -146,15 +181,15 @@ def headline_keys(run: Run) -> dict[tuple[str, str, str], tuple[str, str]]:
 
 
 def _bottleneck(headlines: list[Headline], records: list[Record], measured: list[Record],
-                telemetry: Telemetry) -> tuple[str, list[dict[str, Any]], list[tuple[str, str, str, Record]]]:
+                telemetry: Telemetry) -> tuple[str, list[dict[str, Any]], list[Limited]]:
     """What limited the headline cases: the first one's phrase, and another case's too when a different resource
     limited it (peak IOPS CPU-bound, peak MB/s device-bound) or it ran on another engine (each engine's own words);
-    and per case measured several times, the limit each repeat named; and per (engine, resource), its phrase and the
-    record it was named from (the advice's). ``records``: one per configuration; ``measured``: every repeat."""
+    and per case measured several times, the limit each repeat named; and per (engine, resource), what limited it
+    (the advice's). ``records``: one per configuration; ``measured``: every repeat."""
     by_case = {r.case_id: r for r in records}
     cases = list(dict.fromkeys(h.case for h in headlines if h.case in by_case)) or [max(records, key=lambda r: r.elapsed_s).case_id]
-    by_resource: dict[tuple[str, str], tuple[str, str]] = {}  # (engine, resource) -> (phrase, the headline it limited)
-    named: dict[tuple[str, str], Record] = {}
+    labels: dict[tuple[str, str], str] = {}  # (engine, resource) -> the headline it limited
+    named: dict[tuple[str, str], Limited] = {}
     per_repeat = []
     for case in cases:
         resource, phrase, chosen, repeats = _case_bottleneck(by_case[case], measured, telemetry)
@@ -162,36 +197,50 @@ def _bottleneck(headlines: list[Headline], records: list[Record], measured: list
             per_repeat.append({"case": case, "repeats": [r.case_id for r, _ in repeats],
                                "limits": [limit_name(res) for _, res in repeats]})
         engine = str(by_case[case].params.get("engine", ""))
-        by_resource.setdefault((engine, resource), (phrase, next((h.label for h in headlines if h.case == case), case)))
-        named.setdefault((engine, resource), chosen)
-    limited = [(engine, resource, by_resource[engine, resource][0], record) for (engine, resource), record in named.items()]
-    if len(by_resource) == 1:
-        return next(iter(by_resource.values()))[0], per_repeat, limited
-    return "; ".join(f"at {label}: {phrase}" for phrase, label in by_resource.values()), per_repeat, limited
+        labels.setdefault((engine, resource), next((h.label for h in headlines if h.case == case), case))
+        named.setdefault((engine, resource), Limited(engine, resource, phrase, chosen, case,
+                                                     _window(chosen, measured, telemetry)))
+    limited = list(named.values())
+    if len(named) == 1:
+        return limited[0].phrase, per_repeat, limited
+    return "; ".join(f"at {labels[key]}: {lim.phrase}" for key, lim in named.items()), per_repeat, limited
 
 
-def _advice(run: Run, name: str, suite: Any, headlines: list[Headline],
-            limited: list[tuple[str, str, str, Record]]) -> list[dict[str, Any]]:
-    """What to try next for each (engine, resource) the verdict named (refbench.report.advice)."""
+def _advice(run: Run, name: str, suite: Any, headlines: list[Headline], limited: list[Limited]) -> list[dict[str, Any]]:
+    """What to try next for each (engine, resource) the verdict named (refbench.report.advice), from what `refbench
+    tune` would read in this run (tune_reading): its advice names the settings tune tries first."""
     from refbench.report.advice import MORE_LOAD, advise
 
-    tuned = next((h for h in headlines if h.case and not h.unrated), None)  # what `tune --baseline` tunes for
-    tuned_engine = next((str(r.params.get("engine", "")) for *_, r in limited if tuned and strip_repeat(r.case_id) == tuned.case),
-                        None)
+    tuned = _first_limited(headlines, limited)  # what `tune --baseline` tunes for
     options = run.plan.options.get(name, {})
     out = []
-    for engine, resource, phrase, record in limited:
-        unrated = next((h.unrated for h in headlines if h.unrated and strip_repeat(record.case_id) == h.case), "")
+    for lim in limited:
+        record = lim.record
+        unrated = next((h.unrated for h in headlines if h.unrated and h.case == lim.case), "")
         option = MORE_LOAD.get(name, ("", ""))[0]
         load = record.params.get(option) or record.params.get(option.rstrip("s")) or record.metrics.get(option) \
             or options.get(option)
         load = max(load) if isinstance(load, list) and load else load
-        out.append(advise(name, engine, resource, limit_name(resource), phrase, record.extra.get("storage") or {},
-                          unrated, str(run.path), run.plan.profile, engine == tuned_engine,
-                          list(getattr(suite, "tune_knobs", []) or []),
+        out.append(advise(name, tune_reading(name, lim, options), lim.phrase, unrated, str(run.path), run.plan.profile,
+                          lim is tuned, list(getattr(suite, "tune_knobs", []) or []),
                           load if isinstance(load, int) and load > 0 else None,
                           record.params.get("warehouses") or options.get("warehouses") or None).to_dict())
     return out
+
+
+def tune_reading(suite: str, lim: Limited, options: dict[str, Any]) -> Reading:
+    """What `refbench tune` reads in a run to order its trials, for one headline configuration: the engine (a record
+    without one, oltp's before it named it, ran the suite's engine option, else PostgreSQL), what limited it (its
+    wait profile's meanings with at least 5% of session time, then the host's resource), and the storage figures of
+    the repeat the verdict named it from."""
+    from refbench.engines.waits import limits
+
+    storage = lim.record.extra.get("storage") or {}
+    waits = storage.get("waits")
+    meanings = [m for m, share, _ in limits(waits) if share >= 5] if waits else []
+    host, _ = _host_bottleneck(lim.record, lim.window)
+    engine = lim.engine or str(options.get("engine") or ("postgres" if suite == "oltp" else ""))
+    return Reading(suite, engine, lim.resource, list(dict.fromkeys(meanings + [host])), storage)
 
 
 def _case_bottleneck(record: Record, measured: list[Record],
@@ -224,27 +273,53 @@ def _case_bottleneck(record: Record, measured: list[Record],
     return resource, said, chosen_record, [(r, res) for r, res, _ in named]
 
 
-def limit_name(resource: str) -> str:
-    """A resource name_bottleneck names, in the verdict's words: "storage flush latency", "CPU", "a saturated device"."""
-    from refbench.report.waits import PHRASES
-
-    return PHRASES.get(resource) or HOST_LIMITS.get(resource, resource)
-
-
-def what_limits(run: Run, suite: str, case: str) -> list[str]:
-    """What limited one case, largest first: its wait profile's meanings (flush, read, cpu…) that held at least 5% of
-    session time, then the host's resource (device, cpu, neither): what `refbench tune` addresses first. A case
-    measured several times: those of the repeat the verdict names it from, one bound by the limit most repeats were."""
+def limit_said(resource: str, record: Record, window: dict[str, Any]) -> str:
+    """What limited a case in at most ten words, with the one figure that proves it: "storage flush latency, 0.383 ms
+    per WAL flush", "a saturated device, vda 84% busy", "CPU, 97% busy". The evidence in full is the bottleneck's
+    phrase (name_bottleneck), which `refbench why` prints."""
     from refbench.engines.waits import limits
+    from refbench.formats import fmt
 
+    storage = record.extra.get("storage") or {}
+    waits, io = storage.get("waits"), storage.get("io_latency") or {}
+    name = limit_name(resource)
+    if waits and waits.get("session_samples") and limits(waits)[0][0] == resource:
+        _, share, events = limits(waits)[0]
+        of = "query thread time" if "busy_threads" in waits else "session time"
+        if resource == "flush" and io.get("ms_per_flush") is not None:
+            return f"{name}, {fmt(io['ms_per_flush'])} ms per {'redo log write' if 'flush_ms_basis' in io else 'WAL flush'}"
+        if resource == "read" and io.get("ms_per_read") is not None:
+            return f"{name}, {fmt(io['ms_per_read'])} ms per block read"
+        if resource == "cpu":
+            return f"CPU, {share:.0f}% of {of} " + ("running" if events[0]["event"] == "CPU" else "in operators")
+        if resource == "cpuwait":
+            return f"{name}, {cpu_wait_cause(storage.get('machine') or {})[1]}"
+        return f"{name}, {share:.0f}% of {of}"
+    cpu = window.get("cpu") or {}
+    disks = window.get("disks") or {}
+    cpu_pct = round(sum(cpu.get(k, 0.0) for k in ("user_pct", "system_pct", "steal_pct"))) if cpu else None
+    device = max(disks, key=lambda d: disks[d]["busy_pct"]) if disks else None
+    busy = f"{device} {disks[device]['busy_pct']:.0f}% busy" if device else "no device activity"
+    throttled = (storage.get("machine") or window.get("machine") or {}).get("server_throttled") or {}
+    if resource == "cpu" and throttled.get("periods") and throttled["throttled_periods"] >= THROTTLED_SHARE * throttled["periods"]:
+        return f"the server's CPU quota, throttled in {throttled['throttled_periods']:,} of {throttled['periods']:,} periods"
+    if resource == "device":
+        return f"{name}, {busy}"
+    if resource == "cpu":
+        return f"CPU, {cpu_pct}% busy"
+    if resource == "neither":
+        return f"{name}, CPU {cpu_pct}%, {busy}" if cpu_pct is not None else f"{name}, {busy}"
+    return name
+
+
+def tune_reading_of(run: Run, suite: str, case: str) -> Reading:
+    """What `refbench tune --baseline` reads in ``run`` for one headline case (tune_reading), as the advice reads it."""
     measured = run.records(suite)
     telemetry = Telemetry(run.telemetry_path)
     record = next(r for r in one_per_configuration(measured, _suite(suite)) if r.case_id == case)
-    _, _, record, _ = _case_bottleneck(record, measured, telemetry)
-    waits = (record.extra.get("storage") or {}).get("waits")
-    meanings = [m for m, share, _ in limits(waits) if share >= 5] if waits else []
-    host, _ = _host_bottleneck(record, _window(record, measured, telemetry))
-    return list(dict.fromkeys(meanings + [host]))
+    resource, phrase, chosen, _ = _case_bottleneck(record, measured, telemetry)
+    lim = Limited(str(record.params.get("engine", "")), resource, phrase, chosen, case, _window(chosen, measured, telemetry))
+    return tune_reading(suite, lim, run.plan.options.get(suite, {}))
 
 
 def _window(record: Record, records: list[Record], telemetry: Telemetry) -> dict[str, Any]:
@@ -310,23 +385,3 @@ def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     where = f"CPU {cpu_pct}%" if cpu_pct is not None else "CPU unknown"
     activity = f"{device} {busy:.0f}% busy" if device else "no device activity"
     return "neither", f"neither saturated ({where}, {activity}): the load offered (users, queue depth, streams) limits it{tail}"
-
-
-def verdict_lines(verdicts: list[SuiteVerdict]) -> list[tuple[str, str]]:
-    """(suite, text) lines for the terminal: the headlines, then correctness and bottleneck."""
-    from refbench.formats import fitted, fmt
-
-    lines = []
-    for v in verdicts:
-        figures = [f"{h.label}: not rated at this size ({h.unrated}; measured {fmt(h.value)} {h.unit})".replace(" )", ")")
-                   if h.unrated else f"{h.label}: {fitted(h.value, h.spread)} {h.unit}".rstrip() + (f" ({h.note})" if h.note else "")
-                   for h in v.headlines]
-        for i, text in enumerate(figures or ["no headline figures"]):
-            lines.append((v.suite if i == 0 else "", text))
-        lines.append(("", f"correctness: {v.correctness}"))
-        lines.append(("", f"bottleneck: {v.bottleneck}"))
-        if v.disturbed:
-            lines.append(("", f"disturbed: {v.disturbed}"))
-        lines += [("", f"next: {a['text']}") for a in v.advice]
-    return lines
-

@@ -18,13 +18,12 @@ import fcntl
 import json
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from refbench.fileio import atomic_write_text
-from refbench.host.sysfs import SysRoot, bracketed
-from refbench.host.tuning import CHANGE, audit
+from refbench.engines.knobs import HOST_SETTINGS, host_knobs, setting_value, sysroot  # noqa: F401  (tune's names)
+from refbench.host.sysfs import SysRoot
 from refbench.tune.knobs import Knob
 
 HOST_STATE_DIR = "/var/lib/refbench"
@@ -55,11 +54,6 @@ def make_state_dir(path: Path) -> Path:
     return path
 
 
-def sysroot() -> SysRoot:
-    """The tree host settings are read and written under: the machine's, or a copy a test made (REFBENCH_SYSROOT)."""
-    return SysRoot(os.environ.get("REFBENCH_SYSROOT") or "/")
-
-
 def journal_path() -> Path:
     """The host's one journal, root's, where every user's refbench looks for it."""
     return Path(os.environ.get("REFBENCH_STATE_DIR") or HOST_STATE_DIR) / "host-changes.json"
@@ -67,66 +61,6 @@ def journal_path() -> Path:
 
 def lock_path() -> Path:
     return journal_path().with_name("host-tune.lock")
-
-
-# The host settings tune may offer, by the names host_knobs gives them (a device's own after its name: "I/O scheduler
-# (vda)"), for --only to be checked before the baseline runs.
-HOST_SETTINGS = ("vm.dirty_background_ratio", "vm.dirty_ratio", "Transparent huge pages", "CPU frequency governor",
-                 "I/O scheduler", "Read-ahead")
-
-
-def host_knobs(suite: str, device: str | None, root: SysRoot | None = None) -> list[Knob]:
-    """The host settings worth a trial on this host: those it exposes, at another value than the one tried; named as
-    the tuning audit (refbench host) names them, and those it flags first."""
-    root = root or sysroot()
-    out = []
-
-    def offer(name: str, paths: list[str], choices: list[str], addresses: tuple[str, ...], why: str) -> None:
-        assert name.split(" (")[0] in HOST_SETTINGS, name  # the list --only is checked against
-        paths = [p for p in paths if root.path(p).exists()]
-        current = {setting_value(root, p) for p in paths}
-        choices = [c for c in choices if current != {c}]
-        if paths and choices and os.access(root.path(paths[0]), os.W_OK):
-            out.append(Knob(name, "host", "", addresses, why, tuple(choices), paths=tuple(paths),
-                            suites=(suite,)))
-
-    offer("vm.dirty_background_ratio", ["/proc/sys/vm/dirty_background_ratio"], ["5", "10"], ("flush", "write", "device"),
-          "background write-back starts when this share of memory is dirty: earlier, and checkpoints and spills "
-          "meet a device that is already writing instead of a burst")
-    offer("vm.dirty_ratio", ["/proc/sys/vm/dirty_ratio"], ["10", "40"], ("flush", "write", "device"),
-          "writers are made to write back themselves past this share of dirty memory (the mixed-analytics paper: 40)")
-    offer("Transparent huge pages", ["/sys/kernel/mm/transparent_hugepage/enabled"], ["never"], ("cpu",),
-          "compaction and khugepaged stalls show up as latency; databases advise never (the mixed-analytics paper too)")
-    governors = [f"/sys/devices/system/cpu/{c}/cpufreq/scaling_governor" for c in root.listdir("/sys/devices/system/cpu")
-                 if c.startswith("cpu") and c[3:].isdigit()]
-    offer("CPU frequency governor", governors, ["performance"], ("cpu",),
-          "a CPU that ramps its clock up on demand adds latency and cuts throughput under a bursty load")
-    if device and (disk := _disk(root, device)):
-        available = (root.read(f"/sys/block/{disk}/queue/scheduler") or "").replace("[", "").replace("]", "").split()
-        offer(f"I/O scheduler ({disk})", [f"/sys/block/{disk}/queue/scheduler"],
-              [s for s in ("none", "mq-deadline") if s in available], ("read", "flush", "write", "device"),
-              "the kernel's scheduler orders and merges requests; fast devices with their own queues do better without")
-        if suite in ("dss", "dw", "analytics", "device"):
-            offer(f"Read-ahead ({disk})", [f"/sys/block/{disk}/queue/read_ahead_kb"], ["4096"], ("read", "device"),
-                  "scans read sequentially; a large read-ahead keeps the device's queue full (tuned's "
-                  "throughput-performance: 4096 KiB)")
-    flagged = {c.setting: c for c in audit(root) if c.status == CHANGE}
-    return sorted((replace(k, why=f"{k.why}; the tuning audit flags it (now {flagged[k.name].current}, recommended "
-                                  f"{flagged[k.name].recommended})") if k.name in flagged else k for k in out),
-                  key=lambda k: k.name not in flagged)
-
-
-def _disk(root: SysRoot, device: str) -> str | None:
-    """The whole disk a device (or partition) belongs to, whose queue settings apply to it."""
-    if root.path(f"/sys/block/{device}/queue").exists():
-        return device
-    parent = root.path(f"/sys/class/block/{device}").resolve().parent.name
-    return parent if root.path(f"/sys/block/{parent}/queue").exists() else None
-
-
-def setting_value(root: SysRoot, relative: str) -> str:
-    text = root.read(relative) or ""
-    return (bracketed(text) if "[" in text else text.strip()) or ""
 
 
 class HostChanges:

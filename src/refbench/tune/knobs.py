@@ -9,7 +9,8 @@ import os
 import re
 from typing import Any
 
-from refbench.engines.knobs import ENGINE_KNOBS, MEMORY_SUITES, ROW_STORES, Knob, ranked  # noqa: F401  (tune's names)
+from refbench.engines.knobs import (ENGINE_KNOBS, MEMORY_SUITES, ROW_STORES, Knob, evidence, ranked,  # noqa: F401  (tune's names)
+                                   first_trials, trial_order)
 
 
 def placement(directory: str) -> Knob:
@@ -100,24 +101,3 @@ def option_value(text: str) -> Any:
         except ValueError:
             pass
     return text
-
-
-# A share of WAL records with a full-page image above which compressing them is worth a trial first.
-FULL_PAGE_IMAGES_PCT = 10
-
-
-def evidence(storage: dict[str, Any]) -> dict[str, str]:
-    """What the baseline's measured interval says about a knob, from the server's own counters, in a DBA's words:
-    checkpoints requested because the WAL reached max_wal_size (PostgreSQL also logs "checkpoints are occurring too
-    frequently"), and the full-page images that follow each checkpoint."""
-    io = storage.get("io_latency") or {}
-    seconds = storage.get("interval_s")
-    found = {}
-    if io.get("checkpoints_requested"):
-        # Requested, not timed: refbench issues no CHECKPOINT while it measures, so the WAL reached max_wal_size.
-        rate = f" ({io['wal_mb_per_s']} MB/s of WAL)" if io.get("wal_mb_per_s") is not None else ""
-        found["max_wal_size"] = (f"{io['checkpoints_requested']} checkpoint(s) requested by WAL volume"
-                                 + (f" in the measured {seconds:.0f} s" if seconds else "") + rate)
-    if (io.get("full_page_image_pct") or 0) >= FULL_PAGE_IMAGES_PCT:
-        found["wal_compression"] = f"{io['full_page_image_pct']:g}% of the WAL records carried a full-page image"
-    return found

@@ -17,6 +17,7 @@ from refbench.fileio import atomic_write_text, writable_directory
 from refbench.removal import remove_quietly
 from refbench.formats import fmt
 from refbench.redaction import redact, write_private
+from refbench.report.advice import limit_name
 from refbench.report.waits import PHRASES
 from refbench.engines.knobs import setting_said, settings_said
 from refbench.timings import duration
@@ -62,6 +63,7 @@ class Request:
     wal_dir: str = ""  # another device's directory to try the WAL (or redo log) on (oltp, a managed server)
     only: list[str] = field(default_factory=list)  # try only these settings
     seed: int = 1
+    dry_run: bool = False  # say the trials, in order, and change or write nothing
 
 
 @dataclass
@@ -144,7 +146,7 @@ class Tuner:
                                 "runs); or tune a managed server on the same storage.")
             self.server = ServerChanges(engine_for_dsn(self.options["dsn"]), self.options["dsn"])
         self.host = HostChanges()
-        if request.apply_host:
+        if request.apply_host and not request.dry_run:
             self.host.claim()  # held to the end: no other tune changes the host meanwhile
         known = known_settings(request.suite)
         if unknown := [name for name in request.only if name not in known]:
@@ -159,6 +161,8 @@ class Tuner:
             raise UserError(f"--budget {duration(request.budget_s)} cannot hold {self.budget_words()}: give --budget "
                             f"{math.ceil(needed / 60)}m or more" + ("" if request.baseline else
                                                                   " (or --baseline RUN, a run of the suite you have)") + ".")
+        if request.dry_run:
+            return
         tunes = Path(request.runs_dir) / TUNE_DIR
         writable_directory(tunes, "the tunes directory")
         remove_data_of_dead_tunes(tunes, lambda line: self.say(line))
@@ -388,8 +392,25 @@ class Tuner:
 
     # ---- the tune -------------------------------------------------------------------------------------------------
 
+    def read_baseline(self, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What the baseline run says: its verdict and the headline tuned for (the first rated one), and what limits it
+        (what the verdict's advice read too: the trials it names are the first of candidates())."""
+        from refbench.report.verdict import tune_reading_of
+
+        verdict = next((v for v in _read_json(run.verdict_path) if v.get("suite") == self.request.suite), None)
+        headline = next((h for h in (verdict or {}).get("headlines", []) if h.get("case") and not h.get("unrated")), None)
+        if headline is None:
+            raise UserError(f"the baseline {run.path} has no rated {self.request.suite} headline figure to tune for.")
+        self.objective = Objective(self.request.suite, headline["metric"], headline.get("of", ""), headline["label"],
+                                   headline["unit"])
+        reading = tune_reading_of(run, self.request.suite, headline["case"])
+        self.storage = reading.storage
+        self.engine = self.server.engine if self.server else reading.engine
+        self.limits = reading.limits
+        self.evidence = reading.evidence
+        return verdict, headline
+
     def baseline(self) -> None:
-        from refbench.report.verdict import what_limits
         from refbench.runstore import Run
 
         if self.request.baseline:
@@ -405,18 +426,8 @@ class Tuner:
             if result.error:
                 raise UserError(f"the baseline run failed: {result.error} (its output: {self.log}).")
             run = Run(Path(result.run))
-        verdict = next((v for v in _read_json(run.verdict_path) if v.get("suite") == self.request.suite), None)
-        headline = next((h for h in (verdict or {}).get("headlines", []) if h.get("case") and not h.get("unrated")), None)
-        if headline is None:
-            raise UserError(f"the baseline {run.path} has no rated {self.request.suite} headline figure to tune for.")
-        self.objective = Objective(self.request.suite, headline["metric"], headline.get("of", ""), headline["label"],
-                                   headline["unit"])
+        verdict, headline = self.read_baseline(run)
         record = next(r for r in run.records(self.request.suite) if r.case_id == headline["case"])
-        self.storage = record.extra.get("storage") or {}
-        self.engine = str(record.params.get("engine") or self.options.get("engine") or
-                          (self.server.engine if self.server else "postgres" if self.request.suite == "oltp" else ""))
-        self.limits = what_limits(run, self.request.suite, headline["case"])
-        self.evidence = K.evidence(self.storage) if self.engine == "postgres" else {}
         self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile, self.chosen)
         # What the profile measures where a trial measures less (the answer is quoted for the profile's window).
         self.full_window = {k: self.options[k] for k in TRIAL_LIMITS.get(self.request.suite, {})
@@ -447,18 +458,49 @@ class Tuner:
         from refbench.suites import get_suite
 
         suite = self.request.suite
-        found = [k for k in K.ENGINE_KNOBS if k.engine == self.engine and suite in k.suites]
-        if self.server is not None:  # a DSN's server: what it takes without a restart, at its own current values
-            self.settings = self.server.changeable([k.name for k in found])
-            found = [k for k in found if k.name in self.settings]
-        found += list(getattr(get_suite(suite), "tune_knobs", []))
+        extra = []
         if self.request.wal_dir and suite == "oltp" and self.server is None:
-            found.append(K.placement(self.request.wal_dir))
+            extra.append(K.placement(self.request.wal_dir))
         if self.request.apply_host:
-            found += host_knobs(suite, self.storage.get("device"))
+            extra += host_knobs(suite, self.storage.get("device"))
+        found = K.trial_order(suite, self.engine, self.limits, self.evidence,
+                              list(getattr(get_suite(suite), "tune_knobs", [])), extra)
+        if self.server is not None:  # a DSN's server: what it takes without a restart, at its own current values
+            self.settings = self.server.changeable([k.name for k in found if k.kind == "engine"])
+            found = [k for k in found if k.kind != "engine" or k.name in self.settings]
         if self.request.only:
             found = [k for k in found if k.name.split(" (")[0] in self.request.only]
-        return K.ranked(found, self.limits, self.evidence)
+        return found
+
+    def dry_run_lines(self) -> list[str]:
+        """The trials this tune would run, in its order, from what limits the baseline (--baseline) or, before a
+        baseline has run, in the catalog's order: `refbench tune --dry-run`."""
+        from refbench.runstore import Run
+
+        suite = self.request.suite
+        if self.request.baseline:
+            run = Run.find(self.request.baseline, self.request.runs_dir)
+            _, headline = self.read_baseline(run)
+            said = ", ".join(dict.fromkeys(limit_name(limit) for limit in self.limits))
+            lines = [f"tune {suite} for {headline['label']} ({fmt(headline['value'])} {headline['unit']}) from {run.path}, "
+                     f"limited by {said}; the trials, in order:"]
+        else:
+            engines = self.options.get("engines") or []
+            self.engine = str(self.options.get("engine") or (engines[0] if engines else "") or ("postgres" if suite == "oltp" else ""))
+            self.limits, self.evidence, self.storage = [], {}, {}
+            lines = [f"tune {suite}: the baseline run names what limits it, and the trials go in that order; in the "
+                     "catalog's order, they are:"]
+        order = self.candidates()
+        first = K.first_trials(order, self.limits)
+        for i, knob in enumerate(order, 1):
+            why = f" (evidence: {self.evidence[knob.name]})" if knob.name in self.evidence else ""
+            lines.append(f"{i:>3}. {knob.name}: addresses {', '.join(limit_name(a) for a in knob.addresses)}{why}"
+                         + ("  ← what limits it" if i <= len(first) else ""))
+        if not order:
+            lines.append("  none: no setting tune tries fits these flags")
+        lines.append(f"each an A/B trial, {self.request.repeats} runs a side, while --budget {duration(self.request.budget_s)} "
+                     f"lasts (it needs {self.budget_words()} at least)")
+        return lines
 
     def tune(self) -> dict[str, Any]:
         from refbench.children import watchdog

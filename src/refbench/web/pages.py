@@ -14,6 +14,7 @@ from refbench.catalog.history import lead_headlines, series_name
 from refbench.timings import duration
 from refbench.children import owned_temp_directory
 from refbench.errors import UserError
+from refbench.formats import figure_said
 from refbench.report import html as h
 from refbench.runstore import Run, utc_now
 from refbench.suites import get_suite
@@ -107,7 +108,7 @@ def runs_page(runs: list[dict[str, Any]], filters: dict[str, Any], show_all: boo
         figures = "<br>".join(
             f'{h.esc(x["suite"])} {h.esc(series_name(x["label"]))}: <a href="{link("/history", figure=figure_name(x))}">'
             + ('<span class="note">not rated at this size</span></a>' if x.get("unrated") else
-               f'<b>{h.esc(h.fmt(x["value"]))} {h.esc(x["unit"])}</b></a>') for x in lead_headlines(r["headlines"])) or "—"
+               f'<b>{h.esc(figure_said(x["value"], x["unit"], x["low"], x["high"], with_range=False))}</b></a>') for x in lead_headlines(r["headlines"])) or "—"
         tags = "".join(f"<span>{h.esc(k)}={h.esc(v)}</span>" for k, v in sorted(r["tags"].items()))
         rows.append(
             f'<tr><td data-label="compare"><input type="checkbox" name="run" value="{h.esc(name)}" aria-label="compare {h.esc(name)}"></td>'

@@ -28,7 +28,7 @@ from refbench.errors import UserError
 from refbench.host import pagecache
 from refbench.redaction import redact
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
-from refbench.options import ENGINES, Option, Plan, PlanError
+from refbench.options import ENGINES, SETTINGS_HELP, Option, Plan, PlanError
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
 from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,
@@ -94,8 +94,8 @@ class DssSuite(OnTpchData, SuiteBase):
         "pg_data_dir": Option(str, "", "Data directory of the managed PostgreSQL (default: in the data directory)."),
         "shared_buffers": Option(str, "256MB", "Managed PostgreSQL's buffer cache: the memory cap that pushes I/O to storage.",
                                  check=pg_size_problem),
-        "pg_settings": Option(list, ["work_mem=64MB", "max_wal_size=4GB"], "More managed-server settings, name=value.",
-                              item=str, check=pg_setting_problem),
+        "pg_settings": Option(list, ["work_mem=64MB", "max_wal_size=4GB"], SETTINGS_HELP,
+                              item=str, adds_settings=True, check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, "", "DuckDB's memory limit, e.g. 4GB (default: DuckDB's own, 80% of RAM).",
                                       check=optional(duckdb_size_problem)),
         "duckdb_threads": Option(int, 0, "DuckDB's threads per query (0: DuckDB's own, one per CPU).", minimum=0,
@@ -105,7 +105,7 @@ class DssSuite(OnTpchData, SuiteBase):
                                       "PostgreSQL gets for data — shared_buffers + cache_mb when cache_mb bounds it, "
                                       "else room for all of the data, at most half of this host's memory).",
                                       check=optional(mariadb_size_problem)),
-        "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
+        "mariadb_settings": Option(list, [], SETTINGS_HELP, item=str, adds_settings=True,
                                    check=mariadb_setting_problem("mariadb_buffer_pool")),
         "drop_caches": Option(bool, True, "Evict the engine's data files from the OS page cache before each cold "
                               "query (posix_fadvise, those files only)."),

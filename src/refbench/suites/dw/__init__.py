@@ -21,7 +21,7 @@ from refbench.engines.settings import (
     server_dsn_problem,
 )
 from refbench.errors import UserError
-from refbench.options import ENGINES, Option, Plan
+from refbench.options import ENGINES, SETTINGS_HELP, Option, Plan
 from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, get_suite, storage
@@ -74,7 +74,7 @@ class DwSuite(OnTpchData, SuiteBase):
         "shared_buffers": Option(str, {"quick": "16MB", "standard": "1GB", "full": "64GB"},
                                  "The row store's memory cap, about a tenth of its data or less (the DWFT rating paper caps SQL Server "
                                  "at 118 GB for 1 TB).", check=pg_size_problem),
-        "pg_settings": Option(list, ["work_mem=32MB", "max_wal_size=4GB"], "More managed-server settings, name=value.", item=str,
+        "pg_settings": Option(list, ["work_mem=32MB", "max_wal_size=4GB"], SETTINGS_HELP, item=str, adds_settings=True,
                               check=pg_setting_problem),
         "duckdb_memory_limit": Option(str, {"quick": "128MB", "standard": "1GB", "full": "64GB"}, "The column store's memory cap.",
                                       check=duckdb_size_problem),
@@ -85,7 +85,7 @@ class DwSuite(OnTpchData, SuiteBase):
         "mariadb_buffer_pool": Option(str, {"quick": "64M", "standard": "1G", "full": "64G"},
                                       "The MariaDB row store's memory cap (innodb_buffer_pool_size; InnoDB reads with "
                                       "O_DIRECT, so this is all the memory its data gets).", check=mariadb_size_problem),
-        "mariadb_settings": Option(list, [], "More managed-MariaDB server variables, name=value.", item=str,
+        "mariadb_settings": Option(list, [], SETTINGS_HELP, item=str, adds_settings=True,
                                    check=mariadb_setting_problem("mariadb_buffer_pool")),
         "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never); "
                           "the row store's only when it has no cache bound (cache_mb).", minimum=0),

@@ -24,7 +24,7 @@ from refbench.engines.settings import (
     check_server_settings, mariadb_setting_problem, pg_setting_problem, pg_size_bytes, pg_size_problem,
     server_dsn_problem, setting_origins, settings_dict,
 )
-from refbench.options import PROFILES, Option, Plan, PlanError
+from refbench.options import PROFILES, SETTINGS_HELP, Option, Plan, PlanError
 from refbench.redaction import redact
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
 from refbench.suites.device.targets import (
@@ -185,14 +185,13 @@ class OltpSuite(SuiteBase):
                                    "redo log (in DIR/oltp-redo, innodb_log_group_home_dir); default: with the data."),
         "shared_buffers": Option(str, "128MB", "Managed server's buffer cache (MariaDB: innodb_buffer_pool_size): the "
                                  "memory cap that pushes I/O to storage.", check=pg_size_problem),
-        "pg_settings": Option(list, ["max_wal_size=1GB"], "More managed-server settings, name=value.", item=str,
+        "pg_settings": Option(list, ["max_wal_size=1GB"], SETTINGS_HELP, item=str, adds_settings=True,
                               check=pg_setting_problem),
         # The thread pool is MariaDB's own answer to many connections on few cores (a production setting; durability is
         # untouched): at 64 users on 2 cores it gave refbench's driver 2.1-2.4x the NOPM of a thread per connection, at
         # 0.55-0.63x the server CPU per New-Order (docs/BENCHMARKS.md).
-        "mariadb_settings": Option(list, ["innodb_log_file_size=1G", "thread_handling=pool-of-threads"],
-                                   "More managed MariaDB settings, name=value.",
-                                   item=str, check=mariadb_setting_problem("shared_buffers")),
+        "mariadb_settings": Option(list, ["innodb_log_file_size=1G", "thread_handling=pool-of-threads"], SETTINGS_HELP,
+                                   item=str, adds_settings=True, check=mariadb_setting_problem("shared_buffers")),
         "cache_mb": storage.CACHE_MB,
         "sample_sessions": storage.SAMPLE_SESSIONS,
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
@@ -239,7 +238,8 @@ class OltpSuite(SuiteBase):
                                f"{o['warehouses']} warehouse(s) (about {_space_bytes(o) / 1e9:,.1f} GB of "
                                "tables, indexes and WAL)")
         # Each load level once; the plan's repeats measure the best one again ("u4-r2", refbench.suites.repeats).
-        return [Case(f"u{u}-r1", {"users": u, "repeat": 1, "warehouses": o["warehouses"]}, f"{u} user{'s' if u > 1 else ''}")
+        return [Case(f"u{u}-r1", {"users": u, "repeat": 1, "warehouses": o["warehouses"], "engine": name},
+                     f"{u} user{'s' if u > 1 else ''}")
                 for u in users]
 
     def estimate(self, plan: Plan, cases: list[Case]) -> Estimate:

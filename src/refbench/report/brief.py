@@ -1,0 +1,112 @@
+"""The verdict in one screen, as the terminal prints it after a run: per suite its headline figures with the range of
+their repeats, its checks, what limits it (at most ten words, with the figure that proves it) and one next step with
+its command. The evidence (wait shares, who had the CPU, each engine's advice) is the long form `refbench why` prints.
+
+Read from verdict.json's entries. A line is never wider than ``width``; a command that does not fit beside its words
+goes on a line of its own, whole, and one wider than the whole line is split between arguments with a shell
+continuation (`` \\``), so that it still runs as pasted.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import textwrap
+from typing import Any
+
+from refbench.formats import figure_said
+
+SUITE_COLUMN = 11  # "analytics" and two spaces
+CONTINUED = "  "  # the indent of a command's continuation lines
+
+
+def figure_items(headlines: list[dict[str, Any]]) -> list[str]:
+    """The headlines in few words: "random read, 4 KiB, QD 16: 80,600 IOPS (73,700–82,500)"; those measured at one
+    point together ("2 users: 39,400 NOPM (…), 91,400 TPM (…)"); those not rated at this size in one item per figure
+    ("power: not rated at this size (duckdb, mariadb, postgres)")."""
+    items: list[tuple[str, list[str]]] = []
+    unrated: dict[str, list[str]] = {}
+    for h in headlines:
+        if h.get("unrated"):
+            unrated.setdefault(_context(h, without_of=True), []).append(h.get("of") or "")
+            continue
+        context, said = _context(h), figure_said(h["value"], h["unit"], h.get("low"), h.get("high"))
+        if items and items[-1][0] == context:
+            items[-1][1].append(said)
+        else:
+            items.append((context, [said]))
+    out = [f"{context}: {', '.join(said)}" if context else ", ".join(said) for context, said in items]
+    out += [f"{context}: not rated at this size" + (f" ({', '.join(o for o in ofs if o)})" if any(ofs) else "")
+            for context, ofs in unrated.items()]
+    return out
+
+
+def _context(h: dict[str, Any], without_of: bool = False) -> str:
+    """What tells a headline from the suite's others, without its unit: "IOPS, random read, 4 KiB, QD 16" →
+    "random read, 4 KiB, QD 16"; "write MB/s per core (DATA+WORK+UTIL)" → "write (DATA+WORK+UTIL)"."""
+    unit, of = h.get("unit") or "", h.get("of") or ""
+    # The name it is compared by when that says what it measured ("IOPS, random read, 4 KiB, QD 16"), else its label.
+    text = h["figure"] if h.get("figure") and unit and unit in h["figure"] else h["label"]
+    if without_of and of:
+        text = text.replace(f"{of}: ", "")
+    if unit:
+        text = re.sub(rf"(^|\s){re.escape(unit)}(,\s*|\s|$)", r"\1", text).strip(" ,")
+    return re.sub(r"^peak\s+", "", text).replace(": ", " ")
+
+
+def checks_said(v: dict[str, Any]) -> str:
+    """The suite's checks in the suite's column: "22 passed", "2 FAILED"."""
+    if v["checks_failed"]:
+        return f"{v['checks_failed']} FAILED"
+    return f"{v['checks_passed']} passed" if v["checks_passed"] else "no checks"
+
+
+def brief_lines(verdicts: list[dict[str, Any]], run_name: str, run_path: str, width: int,
+                fold_commands: bool = True) -> list[str]:
+    """The verdict's lines at ``width`` columns. ``fold_commands``: a terminal's; a pipe or a file takes a command
+    wider than ``width`` whole."""
+    text = width - SUITE_COLUMN
+    lines = [f"verdict — {run_name}"]
+    for v in verdicts:
+        rows: list[str] = []
+        for item in figure_items(v["headlines"]) or ["no headline figures"]:
+            rows += textwrap.wrap(item, text, subsequent_indent="  ", break_on_hyphens=False) or [""]
+        if v.get("limit"):
+            rows += textwrap.wrap(f"limit: {v['limit']}", text, subsequent_indent="  ", break_on_hyphens=False)
+        if v.get("disturbed"):
+            rows += textwrap.wrap(f"disturbed: {v['disturbed']}", text, subsequent_indent="  ", break_on_hyphens=False)
+        commands: list[str] = []
+        if step := v.get("next"):
+            said, command = f"next: {step['short']}", step.get("command") or ""
+            if command and len(said) + 2 + len(command) <= text:
+                rows.append(f"{said}: {command}")
+            else:
+                rows += textwrap.wrap(said + (":" if command else ""), text, subsequent_indent="  ",
+                                      break_on_hyphens=False)
+                if command and len(command) <= text:
+                    rows.append(command)
+                elif command:
+                    commands = folded(command, width) if fold_commands and len(command) > width else [command]
+        name = f"{v['suite']} ({v['scope']})" if v.get("scope") else v["suite"]
+        rows += [""] * (2 - len(rows))
+        for left, row in zip([name, checks_said(v)] + [""] * len(rows), rows):
+            if len(left) >= SUITE_COLUMN:
+                lines.append(left)
+                left = ""
+            lines.append(f"{left:<{SUITE_COLUMN}}{row}".rstrip())
+        lines += commands
+    lines.append(f"why: refbench why {shlex.quote(run_path)}")
+    return lines
+
+
+def folded(command: str, width: int) -> list[str]:
+    """A command wider than ``width`` on several lines, split between arguments, each but the last ending in " \\"."""
+    lines, line = [], ""
+    for word in (shlex.quote(w) for w in shlex.split(command)):  # commands are made with shlex.join
+        candidate = f"{line} {word}" if line else word
+        if line and len(candidate) + 2 > width:
+            lines.append(line + " \\")
+            line = CONTINUED + word
+        else:
+            line = candidate
+    return lines + [line]
