@@ -112,3 +112,21 @@ def test_every_command_the_advice_prints_runs_as_printed(tmp_path, refbench):
     for command in commands:
         said = refbench(*shlex.split(command)[1:], "--dry-run")
         assert said.code == 0, (command, said.stderr)
+
+
+def test_an_oltp_record_without_its_engine_is_advised_postgres_settings_as_tune_tries_them():
+    """oltp records before they named their engine: the advice for a flush limit named no setting, while tune tried
+    commit_delay first for it."""
+    from refbench.engines.knobs import first_trials
+    from refbench.records import Record
+    from refbench.report.verdict import Limited, tune_reading
+
+    storage = {"waits": {"session_samples": 80, "avg_active_sessions": 1.7, "samples": 80,
+                         "events": [{"class": "IO", "event": "WALSync", "share_pct": 60.0},
+                                    {"class": "CPU", "event": "CPU", "share_pct": 40.0}]}}
+    record = Record({"nopm": 1000.0}, params={"users": 2, "repeat": 1, "warehouses": 1}, extra={"storage": storage})
+    reading = tune_reading("oltp", Limited("", "flush", "storage flush latency: 60%", record, "u2-r1", {}), {})
+    assert reading.engine == "postgres" and reading.limits[:2] == ["flush", "cpu"]
+    said = advise("oltp", reading, "storage flush latency: 60%", "", "runs/R", "quick", True, [])
+    assert said.short == "try " + " and ".join(k.name for k in first_trials(reading.trials([]), reading.limits))
+    assert said.short == "try commit_delay and wal_buffers" and said.command == "refbench tune --suite oltp --baseline runs/R"

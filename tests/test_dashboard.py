@@ -111,8 +111,8 @@ def test_the_runs_list_shows_the_runs_with_their_figures_and_tags(browser, serve
     # What to try next, in the words the terminal printed (verdict.json's); the evidence in the suite's section.
     verdict = json.loads((work[0] / "runs" / work[1][1] / "verdict.json").read_text())[0]
     assert f"next: {verdict['next']['short']}" in page.locator("table.verdict").inner_text(), verdict["next"]
-    assert verdict["advice"] and all(a["sentence"] in page.locator("section#suite-sleepy").inner_text()
-                                     for a in verdict["advice"]), verdict["advice"]
+    assert verdict["advice"] and all(a["sentence"] in page.locator("section#suite-sleepy details.why").text_content()
+                                     for a in verdict["advice"]), verdict["advice"]  # folded under "Why"
 
 
 def test_the_compare_page_lists_the_figures_of_the_ticked_runs(browser, server, work):

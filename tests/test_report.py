@@ -30,7 +30,7 @@ def test_report_is_self_contained_and_has_every_section(tmp_path, refbench):
     # per-case detail); then the host, once.
     order = ['class="summary"', "all 2 checks passed", 'class="verdict"', "case-003: 4,000 ops/s", "<b>limit</b>: ",
              '<nav class="toc">', '<li><a href="#suite-sleepy">', '<section id="suite-sleepy">',
-             "peak throughput: <b>4,000 ops/s</b>", "<b>Bottleneck</b>: ", "<b>Correctness</b>",
+             "peak throughput: <b>4,000 ops/s</b>", "<b>Correctness</b>", "<b>Why</b>: ", "<b>Bottleneck</b>: ",
              "<figure><svg", '<details class="detail"><summary>Detail:', "<h3>Per case</h3>", "How it was measured",
              "<summary>Per-case detail (4 cases)", 'id="host-activity"', "Tuning audit", "<h3>Block devices</h3>", "<h2>Plan</h2>"]
     at = [html.find(marker) for marker in order]

@@ -383,3 +383,17 @@ def _rows_checked_whole(page, pages: list[str]) -> int:
 def _squeezed(text: str) -> str:
     """Text as both the PDF and the page give it: ligatures (the "fi" of "fio") undone, no white space."""
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+
+
+def test_no_sentence_is_said_twice(browser, report):
+    """The report as it opens (details folded): every sentence of some length once; the verdict's few words and the
+    suite's evidence are different sentences."""
+    page = _open(browser, report, 1280, 800)
+
+    def sentences(text: str) -> Counter:
+        return Counter(s.strip() for s in re.split(r"(?<=[.;])\s+|\n+", text) if len(s.strip()) >= 40)
+
+    # The contents name each section as its heading does.
+    counted = sentences(page.locator("body").inner_text()) - sentences(page.locator("nav.toc").inner_text())
+    repeated = sorted(s for s, n in counted.items() if n > 1)
+    assert not repeated, repeated

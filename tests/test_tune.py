@@ -695,3 +695,21 @@ def test_tune_refuses_a_host_setting_without_apply_host_and_an_unwritable_runs_d
     unwritable = refbench("tune", *SLEEPY, "--runs-dir", str(blocker / "runs"), "--budget", "5m")
     assert unwritable.code == 2 and "internal error" not in unwritable.stderr, unwritable.stderr
     assert len(unwritable.stderr.strip().splitlines()) == 1 and "cannot create the tunes directory" in unwritable.stderr
+
+
+def test_the_answer_says_which_trial_did_not_fit_and_how_many_runs_neighbours_disturbed():
+    from refbench.tune.tuner import summary_lines
+
+    def run(disturbed="", again=False):
+        return {"side": "A", "value": 1.0, "disturbed": disturbed, "run_again": again}
+
+    journey = {"dir": "runs/tune/x", "answer": "keep the defaults", "untried": ["wal_buffers", "max_wal_size"],
+               "stopped": "wal_buffers's trial and the confirmation needed about 9 min, 4 min 10 s of the budget was left",
+               "steps": [{"change": {"commit_delay": "100"}, "kept": False, "why": "no change",
+                          "runs": [run("other processes used 40% of the CPU", True), run(), run(), run()]}],
+               "confirmation": None}
+    lines = summary_lines(journey)
+    assert "not tried: wal_buffers, max_wal_size (wal_buffers's trial and the confirmation needed about 9 min, " \
+           "4 min 10 s of the budget was left)" in lines
+    assert "disturbed: 1 of 4 runs measured neighbours as much as the change; 1 of them run again, the disturbed " \
+           "ones not judged" in lines

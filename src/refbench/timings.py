@@ -75,10 +75,10 @@ TIMES: dict[tuple[str, str], Timing] = {
     # each case measured once (the quick profile's repeats were 1 then; the dry run says so beside them). An earlier
     # measurement, one suite at a time beside other work at load average 1.6-6.2, gave device 65 s, oltp 33 s, dss
     # 28 s, dw 41 s, analytics 70 s.
-    # The demo with its 3 repeats, alone (2026-11-27, 21:43 UTC, `time make demo`: real 6 min 56 s); beside the
-    # false-change reference test's runs the same day it took 15 min (909 s, run 20261127T140717Z-demo).
-    (DEMO, "quick"): Timing(416, "measured", repeats=3,
-                            source="refbench run --plan plans/quick.toml, what make demo runs: run 20261127T214327Z-demo"),
+    # The demo with its 3 repeats, alone: the example run (scripts/example_run.py, docs/example/facts.json; the README's
+    # example verdict is its). Beside the false-change reference test's runs on 2026-11-27 it took 15 min (909 s).
+    (DEMO, "quick"): Timing(341, "measured", repeats=3,
+                            source="refbench run --plan plans/quick.toml, what make demo runs: run 20261129T152421Z-demo"),
     ("device", "quick"): Timing(65, "measured", source="refbench device"),
     ("oltp", "quick"): Timing(33, "measured", source="refbench oltp"),
     ("dss", "quick"): Timing(16, "measured", source="refbench dss (DuckDB and PostgreSQL)"),

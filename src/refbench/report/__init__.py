@@ -121,10 +121,6 @@ def build_report(run: Run, console: Console | None = None) -> Path:
     summary.append(h.banner(passed, failed))
     if verdicts:
         summary.append(_verdict_table(list(verdicts.values())))
-        for v in verdicts.values():
-            if len(v.engines) > 1:
-                summary.append(f'<p><b><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a>: the engines compared</b></p>'
-                               + h.table(v.engines))
     summary.append(_acceptance(run.read_json(run.accept_path)))
     body = [f'<section class="summary" id="summary">{"".join(summary)}</section>']
 
@@ -238,11 +234,11 @@ def _host_section(meta: dict[str, Any]) -> str:
     columns = ["setting", "current", "recommended", "status", "why", "fix"]
     out = ['<section id="host"><h2>Host, devices and tuning audit</h2>',
            f"<p id='tuning-audit'><b>Tuning audit</b>: {len(changes)} of {len(audit)} setting(s) differ from the "
-           "recommendation" + (":" if changes else ".") + "</p>"]
+           "recommendation" + (f": {h.esc(', '.join(c['setting'] for c in changes))}." if changes else ".") + "</p>"]
+    out.append('<details class="detail"><summary>Detail: ' + ("the settings that differ and why, " if changes else "")
+               + "the host, its block devices, file systems and every audited setting</summary>")
     if changes:
         out.append(h.table(changes, columns, classes={"status": "{value}"}))
-    out.append('<details class="detail"><summary>Detail: the host, its block devices, file systems and every audited '
-               "setting</summary>")
     out.append(h.key_values([
         ("Host name", inv.get("hostname")),
         ("System", " ".join(filter(None, [system.get("vendor"), system.get("product")])) or None),
@@ -308,14 +304,16 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
     else (the other charts and tables, how it was measured, every case) in one detail people open when they want it."""
     tables, charts, records = outputs
     facts = []
-    if verdict:
-        if verdict.headlines:
-            facts.append(f"<p>{_headlines(verdict)}</p>")
-        facts.append(f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>")
-        facts += [f"<p><b>Next</b>: {_advice(a)}</p>" for a in verdict.advice]
+    if verdict and verdict.headlines:
+        facts.append(f"<p>{_headlines(verdict)}</p>")
     storage_verdicts = storage.verdicts(records)
     facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]
     facts.append(_correctness(findings))
+    if verdict:  # the verdict's limit and next step, with their evidence: `refbench why`'s words, folded
+        facts.append(f'<details class="why"><summary><b>Why</b>: {h.esc(verdict.limit or verdict.bottleneck)}</summary>'
+                     f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>"
+                     + "".join(f"<p><b>Next</b>: {_advice(a)}</p>" for a in verdict.advice) + "</details>")
+
     shown = [t for t in tables if t.report_columns != []]  # [] : in the files only, shown as charts or in another table
     key_chart = h.chart(charts[0][1], charts[0][0].title) if charts else ""
     out = [f'<section id="{h.esc(anchor)}"><h2>{h.esc(title)}</h2>',
@@ -323,6 +321,8 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
            *(_table(name, t) for t in shown if t.overview)]
 
     detail = []
+    if verdict and len(verdict.engines) > 1:
+        detail.append("<h3>The engines compared</h3>" + h.table(verdict.engines))
     if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
         detail.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
     if len(charts) > 1:
@@ -343,7 +343,8 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
     detail.append(_methods(records))
     if records:
         detail.append(_cases(records))
-    what = ", ".join(filter(None, [f"{len(charts) - 1} more chart{'s' if len(charts) != 2 else ''}" if len(charts) > 1 else "",
+    what = ", ".join(filter(None, ["the engines compared" if verdict and len(verdict.engines) > 1 else "",
+                                   f"{len(charts) - 1} more chart{'s' if len(charts) != 2 else ''}" if len(charts) > 1 else "",
                                    f"{len(shown) - sum(t.overview for t in shown)} table(s)",
                                    "storage" if storage_verdicts else "", "how it was measured",
                                    f"{len(records)} case(s)"]))

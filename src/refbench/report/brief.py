@@ -70,19 +70,18 @@ def brief_lines(verdicts: list[dict[str, Any]], run_name: str, run_path: str, wi
     for v in verdicts:
         rows: list[str] = []
         for item in figure_items(v["headlines"]) or ["no headline figures"]:
-            rows += textwrap.wrap(item, text, subsequent_indent="  ", break_on_hyphens=False) or [""]
+            rows += _wrapped(item, text)
         if v.get("limit"):
-            rows += textwrap.wrap(f"limit: {v['limit']}", text, subsequent_indent="  ", break_on_hyphens=False)
+            rows += _wrapped(f"limit: {v['limit']}", text)
         if v.get("disturbed"):
-            rows += textwrap.wrap(f"disturbed: {v['disturbed']}", text, subsequent_indent="  ", break_on_hyphens=False)
+            rows += _wrapped(f"disturbed: {v['disturbed']}", text)
         commands: list[str] = []
         if step := v.get("next"):
             said, command = f"next: {step['short']}", step.get("command") or ""
             if command and len(said) + 2 + len(command) <= text:
                 rows.append(f"{said}: {command}")
             else:
-                rows += textwrap.wrap(said + (":" if command else ""), text, subsequent_indent="  ",
-                                      break_on_hyphens=False)
+                rows += _wrapped(said + (":" if command else ""), text)
                 if command and len(command) <= text:
                     rows.append(command)
                 elif command:
@@ -97,6 +96,10 @@ def brief_lines(verdicts: list[dict[str, Any]], run_name: str, run_path: str, wi
         lines += commands
     lines.append(f"why: refbench why {shlex.quote(run_path)}")
     return lines
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False) or [""]
 
 
 def folded(command: str, width: int) -> list[str]:

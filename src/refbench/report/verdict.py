@@ -18,7 +18,7 @@ from typing import Any
 
 from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT, THROTTLED_SHARE, Reading, cpu_wait_cause, limit_name
-from refbench.suites.repeats import one_per_configuration, strip_repeat
+from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
 
@@ -94,7 +94,7 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
         if suite_tables is None and suite is not None:
             suite_tables = suite.summarize(records)
         headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
-        headlines = [_with_repeats(h, records) for h in headlines]
+        headlines = [_with_repeats(h, records, measured) for h in headlines]
         passed = sum(f.passed for f in findings.get(name, []))
         engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
         bottleneck, per_repeat, limited = _bottleneck(headlines, records, measured, telemetry)
@@ -136,13 +136,20 @@ def _suite(name: str) -> Any:
         return None
 
 
-def _with_repeats(headline: Headline, records: list[Record]) -> Headline:
-    """A headline from a case measured several times says so, with the range of its repeats."""
+def _with_repeats(headline: Headline, records: list[Record], measured: list[Record]) -> Headline:
+    """A headline from a case measured several times says so, with the range of its repeats: of its own figure, which
+    may not be the one the median repeat was chosen by (NOPM beside TPM)."""
     repeats = next((r.extra.get("repeats") for r in records if r.case_id == headline.case), None)
-    if not repeats or repeats.get("metric") != headline.metric:
+    if not repeats:
         return headline
-    low, high = min(repeats["values"]), max(repeats["values"])
-    said = f"median of {repeats['n']} repeats"  # their range is said with the figure (formats.figure_said)
+    by_id = {r.case_id: r for r in measured}
+    values = [v for c in repeats.get("cases", []) if isinstance(v := by_id.get(c) and by_id[c].metrics.get(headline.metric),
+                                                                     (int, float)) and not isinstance(v, bool)]
+    if len(values) < 2:
+        return headline
+    low, high = min(values), max(values)
+    said = f"median of {len(values)} repeats" + ("" if repeats.get("metric") == headline.metric else
+                                                 f" by {repeats.get('metric')}")
     return replace(headline, note=f"{said}; {headline.note}" if headline.note else said, spread=high - low, low=low, high=high)
 
 

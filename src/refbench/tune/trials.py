@@ -100,9 +100,14 @@ def plan_text(profile: str, suite: str, options: dict[str, Any], comment: str = 
 RUN_STOP_S = 60.0  # what a run is given to stop its server cleanly after a SIGTERM
 
 
-def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Objective | None, side: str) -> SideRun:
-    """One refbench run of ``plan``; its output goes to ``log``. Ctrl-C reaches the run too (same terminal), which
-    stops cleanly; tune waits for that before it goes on stopping."""
+LIVE_EVERY_S = 15.0  # how often tune shows the figures so far of the run it waits for
+
+
+def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Objective | None, side: str,
+             live: Callable[[str], None] = lambda line: None) -> SideRun:
+    """One refbench run of ``plan``; its output goes to ``log``, and every LIVE_EVERY_S the newest line it wrote there
+    (its figures so far, every few seconds, or the step it is at) to ``live``. Ctrl-C reaches the run too (same terminal),
+    which stops cleanly; tune waits for that before it goes on stopping."""
     started = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"\n=== {side}: refbench run --plan {plan} --name {name}\n".encode())
@@ -114,7 +119,15 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
         # Should tune be killed, its watchdog waits for the run to stop its server before it removes what tune made.
         guard = watchdog().register(pid=child.pid, grace_s=RUN_STOP_S)
         try:
-            stdout, _ = child.communicate()
+            stdout, said, offset = None, "", log.stat().st_size
+            while stdout is None:
+                try:
+                    stdout, _ = child.communicate(timeout=LIVE_EVERY_S)
+                except subprocess.TimeoutExpired:
+                    newest, offset = _newest_line(log, offset)
+                    if newest and newest != said:
+                        live(newest)
+                        said = newest
         except KeyboardInterrupt:
             try:  # Ctrl-C in a terminal reached the run as well; a signal sent to tune alone did not
                 child.wait(timeout=2)
@@ -140,6 +153,16 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
     disturbed = next((v.get("disturbed", "") for v in verdict if objective and v.get("suite") == objective.suite), "")
     return SideRun(side, str(run_dir), value, wall, "" if value is not None or objective is None else
                    f"the run has no {objective.label}", disturbed=disturbed)
+
+
+def _newest_line(log: Path, offset: int) -> tuple[str, int]:
+    """The last line the run wrote to the log after ``offset`` (its figures so far, or the step it is at), and where
+    the log ends now."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        added = f.read()
+    lines = [line.strip() for line in added.decode(errors="replace").splitlines() if line.strip()]
+    return (lines[-1] if lines else ""), offset + len(added)
 
 
 def interleaved(repeats: int, run: Callable[[str, int], SideRun],

@@ -18,7 +18,6 @@ from refbench.removal import remove_quietly
 from refbench.formats import fmt
 from refbench.redaction import redact, write_private
 from refbench.report.advice import limit_name
-from refbench.report.waits import PHRASES
 from refbench.engines.knobs import setting_said, settings_said
 from refbench.timings import duration
 from refbench.tune import knobs as K
@@ -35,7 +34,6 @@ CONFIRM_REPEATS = 3
 # copies of one), each load with both sides: its interval then holds the spread from one load to the next, which a
 # single load hides (the default side alone spread 20% across four loads of one oltp configuration).
 CONFIRM_LOADS = 2
-LIMIT_WORDS = {**PHRASES, "device": "a busy device", "neither": "the load offered"}
 # A tuning trial of a long profile measures less than a rating run: enough for a steady state, short enough for
 # several trials in a working day (the journey says so).
 TRIAL_LIMITS = {"oltp": {"rampup_s": 30, "duration_s": 120}, "dw": {"duration_s": 120}}
@@ -292,7 +290,8 @@ class Tuner:
                 else:
                     self.server.apply(knob.name, value)
             result = run_side(plan, self.dir / "runs", name, self.log,
-                              getattr(self, "objective", None) if judged else None, side)
+                              getattr(self, "objective", None) if judged else None, side,
+                              live=lambda line: self.say(f"    {side}: {line}"))
         finally:
             if any(knob.kind == "host" for knob, _ in outside.values()):
                 self.host.restore()
@@ -327,6 +326,14 @@ class Tuner:
         if self.request.trials and len(self.steps) >= self.request.trials:
             return False
         return self.left_s() >= self.trial_cost_s() + self.confirm_cost_s()
+
+    def stop_words(self, name: str) -> str:
+        """Why the trial of ``name`` did not start: --trials, or what it and the confirmation needed against what
+        was left of the budget."""
+        if self.request.trials and len(self.steps) >= self.request.trials:
+            return f"--trials {self.request.trials} reached before {name}"
+        return (f"{name}'s trial and the confirmation needed about {duration(self.trial_cost_s() + self.confirm_cost_s())}"
+                f", {duration(max(0.0, self.left_s()))} of the budget was left")
 
     @property
     def confirm_repeats(self) -> int:
@@ -380,7 +387,12 @@ class Tuner:
 
         def run(side: str, i: int) -> SideRun:  # the pairs in even runs of loads: 3 over 2, A B B A | A B
             template = loads[(i - 1) * len(loads) // repeats]
-            return self.run_once(f"{label}-{side}{i}", *configs[side], side, copied=copied, template=template)
+            result = self.run_once(f"{label}-{side}{i}", *configs[side], side, copied=copied, template=template)
+            unit = self.objective.unit if getattr(self, "objective", None) else ""
+            said = result.error or (f"{fmt(result.value)} {unit}".rstrip() if result.value is not None else "done")
+            self.say(f"  {side}{i}: {said} in {duration(result.wall_s)}"
+                     + (f"; disturbed: {result.disturbed}" if result.disturbed else ""))
+            return result
         runs = interleaved(repeats, run, again=lambda disturbed: self.left_s() > 2 * disturbed.wall_s)
         return runs, judge(self.objective.metric, runs)
 
@@ -553,6 +565,8 @@ class Tuner:
             return self.journey
         for knob in candidates:
             if not self.another_trial_fits():  # this trial and the confirmation
+                if not untried:
+                    self.journey["stopped"] = self.stop_words(knob.name)
                 untried.append(knob.name)
                 continue
             current = K.current_value(knob, self.settings) if knob.kind == "engine" else _option_or_host_value(knob, self.options)
@@ -575,7 +589,7 @@ class Tuner:
     def step(self, knob: K.Knob, value: str, kept: dict[str, tuple[K.Knob, str]]) -> Judgement:
         label = setting_said(knob.name, value)
         addressed = next((limit for limit in self.limits if limit in knob.addresses), "")
-        why = f"addresses {LIMIT_WORDS.get(addressed, addressed)}: {knob.why}" if addressed else knob.why
+        why = f"addresses {limit_name(addressed)}: {knob.why}" if addressed else knob.why
         if knob.name in self.evidence:
             why = f"{self.evidence[knob.name]}; {why}"
         self.say(f"trial {len(self.steps) + 1}: {label} — {why}")
@@ -827,7 +841,12 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
     if journey.get("multiple_comparisons"):
         lines.append(f"multiple comparisons: {journey['multiple_comparisons']}")
     if journey.get("untried"):
-        lines.append(f"not tried (the budget or --trials ran out): {', '.join(journey['untried'])}")
+        lines.append(f"not tried: {', '.join(journey['untried'])} ({journey.get('stopped') or 'the budget ran out'})")
+    runs = [r for step in journey.get("steps", []) + [journey.get("confirmation") or {"runs": []}] for r in step["runs"]]
+    if disturbed := [r for r in runs if r.get("disturbed")]:
+        again = sum(bool(r.get("run_again")) for r in runs)
+        lines.append(f"disturbed: {len(disturbed)} of {len(runs)} runs measured neighbours as much as the change"
+                     + (f"; {again} of them run again, the disturbed ones not judged" if again else "; all judged"))
     lines.append(f"answer: {journey.get('answer', 'none')}")
     lines.append(f"tuned plan: {Path(journey['dir']) / 'tuned-plan.toml'}; the journey: {Path(journey['dir']) / 'report.html'}")
     return lines

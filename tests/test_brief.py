@@ -1,0 +1,43 @@
+"""The verdict in one screen (refbench.report.brief): no line wider than the terminal, a command never folded in the
+middle of an argument, and one next step per suite."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from refbench.report.brief import brief_lines, figure_items
+
+LONG = "refbench tune --suite dss --profile quick --set 'dss.engines=[\"mariadb\"]' --apply-host"
+
+
+def _verdict(suite="dss", command=LONG, failed=0, passed=9, **more):
+    return {"suite": suite, "checks_passed": passed, "checks_failed": failed, "limit": "CPU, 97% busy",
+            "headlines": [{"label": "duckdb: throughput", "value": 3961.0, "unit": "queries/h × SF", "of": "duckdb",
+                           "low": 3900.0, "high": 5280.0, "figure": ""},
+                          {"label": "duckdb: power", "value": 360.0, "unit": "queries/h × SF", "of": "duckdb",
+                           "unrated": "24 of 24 times under TPC-H's 0.1 s floor", "figure": ""}],
+            "next": {"short": "try the host's CPU settings (as root)", "command": command}, **more}
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_no_line_is_wider_than_the_terminal_and_a_long_command_runs_as_pasted(width):
+    lines = brief_lines([_verdict(), _verdict("oltp", "refbench oltp --users 4,8,16")], "R", "runs/R", width)
+    assert all(len(line) <= width for line in lines), "\n".join(lines)
+    text = "\n".join(lines)
+    pasted = text.replace(" \\\n  ", " ")  # the shell joins a line ending in a backslash with the next
+    assert LONG in pasted and shlex.split(LONG) == shlex.split(pasted[pasted.index("refbench tune"):].splitlines()[0])
+    assert "next: more" not in text and "refbench oltp --users 4,8,16" in text
+
+
+def test_a_pipe_takes_a_long_command_whole_and_figures_say_their_range_and_what_is_not_rated():
+    lines = brief_lines([_verdict()], "R", "runs/R", 60, fold_commands=False)
+    assert LONG in lines
+    assert figure_items(_verdict()["headlines"]) == ["duckdb throughput: 4,000 queries/h × SF (3,900–5,300)",
+                                                     "power: not rated at this size (duckdb)"]
+
+
+def test_the_checks_stand_under_the_suite_and_a_failure_says_so():
+    lines = brief_lines([_verdict(failed=2, passed=7)], "R", "runs/R", 80)
+    assert lines[1].startswith("dss        ") and lines[2].startswith("2 FAILED   ")
