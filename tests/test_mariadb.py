@@ -47,7 +47,10 @@ def _listening_tcp(pid: int) -> list[tuple[str, int]]:
     network namespace's tables (which list every process's sockets)."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed since the listing: the server opens and closes files as it runs
+            continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     found = []

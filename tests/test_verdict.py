@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,22 @@ def test_check_refuses_a_threshold_on_a_figure_the_verdict_does_not_rate(tmp_pat
     as_json = refbench("check", result.last_line, "--runs-dir", "runs", "--accept", str(accept), "--json").json()
     refused = as_json["accept"][0]
     assert (refused["value"], refused["passed"]) == (headline["value"], False)  # what it measured, not judged
+
+
+@pytest.mark.live
+def test_a_figure_prints_the_same_digits_on_every_surface(tmp_path, refbench):
+    """One formatter (formats.figure_said): the terminal's verdict, verdict.json, `why`, the report and `runs` say a
+    headline with the digits its repeats' spread allows."""
+    import html
+
+    made = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.cases=2", "--set", "sleepy.sleep_s=0",
+                    "--noise-pct", "10", "--repeats", "3")
+    assert made.code == 0, made.stderr
+    run = tmp_path / made.last_line
+    headline = json.loads((run / "verdict.json").read_text())[0]["headlines"][0]
+    said = headline["said"]
+    assert re.fullmatch(r"[\d,.]+ ops/s \([\d,.]+–[\d,.]+\)", said), said  # measured 3 times: its range
+    assert said in made.stdout and said in refbench("why", str(run)).stdout
+    assert html.escape(said) in (run / "report.html").read_text()
+    listed = refbench("runs", "--runs-dir", "runs")
+    assert said.split(" (")[0] in listed.stdout, listed.stdout

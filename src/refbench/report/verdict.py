@@ -60,7 +60,12 @@ class SuiteVerdict:
         return f"all {total} checks passed"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"suite": self.suite, "headlines": [{**asdict(h), "threshold": h.threshold(self.suite)} for h in self.headlines], "checks_passed": self.checks_passed,
+        from refbench.formats import figure_said
+
+        # "said": the figure as every surface prints it, with its repeats' range (formats.figure_said).
+        headlines = [{**asdict(h), "threshold": h.threshold(self.suite),
+                      "said": figure_said(h.value, h.unit, h.low, h.high)} for h in self.headlines]
+        return {"suite": self.suite, "headlines": headlines, "checks_passed": self.checks_passed,
                 "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
                 "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats, "disturbed": self.disturbed,
                 "advice": self.advice, "limit": self.limit, "next": self.next}

@@ -842,7 +842,7 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
         lines.append(f"multiple comparisons: {journey['multiple_comparisons']}")
     if journey.get("untried"):
         lines.append(f"not tried: {', '.join(journey['untried'])} ({journey.get('stopped') or 'the budget ran out'})")
-    runs = [r for step in journey.get("steps", []) + [journey.get("confirmation") or {"runs": []}] for r in step["runs"]]
+    runs = [r for step in journey.get("steps", []) + [journey.get("confirmation") or {}] for r in step.get("runs", [])]
     if disturbed := [r for r in runs if r.get("disturbed")]:
         again = sum(bool(r.get("run_again")) for r in runs)
         lines.append(f"disturbed: {len(disturbed)} of {len(runs)} runs measured neighbours as much as the change"
