@@ -34,6 +34,14 @@ def test_the_readme_and_the_table_of_times_quote_the_example_run():
         assert named <= {facts["run"]}, (page.name, named)
 
 
+def test_each_suite_says_its_limit_in_ten_words_and_one_next_step_with_a_command():
+    facts = example.facts()
+    for v in json.loads((ROOT / "docs" / "example" / facts["run"] / "verdict.json").read_text()):
+        engine = next((e for e in ("postgres", "mariadb", "duckdb") if v["limit"].startswith(f"{e}: ")), "")
+        assert len(v["limit"].removeprefix(f"{engine}: ").split()) <= 10 and re.search(r"\d", v["limit"]), v["limit"]
+        assert v["next"]["short"] and v["next"]["command"].startswith("refbench "), v["next"]
+
+
 def _rows(lines: list[str]) -> int:
     """The rows a terminal COLUMNS wide takes for these lines (a longer line wraps)."""
     return sum(max(1, math.ceil(len(line) / COLUMNS)) for line in lines)

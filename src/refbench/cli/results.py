@@ -189,7 +189,8 @@ def compare(
 ) -> None:
     """Compare runs with the first: the answer first, then what changed beyond the noise.
 
-    Per suite a line that counts, then each headline figure as B / A with its 95% confidence interval, the
+    Per suite a line that counts, then each headline figure as B / A with its confidence interval (95% for one
+    headline figure, widened by Bonferroni over a suite's several: 97.5% for two; each line says its level), the
     measurements a side and the answer (faster, slower, no change, same, or cannot tell and what would tell), then
     one line overall; the other figures that changed follow (--all: every figure).
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_text, writable_directory
 from refbench.removal import remove_quietly
-from refbench.formats import fmt
+from refbench.formats import figure_said, fmt
 from refbench.redaction import redact, write_private
 from refbench.report.advice import limit_name
 from refbench.engines.knobs import setting_said, settings_said
@@ -463,7 +463,7 @@ class Tuner:
                                   "each run loaded its own database"),
                          "base_options": {**self.options, **({"dsn": redact(self.options["dsn"])} if self.server else {})},
                          "server": redact(self.options["dsn"]) if self.server is not None else ""}
-        self.say(f"tuning for {headline['label']}: {fmt(headline['value'])} {headline['unit']}; limited by "
+        self.say(f"tuning for {headline['label']}: {_figure(headline)}; limited by "
                  f"{verdict.get('bottleneck', 'unknown')}")
 
     def candidates(self) -> list[K.Knob]:
@@ -494,7 +494,7 @@ class Tuner:
             run = Run.find(self.request.baseline, self.request.runs_dir)
             _, headline = self.read_baseline(run)
             said = ", ".join(dict.fromkeys(limit_name(limit) for limit in self.limits))
-            lines = [f"tune {suite} for {headline['label']} ({fmt(headline['value'])} {headline['unit']}) from {run.path}, "
+            lines = [f"tune {suite} for {headline['label']} ({_figure(headline)}) from {run.path}, "
                      f"limited by {said}; the trials, in order:"]
         else:
             engines = self.options.get("engines") or []
@@ -829,6 +829,11 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return []
+
+
+def _figure(headline: dict[str, Any]) -> str:
+    """A verdict's headline as every surface says it (formats.figure_said), its range left to the verdict."""
+    return figure_said(headline["value"], headline["unit"], headline.get("low"), headline.get("high"), with_range=False)
 
 
 def summary_lines(journey: dict[str, Any]) -> list[str]:
