@@ -96,6 +96,9 @@ def main(argv: list[str]) -> int:
              "space_gb": float(space.replace(",", "")), **report_size(run / "report.html")}
     if progress is not None:  # what it printed on stderr (not a terminal): the manual's example of its progress
         (EXAMPLE / "progress.txt").write_text(progress)
+    # Each suite's time, as its bar ended: what the table of times gives for the quick profile (src/refbench/timings.py).
+    bars = re.findall(r"^(\w+): cases .* (\d+):(\d\d):(\d\d) eta", (EXAMPLE / "progress.txt").read_text(), re.M)
+    facts["suite_s"] = {suite: int(h) * 3600 + int(m) * 60 + int(sec) for suite, h, m, sec in bars}
     (EXAMPLE / "facts.json").write_text(json.dumps(facts, indent=2) + "\n")
     README.write_text(rewrite_readme(README.read_text()))
     print(f"docs/example: {run.name}, {facts}; README's verdict rewritten")

@@ -26,7 +26,9 @@ def test_the_readme_and_the_table_of_times_quote_the_example_run():
     assert example.rewrite_readme(text) == text, ("the README's example verdict is not the example run's, as this "
                                                   "code says it: `python scripts/example_run.py RUN` rewrites it")
     facts = example.facts()
-    assert TIMES[(DEMO, "quick")].seconds == facts["wall_s"]  # the table of times says the same
+    assert TIMES[(DEMO, "quick")].seconds == facts["wall_s"]  # the table of times says the same, and its suites'
+    assert {suite: TIMES[(suite, "quick")].seconds for suite in facts["suite_s"]} == facts["suite_s"]
+    assert all(TIMES[(suite, "quick")].repeats == facts["repeats"] for suite in facts["suite_s"])
     assert f"about {facts['space_gb']:g} GB free" in text  # the quick start: what its dry run said
     # One demo quoted for what the demo does: no other demo run named where the README and the manual's home say it.
     for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):

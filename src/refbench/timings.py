@@ -3,7 +3,7 @@ suite's `--profile` help, the dry run, the README's table of times, which `pytho
 writes from it; tests/test_timings.py holds the README to it).
 
 Every time is the 2-core, 24 GiB development VM's, with the profile's defaults, measuring alone and each case once,
-unless its entry says otherwise (the demo's: its 3 repeats, beside another benchmark). A time is "measured" (a
+unless its entry says otherwise (the quick profile's: the example demo's, with its 3 repeats). A time is "measured" (a
 run's start to end), "measured in part" (its longest parts measured, the rest reckoned) or "estimated" (reckoned
 from the options and measured rates); where there is neither, the table says so.
 """
@@ -71,19 +71,18 @@ class Timing:
 
 
 TIMES: dict[tuple[str, str], Timing] = {
-    # `time make demo` and `time refbench SUITE` (its defaults) in a fresh clone at 43662de, 2026-11-26, one at a time,
-    # each case measured once (the quick profile's repeats were 1 then; the dry run says so beside them). An earlier
-    # measurement, one suite at a time beside other work at load average 1.6-6.2, gave device 65 s, oltp 33 s, dss
-    # 28 s, dw 41 s, analytics 70 s.
-    # The demo with its 3 repeats, alone: the example run (scripts/example_run.py, docs/example/facts.json; the README's
-    # example verdict is its). Beside the false-change reference test's runs on 2026-11-27 it took 15 min (909 s).
+    # The quick profile: the example run (scripts/example_run.py, docs/example/facts.json), `make demo` alone with its
+    # 3 repeats, each suite's time as its bar ended (dss on the demo's three engines). The README's example verdict is
+    # its. Each case measured once (2026-11-26, a fresh clone at 43662de) they took device 65 s, oltp 33 s, dss 16 s
+    # (two engines), dw 36 s, analytics 49 s; beside the false-change reference test's runs the demo took 15 min.
     (DEMO, "quick"): Timing(341, "measured", repeats=3,
                             source="refbench run --plan plans/quick.toml, what make demo runs: run 20261129T152421Z-demo"),
-    ("device", "quick"): Timing(65, "measured", source="refbench device"),
-    ("oltp", "quick"): Timing(33, "measured", source="refbench oltp"),
-    ("dss", "quick"): Timing(16, "measured", source="refbench dss (DuckDB and PostgreSQL)"),
-    ("dw", "quick"): Timing(36, "measured", source="refbench dw"),
-    ("analytics", "quick"): Timing(49, "measured", source="refbench analytics"),
+    ("device", "quick"): Timing(67, "measured", repeats=3, source="the demo's device suite"),
+    ("oltp", "quick"): Timing(51, "measured", repeats=3, source="the demo's oltp suite"),
+    ("dss", "quick"): Timing(34, "measured", repeats=3, condition="on three engines",
+                             source="the demo's dss suite (DuckDB, PostgreSQL and MariaDB)"),
+    ("dw", "quick"): Timing(70, "measured", repeats=3, source="the demo's dw suite"),
+    ("analytics", "quick"): Timing(103, "measured", repeats=3, source="the demo's analytics suite"),
     ("device", "standard"): Timing(1800, "estimated", upto_s=4200, how="120 points × 10–30 s + preconditioning"),
     ("oltp", "standard"): Timing(1860, "measured", how="a 22-s load, then 5 × 6 min"),
     ("dss", "standard"): Timing(4500, "measured in part",
@@ -112,12 +111,12 @@ def profile_help() -> str:
 
     return (f"quick: one suite {duration(min(quick))}–{duration(max(quick))}; the demo (every suite) "
             f"{said(DEMO, 'quick')} | standard: {per_suite('standard')} | full (what the papers ran): "
-            f"{per_suite('full')} — on {HOST}, each case once but in the demo; default: quick.")
+            f"{per_suite('full')} — on {HOST}, standard and full each case once; default: quick.")
 
 
 def suite_profile_help(suite: str) -> str:
     return " | ".join(f"{profile}: {said(suite, profile)}" for profile in PROFILES) + \
-        f" (on {HOST}, each case once; default: quick)."
+        f" (on {HOST}; standard and full each case once; default: quick)."
 
 
 # ---- the README's table of times ------------------------------------------------------------------------------
@@ -138,8 +137,9 @@ def readme_table() -> str:
     lines.append("| the demo (`make demo`: every suite at `quick`) | "
                  + " | ".join(demo.cell() if p == "quick" else "—" for p in PROFILES) + " |")
     lines += [""] + textwrap.wrap(
-        f"Each time is {HOST_IN_FULL}'s, with the profile's defaults, measuring alone and each case once (before 3 "
-        "repeats became the default) unless it says otherwise; \"measured in part\": its longest parts measured, the "
+        f"Each time is {HOST_IN_FULL}'s, with the profile's defaults, measuring alone: `quick` the example demo's "
+        "suites with their 3 repeats (the README's example verdict is its), `standard` and `full` each case once (before "
+        "3 repeats became the default) unless it says otherwise; \"measured in part\": its longest parts measured, the "
         "rest reckoned. `--dry-run` says two things per suite: its estimate for your plan on your host, repeats "
         "included, and the time in this table, with why they differ where they differ by more than a quarter.", 118,
         break_on_hyphens=False)
