@@ -713,3 +713,15 @@ def test_the_answer_says_which_trial_did_not_fit_and_how_many_runs_neighbours_di
            "4 min 10 s of the budget was left)" in lines
     assert "disturbed: 1 of 4 runs measured neighbours as much as the change; 1 of them run again, the disturbed " \
            "ones not judged" in lines
+
+
+def test_tune_shows_the_newest_whole_line_of_the_run_it_waits_for(tmp_path):
+    from refbench.tune.trials import _newest_line
+
+    log = tmp_path / "tune.log"
+    log.write_bytes(b"oltp: 2 users: NOPM 7,000 so far (5 s measured)\noltp: 2 users: NOPM 7,4")
+    said, offset = _newest_line(log, 0)
+    assert said == "oltp: 2 users: NOPM 7,000 so far (5 s measured)"  # the line still being written waits
+    with open(log, "ab") as f:
+        f.write(b"00 so far (10 s measured)\n")
+    assert _newest_line(log, offset) == ("oltp: 2 users: NOPM 7,400 so far (10 s measured)", log.stat().st_size)

@@ -52,8 +52,8 @@ def _name(command: typer.models.CommandInfo) -> str:
 
 # refbench --help lists the commands in the order they are added, and that order crosses the groups (a run, the cluster
 # it may use, resuming and cleaning it up, then its results), so a new command takes its place here.
-ORDER = ("run", "scheduler", "worker", "resume", "clean", "runs", "tag", "history", "verdict", "why", "report", "check", "compare",
-         "serve", "host", "tune")
+ORDER = ("run", "scheduler", "worker", "resume", "clean", "runs", "tag", "history", "verdict", "why", "report", "check",
+         "compare", "serve", "host", "tune")
 app.registered_commands += sorted((command for group in (run, cluster, catalog, results, dashboard, host, tune)
                                    for command in group.commands.registered_commands),
                                   key=lambda command: ORDER.index(_name(command)))

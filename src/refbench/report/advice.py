@@ -153,14 +153,21 @@ def _evidence(phrase: str, limit_words: str) -> str:
     return first if first.startswith(limit_words) or ":" in first else f"{limit_words}: {first}"
 
 
+def quota_throttled(machine: dict[str, Any]) -> dict[str, Any]:
+    """The server's CPU cgroup throttling (refbench.host.contention) when its quota held it back in THROTTLED_SHARE of
+    its periods or more, else {}: then its quota, not the machine, bounded its CPU."""
+    throttled = machine.get("server_throttled") or {}
+    held = throttled.get("periods") and throttled["throttled_periods"] >= THROTTLED_SHARE * throttled["periods"]
+    return throttled if held else {}
+
+
 def cpu_wait_cause(machine: dict[str, Any]) -> tuple[str, str]:
     """Why the server's sessions waited for a CPU, from what the interval measured: ("quota" | "neighbours" | "cores",
     its words with the figure)."""
     from refbench.formats import fmt
     from refbench.host.contention import DISTURBED_CPU_PCT
 
-    throttled = machine.get("server_throttled") or {}
-    if throttled.get("periods") and throttled["throttled_periods"] >= THROTTLED_SHARE * throttled["periods"]:
+    if throttled := quota_throttled(machine):
         quota = f"{fmt(throttled['quota_cpus'])}-CPU " if throttled.get("quota_cpus") else ""
         return "quota", f"its {quota}quota throttled {throttled['throttled_periods']:,} of {throttled['periods']:,} periods"
     if (machine.get("others_pct") or 0) >= DISTURBED_CPU_PCT / 2:

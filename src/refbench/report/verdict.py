@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from refbench.host.telemetry import Telemetry
-from refbench.report.advice import MEMORY_HIT_RATIO_PCT, THROTTLED_SHARE, Reading, cpu_wait_cause, limit_name
+from refbench.report.advice import MEMORY_HIT_RATIO_PCT, Reading, cpu_wait_cause, limit_name, quota_throttled
 from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
@@ -148,8 +148,8 @@ def _with_repeats(headline: Headline, records: list[Record], measured: list[Reco
     if not repeats:
         return headline
     by_id = {r.case_id: r for r in measured}
-    values = [v for c in repeats.get("cases", []) if isinstance(v := by_id.get(c) and by_id[c].metrics.get(headline.metric),
-                                                                     (int, float)) and not isinstance(v, bool)]
+    values = [by_id[c].metrics.get(headline.metric) for c in repeats.get("cases", []) if c in by_id]
+    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if len(values) < 2:
         return headline
     low, high = min(values), max(values)
@@ -242,7 +242,7 @@ def _advice(run: Run, name: str, suite: Any, headlines: list[Headline], limited:
 
 def tune_reading(suite: str, lim: Limited, options: dict[str, Any]) -> Reading:
     """What `refbench tune` reads in a run to order its trials, for one headline configuration: the engine (a record
-    without one, oltp's before it named it, ran the suite's engine option, else PostgreSQL), what limited it (its
+    without one: default_engine), what limited it (its
     wait profile's meanings with at least 5% of session time, then the host's resource), and the storage figures of
     the repeat the verdict named it from."""
     from refbench.engines.waits import limits
@@ -251,8 +251,15 @@ def tune_reading(suite: str, lim: Limited, options: dict[str, Any]) -> Reading:
     waits = storage.get("waits")
     meanings = [m for m, share, _ in limits(waits) if share >= 5] if waits else []
     host, _ = _host_bottleneck(lim.record, lim.window)
-    engine = lim.engine or str(options.get("engine") or ("postgres" if suite == "oltp" else ""))
-    return Reading(suite, engine, lim.resource, list(dict.fromkeys(meanings + [host])), storage)
+    return Reading(suite, lim.engine or default_engine(suite, options), lim.resource,
+                   list(dict.fromkeys(meanings + [host])), storage)
+
+
+def default_engine(suite: str, options: dict[str, Any]) -> str:
+    """The engine a suite's run uses where its records do not say (oltp's before they named it): its engine option,
+    else its first engine, else PostgreSQL for oltp."""
+    engines = options.get("engines") or []
+    return str(options.get("engine") or (engines[0] if engines else "") or ("postgres" if suite == "oltp" else ""))
 
 
 def _case_bottleneck(record: Record, measured: list[Record],
@@ -307,13 +314,9 @@ def limit_said(resource: str, record: Record, window: dict[str, Any]) -> str:
         if resource == "cpuwait":
             return f"{name}, {cpu_wait_cause(storage.get('machine') or {})[1]}"
         return f"{name}, {share:.0f}% of {of}"
-    cpu = window.get("cpu") or {}
-    disks = window.get("disks") or {}
-    cpu_pct = round(sum(cpu.get(k, 0.0) for k in ("user_pct", "system_pct", "steal_pct"))) if cpu else None
-    device = max(disks, key=lambda d: disks[d]["busy_pct"]) if disks else None
-    busy = f"{device} {disks[device]['busy_pct']:.0f}% busy" if device else "no device activity"
-    throttled = (storage.get("machine") or window.get("machine") or {}).get("server_throttled") or {}
-    if resource == "cpu" and throttled.get("periods") and throttled["throttled_periods"] >= THROTTLED_SHARE * throttled["periods"]:
+    cpu_pct, device, busy_pct = _busiest(window)
+    busy = f"{device} {busy_pct:.0f}% busy" if device else "no device activity"
+    if resource == "cpu" and (throttled := quota_throttled(_machine(record, window))):
         return f"the server's CPU quota, throttled in {throttled['throttled_periods']:,} of {throttled['periods']:,} periods"
     if resource == "device":
         return f"{name}, {busy}"
@@ -358,20 +361,29 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     return limits(storage["waits"])[0][0], f"{said}; host: {phrase}"
 
 
+def _busiest(window: dict[str, Any]) -> tuple[int | None, str | None, float]:
+    """(the CPU's busy % — user, system and steal — or None without CPU samples, the busiest device or None, its busy %)
+    over a telemetry window."""
+    cpu, disks = window.get("cpu") or {}, window.get("disks") or {}
+    cpu_pct = round(sum(cpu.get(k, 0.0) for k in ("user_pct", "system_pct", "steal_pct"))) if cpu else None
+    device = max(disks, key=lambda d: disks[d]["busy_pct"]) if disks else None
+    return cpu_pct, device, disks[device]["busy_pct"] if device else 0.0
+
+
+def _machine(record: Record, window: dict[str, Any]) -> dict[str, Any]:
+    """Who had the CPU while the case was measured (refbench.host.contention): the record's split, else the window's."""
+    return (record.extra.get("storage") or {}).get("machine") or window.get("machine") or {}
+
+
 def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     from refbench.formats import fmt
 
-    cpu = window.get("cpu") or {}
-    disks = window.get("disks") or {}
+    cpu, disks = window.get("cpu") or {}, window.get("disks") or {}
     if not cpu and not disks:
         return "unknown", "not determined: no host telemetry covers the measured interval"
-    cpu_pct = round(sum(cpu.get(k, 0.0) for k in ("user_pct", "system_pct", "steal_pct"))) if cpu else None
-    device, busy = None, 0.0
-    if disks:
-        device = max(disks, key=lambda d: disks[d]["busy_pct"])
-        busy = disks[device]["busy_pct"]
+    cpu_pct, device, busy = _busiest(window)
     extras = []
-    machine = (record.extra.get("storage") or {}).get("machine") or window.get("machine") or {}
+    machine = _machine(record, window)
     if cpu and machine.get("others_pct") is not None:
         server = f"the server {machine['server_pct']:.0f}%, " if machine.get("server_pct") is not None else ""
         extras.append(f"the CPU: {server}refbench {machine['own_pct']:.0f}%, other processes {machine['others_pct']:.0f}%"
@@ -383,8 +395,7 @@ def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
         extras.append(f"cache hit ratio {hit:.1f}%" + (": measured from memory" if hit >= MEMORY_HIT_RATIO_PCT else ""))
     tail = f"; {', '.join(extras)}" if extras else ""
     cpu_saturated = cpu_pct is not None and cpu_pct >= SATURATED_CPU_PCT
-    throttled = machine.get("server_throttled") or {}
-    if throttled.get("periods") and throttled["throttled_periods"] >= THROTTLED_SHARE * throttled["periods"]:
+    if throttled := quota_throttled(machine):
         quota = f" of {fmt(throttled['quota_cpus'])} CPUs" if throttled.get("quota_cpus") else ""
         return "cpu", (f"the server's CPU quota{quota} (throttled in {throttled['throttled_periods']:,} of "
                        f"{throttled['periods']:,} periods), machine CPU {cpu_pct}%{tail}")

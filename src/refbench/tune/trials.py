@@ -106,8 +106,8 @@ LIVE_EVERY_S = 15.0  # how often tune shows the figures so far of the run it wai
 def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Objective | None, side: str,
              live: Callable[[str], None] = lambda line: None) -> SideRun:
     """One refbench run of ``plan``; its output goes to ``log``, and every LIVE_EVERY_S the newest line it wrote there
-    (its figures so far, every few seconds, or the step it is at) to ``live``. Ctrl-C reaches the run too (same terminal),
-    which stops cleanly; tune waits for that before it goes on stopping."""
+    (its figures so far, every few seconds, or the step it is at) to ``live``. Ctrl-C reaches the run too (same
+    terminal), which stops cleanly; tune waits for that before it goes on stopping."""
     started = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"\n=== {side}: refbench run --plan {plan} --name {name}\n".encode())
@@ -156,13 +156,14 @@ def run_side(plan: Path, runs_dir: Path, name: str, log: Path, objective: Object
 
 
 def _newest_line(log: Path, offset: int) -> tuple[str, int]:
-    """The last line the run wrote to the log after ``offset`` (its figures so far, or the step it is at), and where
-    the log ends now."""
+    """The last whole line the run wrote to the log after ``offset`` (its figures so far, or the step it is at), and
+    where its last whole line ends: a line still being written is read the next time, whole."""
     with open(log, "rb") as f:
         f.seek(offset)
         added = f.read()
-    lines = [line.strip() for line in added.decode(errors="replace").splitlines() if line.strip()]
-    return (lines[-1] if lines else ""), offset + len(added)
+    whole = added[:added.rfind(b"\n") + 1]
+    lines = [line.strip() for line in whole.decode(errors="replace").splitlines() if line.strip()]
+    return (lines[-1] if lines else ""), offset + len(whole)
 
 
 def interleaved(repeats: int, run: Callable[[str, int], SideRun],

@@ -497,8 +497,9 @@ class Tuner:
             lines = [f"tune {suite} for {headline['label']} ({_figure(headline)}) from {run.path}, "
                      f"limited by {said}; the trials, in order:"]
         else:
-            engines = self.options.get("engines") or []
-            self.engine = str(self.options.get("engine") or (engines[0] if engines else "") or ("postgres" if suite == "oltp" else ""))
+            from refbench.report.verdict import default_engine
+
+            self.engine = default_engine(suite, self.options)
             self.limits, self.evidence, self.storage = [], {}, {}
             lines = [f"tune {suite}: the baseline run names what limits it, and the trials go in that order; in the "
                      "catalog's order, they are:"]
