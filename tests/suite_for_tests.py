@@ -27,6 +27,7 @@ class SleepySuite:
         "fail_check": Option(bool, False, "Make the correctness check fail."),
         "sizes": Option(list, [4096], "Block sizes (bytes).", item=int, minimum=512),
         "noise_pct": Option(float, 0.0, "Spread of the per-second throughput samples, ± percent.", minimum=0, maximum=50),
+        "numbered": Option(bool, False, "Number each case's first measurement as OLTP does (case-000-r1, repeat 1)."),
         "seed": Option(int, 1, "Seed of that noise (two runs with different seeds differ only by noise; 0: a new "
                                "seed each run, as a real measurement's noise)."),
     }
@@ -39,8 +40,9 @@ class SleepySuite:
         return Estimate(len(cases) * (plan.options[self.name]["sleep_s"] + 0.1), "each case's sleep and a write")
 
     def cases(self, plan):
-        n = plan.options[self.name]["cases"]
-        return [Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
+        n, numbered = plan.options[self.name]["cases"], plan.options[self.name]["numbered"]
+        return [Case(f"case-{i:03d}-r1", {"index": i, "repeat": 1}, f"case {i}") if numbered else
+                Case(f"case-{i:03d}", {"index": i}, f"case {i}") for i in range(n)]
 
     def prepare(self, ctx):
         ctx.state["journal"] = ctx.work_dir / "journal.log"

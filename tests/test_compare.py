@@ -121,6 +121,35 @@ def test_compare_needs_two_runs_and_its_help_fits_80_columns(tmp_path, refbench)
     assert "never the seconds of one run" in text and "Bonferroni" in text and "--repeats 3" in text
 
 
+@pytest.mark.live
+def test_a_side_of_several_runs_compares_whatever_case_each_run_repeated(tmp_path, refbench):
+    """OLTP numbers a case's first measurement ("u2-r1") and repeats only the best load level: a case repeated in
+    one run and measured once in another is still one figure, on the command line and on the dashboard."""
+    from test_dashboard import Server, _get
+
+    numbered = ("--set", "sleepy.numbered=true", "--repeats", "2", "--noise-pct", "5", "--seed", "0")
+    # The headline (and so the repeated case) is the last case: case-001 in A's runs, case-002 in B.
+    a1, a2 = (_run(refbench, tmp_path, *numbered, "--set", "sleepy.cases=2") for _ in range(2))
+    b = _run(refbench, tmp_path, *numbered, "--set", "sleepy.cases=3")
+    result = refbench("compare", f"{a1},{a2}", str(b), "--json", "--all", "--metric", "ops_per_s")
+    assert result.code == 0, result.stderr
+    rows = {f["case"]: f for f in result.json()["figures"]}
+    assert {"case-000", "case-001", "case-001 → case-002"} == set(rows), rows  # case-001: repeated in A, once in B
+    assert rows["case-001"]["n"] == [2, 1] and rows["case-000"]["n"] == [2, 1]
+    shown = refbench("compare", str(a1), str(a2), str(b), "--runs-dir", str(tmp_path / "runs"))
+    assert shown.code == 0 and "the runs share no figures" not in shown.stdout, shown.stdout
+    assert re.search(r"^sleepy \(C against A\): ", shown.stdout, re.M), shown.stdout
+
+    server = Server(tmp_path)
+    try:
+        status, page = _get(server.base + f"compare?run={a1.name},{a2.name}&run={b.name}&all=1&metric=ops_per_s")
+    finally:
+        server.stop()
+    assert status == 200, page
+    assert f"A = {a1.name},{a2.name}" in page and f"B = {b.name}" in page
+    assert "case-000" in page and "case-001" in page and "2 vs 1" in page
+
+
 def test_the_ratio_and_its_interval_come_from_a_t_test_on_the_logarithms():
     import math
 

@@ -161,10 +161,12 @@ def test_a_neighbour_taking_the_cpu_marks_the_run_disturbed_and_compare_calls_no
     assert record["telemetry"]["machine"]["others_pct"] > 25
     verdict = json.loads((runs[0] / "verdict.json").read_text())[0]
     assert verdict["disturbed"].startswith("other processes used ") and "(case-001)" in verdict["disturbed"]
-    compared = subprocess.run(refbench_command("compare", str(runs[0]), str(runs[1])), cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+    compared = subprocess.run(refbench_command("compare", str(runs[0]), str(runs[1])), cwd=tmp_path,
+                              env={**env, "COLUMNS": "80"}, capture_output=True, text=True, timeout=300)
     assert compared.returncode == 0, compared.stderr
     assert "sleepy: not compared: disturbed: A: other processes used" in compared.stdout, compared.stdout
+    assert compared.stdout.count("disturbed: ") == 1, compared.stdout  # the reasons, said once
+    assert len(compared.stdout.splitlines()) <= 25, compared.stdout
     assert "faster" not in compared.stdout.split("what limits it")[0]
 
 

@@ -80,7 +80,7 @@ def test_oltp_run_is_consistent_and_nopm_is_the_schema_delta(tmp_path, refbench,
     compared = refbench("compare", str(run), str(run), "--json")
     assert compared.code == 0, compared.stderr
     changes = compared.json()["waits"]
-    assert {c["case"] for c in changes} == {"u1-r1", "u2-r1"}
+    assert {c["case"] for c in changes} == {"u1", "u2"}  # named without the repeat number, as a figure is
     assert all(c["limit_A"] == c["limit_B"] and all(s["points"] == 0 for s in c["shares"]) for c in changes)
     assert any(" still limited by " in line for line in compared.json()["wait_lines"])
     assert "What limits it: how the wait profile changed" in Path(compared.json()["html"]).read_text()

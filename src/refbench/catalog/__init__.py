@@ -45,7 +45,7 @@ BUSY_TIMEOUT_S = 5.0
 MAX_TAG_FILTERS = 20
 # What SQLite says of a file whose pages or header are not a database's: made again from the run directories.
 DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6  # 6: a case measured once is named without its repeat number, as a repeated one is
 # A figure's spread is the lowest and highest of the repeats behind it, how many there were, and the standard
 # deviation of their logarithms (this host's run-to-run spread, which compare tests a figure measured once a side
 # against); NULL when it was measured once. The seconds of one measurement are not repeats. "disturbed": what
@@ -64,6 +64,7 @@ CREATE INDEX IF NOT EXISTS headlines_run ON headlines (run);
 CREATE INDEX IF NOT EXISTS headlines_metric ON headlines (suite, metric);
 CREATE INDEX IF NOT EXISTS figures_run ON figures (run);
 CREATE INDEX IF NOT EXISTS figures_metric ON figures (suite, case_id, metric);
+CREATE INDEX IF NOT EXISTS figures_suite_metric ON figures (suite, metric);
 """
 RUN_COLUMNS = ("run", "name", "status", "problem", "profile", "host", "started_utc", "ended_utc", "suites",
                "tags", "records")
@@ -189,23 +190,34 @@ class Catalog:
                  "WHERE r.host IS ? AND r.profile IS ? AND x.suite = ? AND x.metric = ? AND x.disturbed IS NULL "
                  "ORDER BY r.started_utc DESC, r.run DESC")
         plans: dict[str, str] = {}
-        for suite, case, metric in keys:
+        # One query per figure name, its rows grouped by case: a comparison asks for every figure of two runs.
+        by_case: dict[tuple[str, str], dict[str, list[tuple[Any, ...]]]] = {}
+        repeated_of: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+        for suite, metric in dict.fromkeys((suite, metric) for suite, _, metric in keys):
             found = list(self.db.execute(query, (host, profile, suite, metric)))
             recent = set(list(dict.fromkeys(row[4] for row in found))[:newest])
-            found = [row for row in found if row[4] in recent]
+            cases = by_case[(suite, metric)] = {}
+            for row in found:
+                if row[4] in recent:
+                    cases.setdefault(row[0], []).append(row)
+            repeated_of[(suite, metric)] = [row for row in found if row[4] in recent and row[3] and row[3] > 1
+                                            and row[2] is not None]
+        for suite, case, metric in keys:
+            mine = by_case[(suite, metric)].get(case, [])
             spreads = {}
             by_configuration: dict[str, list[float]] = {}
-            for case_id, value, _, _, run, plan in found:
-                if case_id == case and value and value > 0:
-                    key = plans.setdefault(run, configuration(json.loads(plan or "{}")))
-                    if key in configurations:
-                        by_configuration.setdefault(key, []).append(value)
+            for _, value, _, _, run, plan in mine:
+                if value and value > 0:
+                    if run not in plans:
+                        plans[run] = configuration(json.loads(plan or "{}"))
+                    if plans[run] in configurations:
+                        by_configuration.setdefault(plans[run], []).append(value)
             groups = [s for values in by_configuration.values() if (s := log_spread(values)) is not None]
             if (spread := pooled(groups)) is not None and spread[1] >= 2 and spread[0] > 0:
                 runs = sum(d + 1 for _, d in groups)
                 spreads["runs"] = Spread(spread[0], spread[1], f"{runs} runs of {'this configuration' if len(groups) == 1 else 'these configurations'} on this host")
-            repeated = [row for row in found if row[3] and row[3] > 1 and row[2] is not None]
-            same = [row for row in repeated if row[0] == case]
+            repeated = repeated_of[(suite, metric)]
+            same = [row for row in mine if row[3] and row[3] > 1 and row[2] is not None]
             chosen, like = (same, "") if same else (repeated, f" of other {suite} cases")
             runs_used = list(dict.fromkeys(row[4] for row in chosen))[:5]
             parts = [(sd, n - 1) for _, _, sd, n, run, _ in chosen if run in runs_used]

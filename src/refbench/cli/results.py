@@ -207,7 +207,7 @@ def compare(
 
     from refbench.report.compare import (FORMATS, answer_lines, answers, by_figure, change_words, csv_text,
                                          default_html_path, letters, markdown, overall, public, selected,
-                                         shared_figures, units, wait_changes, wait_lines, write_html)
+                                         shared_figures, side_name, units, wait_changes, wait_lines, write_html)
 
     chosen = (output_format or "").strip().lower() or ("json" if as_json else "text")
     if chosen not in FORMATS:
@@ -225,12 +225,12 @@ def compare(
     shared = shared_figures(found, metric, sides)
     rows = selected(shared, everything)
     path = html_out or default_html_path(found, metric, everything)
-    write_html(found, shared, path, everything, metric)
+    write_html(sides, shared, path, everything, metric)
     significant = any(r["significant"] for r in shared)
     found_answers = answers(shared)
-    changes = wait_changes(found)
+    changes = wait_changes(sides)
     if chosen in ("markdown", "csv"):
-        names = [",".join(r.path.name for r in side) for side in sides]
+        names = [side_name(side) for side in sides]
         known = units(found)
         sys.stdout.write(markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything)
                          if chosen == "markdown" else csv_text(names, rows, known))
@@ -243,7 +243,7 @@ def compare(
                           "figures": public(rows), "overall": overall(rows) if everything else []})
         return
     names = letters(found)
-    out.print("   ".join(f"{n} = {','.join(r.path.name for r in side)}" for n, side in zip(names, sides)))
+    out.print("   ".join(f"{n} = {side_name(side)}" for n, side in zip(names, sides)), markup=False)
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
     for line in answer_lines(found_answers) + wait_lines(changes, found_answers):

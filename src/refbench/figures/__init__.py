@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import statistics
@@ -17,6 +18,7 @@ LOWER_IS_BETTER = re.compile(r"(lat|latency|await|elapsed|duration|_s$|_ms$|_us$
 # Durations a run chose rather than achieved (how long a point ran or was measured, when steady state came),
 # and CPU seconds over a fixed interval (less is not better when less work was done).
 NEUTRAL = re.compile(r"(runtime|measured|cpu_s$|_at_s$|_pct$)", re.I)
+@functools.lru_cache(maxsize=4096)  # a comparison asks it of each figure several times
 def direction(metric: str) -> int:
     """+1 when a higher value is better, -1 when lower is better, 0 when neither (percentages, counts)."""
     if NEUTRAL.search(metric):
@@ -61,13 +63,13 @@ def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None)
         return _cluster_figures(run)
     out: dict[tuple[str, str, str], Figure] = {}
     for (suite, case), records in (groups or repeat_groups(run)).items():
+        disturbed = next((r.extra["disturbed"] for r in records if r.extra.get("disturbed")), "")
         for metric in dict.fromkeys(m for r in records for m in r.metrics):
             values = [r.metrics[metric] for r in records if is_figure(r.metrics.get(metric))]
             if not values:
                 continue
             out[(suite, case, metric)] = Figure(statistics.fmean(values), values if len(values) > 1 else [],
-                                                f"{len(values)} repeats" if len(values) > 1 else "1 measurement",
-                                                next((r.extra["disturbed"] for r in records if r.extra.get("disturbed")), ""))
+                                                f"{len(values)} repeats" if len(values) > 1 else "1 measurement", disturbed)
     return out
 
 
@@ -92,10 +94,10 @@ def repeat_groups(run: Run) -> dict[tuple[str, str], list[Record]]:
 
 
 def _case_name(records: list[Record]) -> str:
-    if len(records) == 1:
-        return records[0].case_id
+    """The case without its repeat number, measured once or repeated alike ("u4-r1" -> "u4"): one configuration is
+    one figure in every run, whichever case each run happened to repeat."""
     first = records[0]
-    for key in REPEAT_PARAMS:  # "u4-r1" -> "u4"
+    for key in REPEAT_PARAMS:
         if key in first.params:
             stripped = re.sub(rf"[-_.]?{key[0]}{first.params[key]}$", "", first.case_id)
             if stripped != first.case_id:

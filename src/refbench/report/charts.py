@@ -26,6 +26,7 @@ _no_setter_docstrings()
 
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator, NullLocator  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 # SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
 matplotlib.rcParams["svg.fonttype"] = "none"
@@ -42,7 +43,7 @@ SVG_PT_PER_INCH = 72  # matplotlib's SVG user units are points, whatever the fig
 class Rendered:
     """A chart's files and its hover layer: SVG elements, one per data point, placed in the SVG file's coordinates."""
 
-    png: Path
+    png: Path | None  # None: drawn for a page only (the dashboard's), as SVG
     svg: Path
     hover: str
 
@@ -259,7 +260,7 @@ def _ratio_ticks(limit: float) -> list[float]:
 
 def render_ratios(rows: list[Ratio], title: str, directory: Path, name: str = "ratios") -> Rendered:
     """A dot plot of ratios on a log axis centred on 1× (a vertical line): one row per ratio, top to bottom, its
-    interval a line through the dot. Written as render_figure writes charts; the dots' layer gives each a title
+    interval a line through the dot. Written as SVG only (the dashboard's page shows it); the dots' layer gives each a title
     (its name and words) for hovering and for screen readers. Ratios not above 0 cannot be placed and are left
     out; an interval's end at or below 0, or infinite, is drawn to the axis's edge. The lines and dots carry ids
     (NAME-ci-I, NAME-dot-I), the 1× line NAME-one."""
@@ -283,26 +284,43 @@ def render_ratios(rows: list[Ratio], title: str, directory: Path, name: str = "r
     ax.set_xticks(ticks, [ratio_text(t) for t in ticks])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_yticks(ys, [cut(r.label, RATIO_LABEL_CHARS).replace("$", r"\$") for r in rows])
-    ax.tick_params(axis="y", length=0)
-    words = ax.twinx()  # the answer in words on the right, each on its row
-    words.set_ylim(ax.get_ylim())
-    words.set_yticks(ys, [r.words.replace("$", r"\$") for r in rows])
-    words.tick_params(axis="y", length=0)
-    for label, r in zip(words.get_yticklabels(), rows):
-        label.set_color(TONES.get(r.tone, TONES[""]))
+    ax.set_yticks([])
+    # Each row's name on the left and its answer in words on the right: texts, not tick labels (a tick is four
+    # artists, and drawing those was most of what a chart of 30 rows cost).
+    beside = blended_transform_factory(ax.transAxes, ax.transData)
+    names = [ax.text(-0.02, y, cut(r.label, RATIO_LABEL_CHARS).replace("$", r"\$"), transform=beside, ha="right",
+                     va="center") for y, r in zip(ys, rows)]
+    words = [ax.text(1.02, y, r.words.replace("$", r"\$"), transform=beside, ha="left", va="center",
+                     color=TONES.get(r.tone, TONES[""])) for y, r in zip(ys, rows)]
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-        words.spines[side].set_visible(False)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title(textwrap.fill(title, 80))
     ax.set_xlabel("B / A (log scale): the dot, and its interval")
-    fig.tight_layout()
-    fig.set_layout_engine(None)
-    png, svg = directory / f"{name}.png", directory / f"{name}.svg"
-    fig.savefig(png)
+    _ratio_margins(fig, names, words, title_lines=ax.get_title().count("\n") + 1)
+    svg = directory / f"{name}.svg"
     fig.savefig(svg)
-    return Rendered(png, svg, _ratio_layer(fig, ax, rows, ys))
+    return Rendered(None, svg, _ratio_layer(fig, ax, rows, ys))
+
+
+def _ratio_margins(fig, names: list, words: list, title_lines: int) -> None:
+    """Room for the names on the left, the words on the right, the title and the x axis, from the widths of those
+    texts alone: tight_layout would draw the whole chart once more to find them (half of what the chart cost)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    width_px, height_px = fig.get_size_inches() * fig.dpi
+    points = fig.dpi / 72
+
+    def widest(labels: list) -> float:
+        return max((renderer.get_text_width_height_descent(t.get_text(), t.get_fontproperties(), ismath=False)[0]
+                    for t in labels if t.get_text()), default=0.0)
+
+    pad = 12 * points
+    line = 1.5 * matplotlib.rcParams["font.size"] * points
+    fig.subplots_adjust(left=min(0.6, (widest(names) + pad) / width_px),
+                        right=max(0.4, 1 - (widest(words) + pad) / width_px),
+                        top=1 - (title_lines * 1.2 * line + pad) / height_px, bottom=(2.4 * line + pad) / height_px)
 
 
 def _ratio_layer(fig, ax, rows: list[Ratio], ys: list[int]) -> str:

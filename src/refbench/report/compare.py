@@ -138,12 +138,15 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
                           E.bonferroni([raw[k] for k in heads], "headline figures")))
         judged |= dict(zip(rest := [k for k in keys if k not in names],
                            E.false_discovery([raw[k] for k in rest], "other figures")))
+        for family in {e.family for e in judged.values()}:  # the repeats a figure would need, all at once
+            E.resolve_ahead([e.log_sd for e in judged.values() if e.family == family and e.log_sd and not e.significant],
+                            family=family)
         for key in keys:
             fa, fb, est = base_figures_here[key], other_figures_here[key], judged[key]
             factor, words = verdict(key[2], fa.value, fb.value)
             identical = fa.value == fb.value and not (fa.samples or fb.samples)
             answer, why = ("same", "identical values") if identical else E.answer(est, direction(key[2]))
-            if disturbance := _disturbance(fa, fb):
+            if disturbance := _disturbance(fa, fb, letter):
                 answer, why = "not compared", f"disturbed: {disturbance}"
             row = {"suite": key[0], "case": key[1], "metric": key[2], "vs": letter, "run": other.path.name, "A": fa.value,
                    "B": fb.value, "factor": factor, "B vs A": words,
@@ -159,15 +162,23 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
     return rows
 
 
-def _disturbance(a: Figure, b: Figure) -> str:
+def _disturbance(a: Figure, b: Figure, letter: str) -> str:
     """Which side's neighbours disturbed a figure, and how; "" when neither: a change between disturbed
-    measurements is the neighbours' as much as the stack's, so compare does not call one."""
-    return "; ".join(f"{side}: {f.disturbed}" for side, f in (("A", a), ("B", b)) if f.disturbed)
+    measurements is the neighbours' as much as the stack's, so compare does not call one. ``letter``: b's side."""
+    return "; ".join(f"{side}: {f.disturbed}" for side, f in (("A", a), (letter, b)) if f.disturbed)
 
 
-def wait_changes(runs: list[Run]) -> list[dict[str, Any]]:
-    """How each shared case's wait profile changed from A to each other run (report.waits.profile_changes)."""
-    return waits.profile_changes(letters(runs), [repeat_groups(run) for run in runs])
+def wait_changes(sides: list[list[Run]]) -> list[dict[str, Any]]:
+    """How each shared case's wait profile changed from A to each other side (report.waits.profile_changes); a
+    side of several runs has each case's records of all its runs."""
+    merged: list[dict[tuple[str, str], list]] = []
+    for side in sides:
+        groups: dict[tuple[str, str], list] = {}
+        for run in side:
+            for key, records in repeat_groups(run).items():
+                groups.setdefault(key, []).extend(records)
+        merged.append(groups)
+    return waits.profile_changes(letters_of(len(sides)), merged)
 
 
 def wait_lines(changes: list[dict[str, Any]], found: list[dict[str, Any]]) -> list[str]:
@@ -302,7 +313,9 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
     terms += [f"1 a side: tested against {s}" for s in spreads]
     if "no change" in words:
         terms.append(f"no change: the interval lies within ±{E.RESOLVE:.0%}")
-    terms += [f"not compared: {why}" for why in dict.fromkeys(a["why"] for a in headlines if a["answer"] == "not compared")]
+    said = " ".join(a["answer"] for a in found if a["kind"] != "headline")  # a suite's line may have said why
+    terms += [f"not compared: {why}" for why in dict.fromkeys(a["why"] for a in headlines if a["answer"] == "not compared")
+              if why not in said]
     unsure = [a for a in headlines if a["answer"] == "cannot tell"]
     if unsure:
         counts = [a["repeats_for_5pct"] for a in unsure if a["repeats_for_5pct"]]
@@ -443,22 +456,28 @@ def default_html_path(runs: list[Run], metric: str | None, everything: bool) -> 
     return runs[-1].path.parent / f"{name}.html"
 
 
-def write_html(runs: list[Run], shared: list[dict[str, Any]], out: Path, everything: bool, metric: str | None) -> Path:
-    atomic_write_text(out, h.page(title(runs), html_body(runs, shared, everything, metric)))
+def write_html(sides: list[list[Run]], shared: list[dict[str, Any]], out: Path, everything: bool, metric: str | None) -> Path:
+    atomic_write_text(out, h.page(title(sides), html_body(sides, shared, everything, metric)))
     return out
 
 
-def title(runs: list[Run]) -> str:
-    return "refbench compare " + " vs ".join(r.path.name for r in runs)
+def side_name(side: list[Run]) -> str:
+    """A side as the command line names it: RUN, or RUN,RUN,… for several runs of one configuration."""
+    return ",".join(r.path.name for r in side)
 
 
-def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, metric: str | None, chart: str = "") -> str:
+def title(sides: list[list[Run]]) -> str:
+    return "refbench compare " + " vs ".join(side_name(side) for side in sides)
+
+
+def html_body(sides: list[list[Run]], shared: list[dict[str, Any]], everything: bool, metric: str | None, chart: str = "") -> str:
     """The comparison as HTML inside a page's <main>: the compare command's file and the dashboard's compare page.
-    ``shared`` is every figure the runs share (shared_figures); the answers count them, the table shows a selection.
+    ``shared`` is every figure the sides share (shared_figures); the answers count them, the table shows a selection.
     ``chart``: the answers drawn (the dashboard's dot plot), put above them."""
+    runs = [side[0] for side in sides]
     rows = selected(shared, everything)
     names = letters(runs)
-    legend = " · ".join(f"{n} = {h.esc(r.path.name)}" for n, r in zip(names, runs))
+    legend = " · ".join(f"{n} = {h.esc(side_name(side))}" for n, side in zip(names, sides))
     figure_rows = []
     for (suite, case, m), per_run in by_figure(rows).items():
         first = next(iter(per_run.values()))
@@ -474,7 +493,7 @@ def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, m
     body = [
         f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>", chart,
         _answers_html(answers(shared), several=len(runs) > 2),
-        _waits_html(wait_changes(runs), several=len(runs) > 2),
+        _waits_html(wait_changes(sides), several=len(runs) > 2),
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
         "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
         "direction (percentages) show the ratio to A.</p>",
@@ -491,16 +510,18 @@ def html_body(runs: list[Run], shared: list[dict[str, Any]], everything: bool, m
 def _answers_html(found: list[dict[str, Any]], several: bool) -> str:
     """The answers as the page's first table: per suite its line, then its headline figures."""
     rows = []
+    said = ""
     for a in found:
         interval = f"{a['ci_low']:.2f}–{a['ci_high']:.2f}" if a["ci_low"] is not None else ""
         if a["kind"] != "headline":
+            said = a["answer"]
             rows.append({"run": a["vs"], "figure": a["suite"] or "overall",
                          "B / A": None if a["ratio"] is None else round(a["ratio"], 2), "interval": interval,
                          "replicates": "", "answer": a["answer"] + (f"; {a['summary']}" if a["kind"] == "suite" else "")})
             continue
         rows.append({"run": a["vs"], "figure": f"{a['suite']} {a['figure']}", "B / A": None if a["ratio"] is None else round(a["ratio"], 2),
                      "interval": interval, "replicates": f"{a['n'][0]} vs {a['n'][1]}",
-                     "answer": a["answer"] + (f" ({a['why']})" if a["why"] else "")})
+                     "answer": a["answer"] + (f" ({a['why']})" if a["why"] and a["why"] not in said else "")})
     columns = (["run"] if several else []) + ["figure", "B / A", "interval", "replicates", "answer"]
     notes = "".join(f"<p class='note'>{h.esc(line)}</p>" for line in legend(found))
     notes += "<p class='note'>The overall and suite lines: the geometric mean of the headline figures' ratios, " \

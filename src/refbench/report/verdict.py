@@ -14,7 +14,7 @@ import re
 import shlex
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Iterator
 
 from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT, Reading, cpu_wait_cause, limit_name, quota_throttled
@@ -89,19 +89,10 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
     findings = run.findings()
     telemetry = Telemetry(run.telemetry_path)
     out = []
-    for name in dict.fromkeys(run.plan.suites + run.suites_with_records()):
-        measured = run.records(name)  # every repeat
-        if not measured:
-            continue
-        suite = _suite(name)
-        records = one_per_configuration(measured, suite)
-        suite_tables = (tables or {}).get(name)
-        if suite_tables is None and suite is not None:
-            suite_tables = suite.summarize(records)
-        headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
+    for name, suite, measured, records, suite_tables, headlines in _suites_headlines(run, tables):
         headlines = [_with_repeats(h, records, measured) for h in headlines]
         passed = sum(f.passed for f in findings.get(name, []))
-        engines = suite.engines_compared(suite_tables or []) if suite is not None and hasattr(suite, "engines_compared") else []
+        engines = suite.engines_compared(suite_tables) if suite is not None and hasattr(suite, "engines_compared") else []
         bottleneck, per_repeat, limited = _bottleneck(headlines, records, measured, telemetry)
         advice = _advice(run, name, suite, headlines, limited)
         failed = len(findings.get(name, [])) - passed
@@ -112,6 +103,22 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
                                                                                            first.window) if first else "",
                                 _next_step(name, failed, findings.get(name, []), advice, first, str(run.path))))
     return out
+
+
+def _suites_headlines(run: Run, tables: dict[str, list[Table]] | None = None) -> Iterator[tuple[str, Any, list[Record], list[Record], list[Table], list[Headline]]]:
+    """Per suite with records, in the plan's order: (name, suite, every repeat, one record per configuration, its
+    tables, its headlines)."""
+    for name in dict.fromkeys(run.plan.suites + run.suites_with_records()):
+        measured = run.records(name)
+        if not measured:
+            continue
+        suite = _suite(name)
+        records = one_per_configuration(measured, suite)
+        suite_tables = (tables or {}).get(name)
+        if suite_tables is None and suite is not None:
+            suite_tables = suite.summarize(records)
+        headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
+        yield name, suite, measured, records, suite_tables or [], headlines
 
 
 def _first_limited(headlines: list[Headline], limited: list[Limited]) -> Limited | None:
@@ -188,8 +195,8 @@ def headline_keys(run: Run) -> dict[tuple[str, str, str], tuple[str, str]]:
     """(suite, case id, metric) of every headline figure that comes from one record -> its name in a comparison,
     and its role (its [accept] name: oltp.nopm, dss.power.duckdb), which another run's headline of the same role
     shares whatever case it came from."""
-    return {(v.suite, h.case, h.metric): (h.compared_as, h.threshold(v.suite)) for v in run_verdict(run)
-            for h in v.headlines if h.case}
+    return {(name, h.case, h.metric): (h.compared_as, h.threshold(name)) for name, *_, headlines in _suites_headlines(run)
+            for h in headlines if h.case}
 
 
 def _bottleneck(headlines: list[Headline], records: list[Record], measured: list[Record],

@@ -40,6 +40,7 @@ T = TypeVar("T")
 # Each run of a comparison is read whole and compared figure by figure with the baseline, and the page links every
 # other run as a baseline: the cap keeps a page within 2 s of CPU with runs of hundreds of figures.
 MAX_COMPARED_RUNS = 10
+COMPARED_KEPT = 2 * MAX_COMPARED_RUNS
 
 
 class Dashboard:
@@ -56,6 +57,8 @@ class Dashboard:
         self._generation = 0  # how many times the catalog was made again after an SQLite error
         self.warnings: list[str] = []
         self.notice: str | None = None  # why the pages come from a catalog other than the runs directory's
+        self._runs: dict[Path, Run] = {}  # the runs compared lately, the newest last (_run)
+        self._runs_lock = threading.Lock()
 
     def read(self, query: Callable[[Catalog], T]) -> T:
         """``query(catalog)``; when SQLite fails in it, once more over a catalog made again from the run directories."""
@@ -154,22 +157,37 @@ class Dashboard:
         return HTMLResponse(pages.history_page(figure, filters, points, figures, problem), 404 if problem else 200)
 
     def compare(self, request: Request) -> Response:
-        # A run named twice is compared once: each run costs the reading of all its figures.
+        # A side named twice is compared once: each run costs the reading of all its figures. A side is RUN or
+        # RUN,RUN,… (several runs of one configuration), as on the command line.
         names = list(dict.fromkeys(request.query_params.getlist("run")))
         if not names:
             return HTMLResponse(pages.compare_chooser(self.read(lambda catalog: catalog.runs(limit=pages.PAGE_RUNS))))
         if len(names) < 2:
             raise UserError("compare needs at least two different runs: the baseline, then the runs compared with it.")
-        if len(names) > MAX_COMPARED_RUNS:
-            raise UserError(f"a comparison takes at most {MAX_COMPARED_RUNS} runs; {len(names):,} were named "
+        sides = [list(dict.fromkeys(n for n in name.split(",") if n)) for name in names]
+        if not all(sides):
+            raise UserError("a side of the comparison names no run (RUN or RUN,RUN,…).")
+        if (count := sum(len(side) for side in sides)) > MAX_COMPARED_RUNS:
+            raise UserError(f"a comparison takes at most {MAX_COMPARED_RUNS} runs; {count:,} were named "
                             "(compare them a few at a time against the same baseline).")
         if request.query_params.get("order") == "oldest":  # from the runs page's ticks: the oldest is the baseline
-            names = sorted(names)  # a run directory's name starts with its start time
-        runs = [Run(run_dir(self.root, name)) for name in names]
-        for run in runs:
+            sides = sorted(sides)  # a run directory's name starts with its start time
+        runs = [[self._run(run_dir(self.root, name)) for name in side] for side in sides]
+        for run in (run for side in runs for run in side):
             run.check_readable()
         return HTMLResponse(pages.compare_page(runs, bool(request.query_params.get("all")),
                                                request.query_params.get("metric") or None))
+
+    def _run(self, path: Path) -> Run:
+        """The run at ``path``, the same object from request to request while it stays among the newest
+        COMPARED_KEPT: a Run reads each of its files once until the file changes, so a comparison made again, or with
+        another baseline, does not parse the runs' records again."""
+        with self._runs_lock:
+            run = self._runs.pop(path, None) or Run(path)
+            self._runs[path] = run
+            while len(self._runs) > COMPARED_KEPT:
+                self._runs.pop(next(iter(self._runs)))
+            return run
 
     def progress(self, request: Request) -> Response:
         return HTMLResponse(pages.progress_page(Run(run_dir(self.root, request.path_params["run"]))))

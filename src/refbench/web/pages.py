@@ -239,21 +239,24 @@ def by_tags(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def compare_page(runs: list[Run], everything: bool, metric: str | None) -> str:
-    from refbench.report.compare import answers, html_body, letters, ratio_rows, shared_figures, title
+def compare_page(sides: list[list[Run]], everything: bool, metric: str | None) -> str:
+    """``sides``: each side's runs, the baseline's first; a side of several runs is several runs of one configuration."""
+    from refbench.report.compare import answers, html_body, letters, ratio_rows, shared_figures, side_name, title
 
-    shared = shared_figures(runs, metric)
+    runs = [side[0] for side in sides]
+    shared = shared_figures(runs, metric, sides)
     drawn = ratio_rows(answers(shared))
-    names = [r.path.name for r in runs]
+    names = [side_name(side) for side in sides]
     switch = link("/compare", run=names, metric=metric, **({} if everything else {"all": "1"}))
     baselines = " · ".join(f'<a href="{link("/compare", run=[n] + names[:i] + names[i + 1:], metric=metric, all="1" if everything else None)}">'
                            f"{h.esc(n)}</a>" for i, n in enumerate(names) if i)
-    reports = " · ".join(f'<a href="{link("/runs/" + n + "/")}">{letter}: {h.esc(n)}</a>' for letter, n in zip(letters(runs), names))
+    reports = " · ".join(f'<a href="{link("/runs/" + run.path.name + "/")}">{letter}: {h.esc(run.path.name)}</a>'
+                         for letter, side in zip(letters(runs), sides) for run in side)
     body = (f'<p class="note">The reports: {reports}</p>'
             f'<p class="note"><a href="{switch}">{"Only the headline figures and significant changes" if everything else "Every figure the runs share"}</a>'
             f" · the same comparison as <code>refbench compare</code> · another baseline: {baselines}</p>"
-            + html_body(runs, shared, everything, metric, _ratios_svg(json.dumps([vars(r) for r in drawn])) if drawn else ""))
-    return page(title(runs), body)
+            + html_body(sides, shared, everything, metric, _ratios_svg(json.dumps([vars(r) for r in drawn])) if drawn else ""))
+    return page(title(sides), body)
 
 
 @functools.lru_cache(maxsize=32)
