@@ -22,6 +22,7 @@ from refbench.engines.waits import QUEUE, QUOTA, reconcile, shares
 from refbench.host.contention import MachineTime, disturbed, interval_ticks
 from refbench.host.contention import cpu_ticks as _ticks
 from refbench.report.waits import explain
+from refbench.suites import Record
 
 BUSY = [sys.executable, "-c", "while True: pass"]
 
@@ -120,6 +121,35 @@ def test_a_throttled_servers_running_and_flush_time_is_time_waiting_for_cpu():
     # A slow device under a starved CPU: the flush took what the device took, and stays a flush.
     slow = reconcile(waits, {**machine, "server_throttled": {}}, {"ms_per_flush": 33.0}, {"device_w_await_ms": 30.0})
     assert {(e["class"], e["event"]): e["share_pct"] for e in slow["events"]}[("IO", "WALSync")] == 80
+
+
+def test_a_throttled_server_whose_device_is_unseen_is_limited_by_its_quota_whatever_its_waits_say():
+    """A user's PostgreSQL (--dsn) capped at 0.4 CPU: refbench reads its cgroup and its threads' run delay, but not
+    its device's await. Its sessions sampled in WAL flushes were its threads queued behind the quota."""
+    from refbench.report.verdict import limit_said, name_bottleneck
+
+    waits = _profile({("IO", "WALSync"): 70, ("CPU", "CPU"): 30}, 2.6)
+    machine = {"interval_s": 8.0, "server_cpu_s": 3.2, "server_runqueue_s": 20.6, "server_runqueue_avg": 2.57,
+               "server_pct": 20.0, "own_pct": 10.0, "others_pct": 1.0,
+               "server_throttled": {"periods": 150, "throttled_periods": 150, "throttled_s": 6.9, "quota_cpus": 0.4}}
+    io = {"ms_per_flush": 6.1, "flushes_per_s": 120.0}
+    reconciled = reconcile(waits, machine, io, None)  # no device: a server refbench does not manage
+    by_event = {(e["class"], e["event"]): e["share_pct"] for e in reconciled["events"]}
+    assert reconciled["events"][0]["event"] == QUOTA and by_event[("CPU wait", QUOTA)] > 50, by_event
+    assert reconciled["reconciled"]["flush_device_unseen"]
+    # Even a profile left as the sessions said it (no run delay to move) is named by the quota that held it.
+    record = Record({}, suite="oltp", case_id="u4", params={"engine": "postgres"},
+                    extra={"storage": {"waits": waits, "io_latency": io, "machine": machine}})
+    window = {"cpu": {"user_pct": 15, "system_pct": 5, "steal_pct": 0}, "disks": {}}
+    resource, phrase = name_bottleneck(record, window)
+    assert resource == "cpuwait" and phrase.startswith("the server's CPU quota of 0.4 CPUs (throttled in 150 of 150"), phrase
+    assert "storage flush latency" in phrase  # what the sessions were seen waiting for, as evidence after it
+    assert limit_said(resource, record, window) == "the server's CPU quota, throttled in 150 of 150 periods"
+    # The same flushes on a quiet, unthrottled server stay the flush.
+    quiet = {**machine, "server_cpu_s": 6.5, "server_runqueue_s": 0.2, "server_runqueue_avg": 0.03, "server_throttled": {}}
+    assert reconcile(waits, quiet, io, None)["events"] == waits["events"]
+    calm = Record({}, suite="oltp", case_id="u4", extra={"storage": {"waits": waits, "io_latency": io, "machine": quiet}})
+    assert name_bottleneck(calm, window)[0] == "flush"
 
 
 def test_sessions_sampled_running_while_the_server_barely_ran_were_waiting_unseen():

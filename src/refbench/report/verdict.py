@@ -323,7 +323,7 @@ def limit_said(resource: str, record: Record, window: dict[str, Any]) -> str:
         return f"{name}, {share:.0f}% of {of}"
     cpu_pct, device, busy_pct = _busiest(window)
     busy = f"{device} {busy_pct:.0f}% busy" if device else "no device activity"
-    if resource == "cpu" and (throttled := quota_throttled(_machine(record, window))):
+    if resource == "cpuwait" and (throttled := quota_throttled(_machine(record, window))):
         return f"the server's CPU quota, throttled in {throttled['throttled_periods']:,} of {throttled['periods']:,} periods"
     if resource == "device":
         return f"{name}, {busy}"
@@ -365,7 +365,11 @@ def name_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     said = explain(storage.get("waits"), storage.get("io_latency"), storage.get("device"), storage.get("machine"))
     if said is None:
         return resource, phrase
-    return limits(storage["waits"])[0][0], f"{said}; host: {phrase}"
+    leader = limits(storage["waits"])[0][0]
+    if leader != "cpuwait" and quota_throttled(_machine(record, window)):
+        # Its quota held the server back whatever its sessions were seen waiting for: the strongest evidence leads.
+        return "cpuwait", f"{phrase}; the sessions: {said}"
+    return leader, f"{said}; host: {phrase}"
 
 
 def _busiest(window: dict[str, Any]) -> tuple[int | None, str | None, float]:
@@ -404,7 +408,7 @@ def _host_bottleneck(record: Record, window: dict[str, Any]) -> tuple[str, str]:
     cpu_saturated = cpu_pct is not None and cpu_pct >= SATURATED_CPU_PCT
     if throttled := quota_throttled(machine):
         quota = f" of {fmt(throttled['quota_cpus'])} CPUs" if throttled.get("quota_cpus") else ""
-        return "cpu", (f"the server's CPU quota{quota} (throttled in {throttled['throttled_periods']:,} of "
+        return "cpuwait", (f"the server's CPU quota{quota} (throttled in {throttled['throttled_periods']:,} of "
                        f"{throttled['periods']:,} periods), machine CPU {cpu_pct}%{tail}")
     if device and busy >= SATURATED_DEVICE_PCT:
         both = f" and CPU ({cpu_pct}%)" if cpu_saturated else ""
