@@ -152,6 +152,40 @@ def test_a_throttled_server_whose_device_is_unseen_is_limited_by_its_quota_whate
     assert name_bottleneck(calm, window)[0] == "flush"
 
 
+def test_a_session_whose_process_queued_for_a_cpu_since_its_last_sample_is_waiting_for_cpu():
+    """Twice as many CPU-bound children of one "server" as there are cores: each is runnable about half the time
+    it is not running, whatever wait its session shows; a sleeping child is not; a process that is not the server's
+    child is left as its session said."""
+    from refbench.engines.waits import RunQueueWatch
+
+    # Each spinner stops when its parent is gone, so that none outlives a killed test.
+    spin = ("import os, signal, sys\nparent = os.getpid()\nfor _ in range(int(sys.argv[1])):\n    if os.fork() == 0:\n"
+            "        while os.getppid() == parent: pass\n        os._exit(0)\nsignal.pause()")
+    cores = len(os.sched_getaffinity(0))
+    server = subprocess.Popen([sys.executable, "-c", spin, str(2 * cores)],
+                              preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                               preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
+    try:
+        wait_for(lambda: len([p for p in descendants(server.pid) if p != server.pid]) >= 2 * cores, 30, "every spinner")
+        spinners = [p for p in descendants(server.pid) if p != server.pid]
+        watch = RunQueueWatch.for_server(server.pid)
+        rows = [("IO", "WALSync", False, pid) for pid in spinners] + [("CPU", "CPU", False, sleeper.pid)]
+        watch.classify(rows)
+        time.sleep(0.5)
+        said = watch.classify(rows)
+    finally:
+        server.kill()  # its spinners end with it
+        sleeper.kill()
+        server.wait()
+        sleeper.wait()
+    queued = [r for r in said[:-1] if r[:2] == ("CPU wait", QUEUE)]
+    assert len(queued) >= len(spinners) // 2, said  # each queued about half the time: most pass the line
+    assert said[-1] == ("CPU", "CPU", False)  # not the server's child: as its session said
+    assert watch.summary()["queued_samples"] == len(queued)
+    assert RunQueueWatch.for_server(None) is None and RunQueueWatch.for_server(2 ** 22 + 7) is None
+
+
 def test_sessions_sampled_running_while_the_server_barely_ran_were_waiting_unseen():
     # 8 sessions sampled running 98% of 15 s (a lock convoy the sampler cannot see), the server used 9.4 CPU-s.
     waits = _profile({("CPU", "CPU"): 98, ("IO", "WALSync"): 2}, 8.0)

@@ -608,7 +608,8 @@ def block_counts(conn) -> dict[str, int]:
     requests, reads = int(status["Innodb_buffer_pool_read_requests"]), int(status["Innodb_buffer_pool_reads"])
     return {"blocks_read": reads, "blocks_hit": requests - reads, "block_bytes": int(status["Innodb_page_size"]),
             "database_bytes": int(size), "data_read_bytes": int(status["Innodb_data_read"]),
-            "data_written_bytes": int(status["Innodb_data_written"]), "log_written_bytes": int(status["Innodb_os_log_written"])}
+            "data_written_bytes": int(status["Innodb_data_written"]), "log_written_bytes": int(status["Innodb_os_log_written"]),
+            "written_bytes": int(status["Innodb_data_written"]) + int(status["Innodb_os_log_written"])}
 
 
 PICOSECONDS_PER_MS = 1e9

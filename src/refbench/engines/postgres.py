@@ -31,7 +31,7 @@ from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFai
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
 from refbench.errors import UserError
-from refbench.engines.waits import POSTGRES_ACTIVE_SESSIONS, SessionSampler
+from refbench.engines.waits import POSTGRES_ACTIVE_SESSIONS, RunQueueWatch, SessionSampler
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
 from refbench.host.inventory import postgres_binary
@@ -318,7 +318,33 @@ def block_counts(dsn: str) -> dict[str, float]:
         timed, requested = conn.execute("SELECT num_timed, num_requested FROM pg_stat_checkpointer" if version >= 170000
                                         else "SELECT checkpoints_timed, checkpoints_req FROM pg_stat_bgwriter").fetchone()
         out |= {"checkpoints_timed": int(timed), "checkpoints_requested": int(requested)}
+        if (written := written_bytes(conn, version)) is not None:
+            out["written_bytes"] = written
     return out
+
+
+def written_bytes(conn, version: int) -> int | None:
+    """The bytes the whole server has written to its files so far, as its own counters count them (what the device
+    was asked to write, not what the kernel charged its processes: a page dirtied again after its fdatasync is
+    charged to /proc/PID/io whole each time). WAL: at least one WAL page per write, since each write rewrites the
+    page its last record ends in; data pages: the checkpointer's, the background writer's and the backends'; and
+    temporary files. None before PostgreSQL 14 (no pg_stat_wal)."""
+    if version < 140000:
+        return None
+    if version >= 160000:  # every backend type's writes of relation pages, in pg_stat_io
+        data = conn.execute("SELECT coalesce(sum(" + ("write_bytes" if version >= 180000 else "writes * op_bytes")
+                            + "), 0) FROM pg_stat_io WHERE object = 'relation'").fetchone()[0]
+    else:
+        data = conn.execute("SELECT (buffers_checkpoint + buffers_clean + buffers_backend) "
+                            "* current_setting('block_size')::bigint FROM pg_stat_bgwriter").fetchone()[0]
+    if version >= 180000:  # 18 counts the WAL's writes in pg_stat_io, in bytes
+        wal = conn.execute("SELECT coalesce(sum(write_bytes), 0) FROM pg_stat_io WHERE object = 'wal'").fetchone()[0]
+    else:
+        wal_bytes, writes, page = conn.execute("SELECT wal_bytes, wal_write, current_setting('wal_block_size')::int "
+                                               "FROM pg_stat_wal").fetchone()
+        wal = max(int(wal_bytes), int(writes) * page)
+    temp = conn.execute("SELECT coalesce(sum(temp_bytes), 0) FROM pg_stat_database").fetchone()[0]
+    return int(data) + int(wal) + int(temp)
 
 
 def server_settings(conn, names: list[str]) -> dict[str, str]:
@@ -478,7 +504,8 @@ class PostgresEngine(ServerEngine):
     def wait_sampler(self) -> SessionSampler:
         # Prepared: the view's plan is made once, not ten times a second.
         return SessionSampler(lambda: connect(self.dsn, autocommit=True), POSTGRES_ACTIVE_SESSIONS,
-                              fetch=lambda conn, query: conn.execute(query, prepare=True).fetchall())
+                              fetch=lambda conn, query: conn.execute(query, prepare=True).fetchall(),
+                              watch=RunQueueWatch.for_server(self.local_server_pid()))
 
     def usage(self) -> dict[str, int]:
         """Temporary files (sorts and hashes that spilled) and WAL written so far (the paper's temp and log sizing),

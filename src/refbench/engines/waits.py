@@ -20,11 +20,14 @@ from typing import Any, Callable
 
 SAMPLE_HZ = 10
 
+QUOTA, QUEUE = "throttled by its CPU quota", "queued for a CPU"  # the events of the class "CPU wait"
+
 # The foreground sessions of this database that are active, with the parallel workers of their queries (a query's
 # time is its leader's and its workers'), the sampler's own connection left out. A running session has no wait
-# event: it is on a CPU or in the run queue. The third column says which rows are parallel workers.
+# event: it is on a CPU or in the run queue. The third column says which rows are parallel workers, the fourth is
+# the process (RunQueueWatch reads its run delay).
 POSTGRES_ACTIVE_SESSIONS = (
-    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, 'CPU'), backend_type = 'parallel worker' "
+    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, 'CPU'), backend_type = 'parallel worker', pid "
     "FROM pg_stat_activity WHERE backend_type IN ('client backend', 'parallel worker') AND state = 'active' "
     "AND pid <> pg_backend_pid() AND datname = current_database()")
 
@@ -209,6 +212,74 @@ class RedoLogWatch:
         return {"redo_log_in_flight_pct": round(100 * self.in_flight_ticks / self.ticks, 2) if self.ticks else None}
 
 
+class RunQueueWatch:
+    """Whether each sampled session's process spent the time since its last sample waiting for a CPU: its run delay
+    (/proc/PID/schedstat, the time it was runnable but not running) grew by at least QUEUED_SHARE of that time. Such a
+    sample is "CPU wait: queued for a CPU" whatever wait the session showed: a backend whose fsync returned but which
+    has not run since still shows IO:WALSync, and one in a CPU queue shows no wait at all.
+
+    For a server on this host whose processes this user may read (root, or the server's own user); ``for_server``
+    gives None elsewhere. A row's process is counted only when it is a child or a thread of the server's root
+    process, so a pid seen from another namespace is never read as one of ours."""
+
+    QUEUED_SHARE = 0.5
+
+    def __init__(self, root_pid: int):
+        self.root_pid = root_pid
+        self.ticks = self.queued = 0
+        self._last: dict[int, tuple[float, int]] = {}  # pid -> (when read, its run delay in ns then)
+        self._ours: dict[int, bool] = {}
+
+    @classmethod
+    def for_server(cls, pid: int | None) -> "RunQueueWatch | None":
+        if not pid:
+            return None
+        try:
+            Path(f"/proc/{pid}/schedstat").read_text()
+        except OSError:
+            return None
+        return cls(pid)
+
+    def _delay_ns(self, pid: int) -> int | None:
+        if pid not in self._ours:  # a child of the server (a PostgreSQL backend) or one of its threads
+            try:
+                status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                              if ":\t" in line)
+                self._ours[pid] = self.root_pid in (int(status["PPid"]), int(status["Tgid"]))
+            except (OSError, ValueError, KeyError):
+                self._ours[pid] = False
+        if not self._ours[pid]:
+            return None
+        try:
+            return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def classify(self, rows: list) -> list:
+        """A sample's rows (class, event, worker, pid) as (class, event, worker), a queued session's as CPU wait."""
+        self.ticks += 1
+        now, seen, out = time.monotonic(), {}, []
+        for kind, event, worker, pid, *_ in rows:
+            delay = self._delay_ns(pid) if isinstance(pid, int) else None
+            if delay is not None:
+                seen[pid] = (now, delay)
+                if (last := self._last.get(pid)) and now > last[0] and \
+                        (delay - last[1]) / 1e9 >= self.QUEUED_SHARE * (now - last[0]):
+                    kind, event = "CPU wait", QUEUE
+                    self.queued += 1
+            out.append((kind, event, worker))
+        self._last = seen
+        if len(self._ours) > 10_000:  # processes come and go: forget those no longer sampled
+            self._ours = {pid: ours for pid, ours in self._ours.items() if pid in seen}
+        return out
+
+    def close(self) -> None:
+        pass
+
+    def summary(self) -> dict[str, Any]:
+        return {"queued_samples": self.queued}
+
+
 def commits_as_running(rows: list) -> list:
     """Without a RedoLogWatch: a session in a commit stage is counted running (nothing tells its wait)."""
     return [("CPU", "CPU") if tuple(r) == ("CPU", "commit") else r for r in rows]
@@ -220,7 +291,7 @@ class SessionSampler:
 
     def __init__(self, connect: Callable[[], Any], query: str, hz: float = SAMPLE_HZ,
                  fetch: Callable[[Any, str], list] = lambda conn, query: conn.execute(query).fetchall(),
-                 watch: RedoLogWatch | None = None, classify: Callable[[list], list] | None = None):
+                 watch: RedoLogWatch | RunQueueWatch | None = None, classify: Callable[[list], list] | None = None):
         """``classify``: what a sample's rows say once the server's state beside them is known (a RedoLogWatch's
         classify, which also adds its summary to the profile)."""
         self.connect, self.query, self.period, self.fetch = connect, query, 1.0 / hz, fetch
@@ -338,7 +409,6 @@ MIN_MOVED_SHARE = 0.05  # of the sampled running time
 FAR_ABOVE_DEVICE = 3.0  # a flush or read taking this many times the device's own await…
 FAR_ABOVE_DEVICE_MS = 0.5  # …and at least this much longer spent its time elsewhere than in the device
 CPU_EVIDENCE_PCT = 10.0  # of periods throttled, or of session time its threads queued: the server's CPU is starved
-QUOTA, QUEUE = "throttled by its CPU quota", "queued for a CPU"
 
 
 def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[str, Any] | None,
@@ -368,6 +438,8 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     # Time the server's threads waited for a CPU: their run delay, or (when its quota held the cgroup back longer
     # than the threads' run delay shows) the time the cgroup was throttled, during which a thread of it was runnable.
     waited = max(machine.get("server_runqueue_s") or 0.0, throttled.get("throttled_s") or 0.0)
+    # Samples a RunQueueWatch already found queued hold part of that run delay.
+    waited = max(0.0, waited - seconds.get(("CPU wait", QUEUE), 0.0))
     queued = min(running - kept, waited)
     unseen = running - kept - queued
     note: dict[str, Any] = {"running_sampled_s": round(running, 2), "server_cpu_s": machine["server_cpu_s"],
