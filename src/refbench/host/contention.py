@@ -7,7 +7,10 @@ everything else's (other processes, the kernel's own threads and interrupts) and
 time to another machine). Beside it, for the server: the time its threads were runnable but waited for a CPU
 (/proc/PID/task/*/schedstat's run delay, which counts time a CPU quota held them too), its CPU cgroup's throttling
 (cpu.stat) and pressure; for the machine: Linux pressure stall information (/proc/pressure: the share of the
-interval some task was stalled on CPU, I/O or memory); and for the measured device the bytes other processes moved.
+interval some task was stalled on CPU, I/O or memory); and for the measured device the bytes other processes moved:
+its reads less the run's own (/proc/PID/io, which counts a read when it is asked of the device), its writes less what
+the run's own counters say it wrote (an engine's; /proc/PID/io charges a write when a page is dirtied, a page dirtied
+again after its flush whole each time, so it is never taken as bytes written).
 
 A measurement is *disturbed* when neighbours took more than DISTURBED_CPU_PCT of the machine's CPU, or read more than
 DISTURBED_DEVICE_PCT of the bytes the device read; its figures are kept, marked, and not compared as if quiet.
@@ -148,13 +151,8 @@ def cpu_quota(cpu_dir: Path | None) -> float | None:
         return None
 
 
-def _tree_io_bytes(pids: list[int]) -> tuple[int, int]:
-    read = written = 0
-    for pid in pids:
-        io = read_process_io(pid)
-        read += io.get("read_bytes", 0)
-        written += io.get("write_bytes", 0)
-    return read, written
+def _tree_read_bytes(pids: list[int]) -> int:
+    return sum(read_process_io(pid).get("read_bytes", 0) for pid in pids)
 
 
 class MachineTime:
@@ -184,18 +182,20 @@ class MachineTime:
             "throttling": throttling(cpu_dir), "quota": cpu_quota(cpu_dir),
             "server_pressure": pressure_totals(v2_dir, suffix=".pressure") if v2_dir else {},
             "pressure": pressure_totals(PROC / "pressure"),
-            "disks": read_disks(PROC), "io": _tree_io_bytes(own_tree + server_tree),
+            "disks": read_disks(PROC), "read_bytes": _tree_read_bytes(own_tree + server_tree),
         }
 
     def start(self) -> None:
         self._start = self._snapshot()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self, own_written_bytes: float | None = None) -> dict[str, Any]:
+        """``own_written_bytes``: what the run wrote in the interval, by counters that mean what the device was
+        asked to write (an engine's own); None when nothing counts it, and then others' writes are not known."""
         assert self._start is not None, "stop() before start()"
-        return split(self._start, self._snapshot(), self.device)
+        return split(self._start, self._snapshot(), self.device, own_written_bytes)
 
 
-def split(a: dict[str, Any], b: dict[str, Any], device: str | None) -> dict[str, Any]:
+def split(a: dict[str, Any], b: dict[str, Any], device: str | None, own_written_bytes: float | None = None) -> dict[str, Any]:
     """The interval between two snapshots as a record keeps it."""
     seconds = max(b["t"] - a["t"], 1e-9)
     cores = os.cpu_count() or 1
@@ -232,7 +232,7 @@ def split(a: dict[str, Any], b: dict[str, Any], device: str | None) -> dict[str,
             out["server_pressure_pct"] = pressure
     if pressure := _pressure_pct(a["pressure"], b["pressure"], seconds):
         out["pressure_pct"] = pressure
-    out |= _others_io(a, b, seconds, device)
+    out |= _others_io(a, b, seconds, device, own_written_bytes)
     return out
 
 
@@ -245,10 +245,10 @@ def _pressure_pct(a: dict[str, int], b: dict[str, int], seconds: float) -> dict[
     return {k: round(min(100.0, (b[k] - a[k]) / 1e6 / seconds * 100), 1) for k in b if k in a}
 
 
-def _others_io(a: dict[str, Any], b: dict[str, Any], seconds: float, device: str | None) -> dict[str, Any]:
-    """The device's MB/s and the part of it other processes moved: the device's bytes less the run's own (its
-    processes' /proc/PID/io, a managed server's included). Reads only are judged: a write is counted to a process when
-    it dirties the page, to the device when the kernel writes it back, perhaps in another interval."""
+def _others_io(a: dict[str, Any], b: dict[str, Any], seconds: float, device: str | None,
+               own_written_bytes: float | None) -> dict[str, Any]:
+    """The device's MB/s and the part of it other processes moved: the device's reads less the run's own (its
+    processes' /proc/PID/io, a managed server's included), its writes less ``own_written_bytes`` (None: not known)."""
     moved = {name: sum(b["disks"][name][i] - a["disks"][name][i] for i in (1, 4)) for name in b["disks"]
              if name in a["disks"]}
     if device is None or device not in moved:
@@ -257,10 +257,12 @@ def _others_io(a: dict[str, Any], b: dict[str, Any], seconds: float, device: str
         return {}
     read_mb = (b["disks"][device][1] - a["disks"][device][1]) * SECTOR_BYTES / 1e6
     written_mb = (b["disks"][device][4] - a["disks"][device][4]) * SECTOR_BYTES / 1e6
-    own_read_mb, own_written_mb = ((b["io"][i] - a["io"][i]) / 1e6 for i in (0, 1))
+    own_read_mb = (b["read_bytes"] - a["read_bytes"]) / 1e6
     return {"device": device, "device_read_mb_s": round(read_mb / seconds, 2),
+            "device_write_mb_s": round(written_mb / seconds, 2),
             "others_read_mb_s": round(max(0.0, read_mb - own_read_mb) / seconds, 2),
-            "others_write_mb_s": round(max(0.0, written_mb - own_written_mb) / seconds, 2)}
+            "others_write_mb_s": None if own_written_bytes is None else
+            round(max(0.0, written_mb - own_written_bytes / 1e6) / seconds, 2)}
 
 
 def disturbed(machine: dict[str, Any] | None) -> str | None:

@@ -125,7 +125,8 @@ def tables(records: list) -> list[Table]:
             "processes' and the machine's CPU ticks. Server run queue: the server's threads runnable but waiting for "
             "a CPU, on average (/proc/PID/task/*/schedstat); throttled: the share of its CPU cgroup's periods its "
             "quota held it back. PSI: the share of the interval some task was stalled on CPU or I/O "
-            "(/proc/pressure). Others' reads: the device's read MB/s less the run's own. Disturbed: neighbours took "
+            "(/proc/pressure). Others' reads: the device's read MB/s less the run's own; others' writes: its write "
+            "MB/s less what the server's own counters say it wrote (blank where none count it). Disturbed: neighbours took "
             f"more than {DISTURBED_CPU_PCT:g}% of the CPU, or more than {DISTURBED_DEVICE_PCT:g}% of the device's "
             "reads; compare does not call a change between such measurements.")))
     if rows := latency_rows(records):
@@ -174,7 +175,8 @@ def contention_rows(records: list) -> list[dict[str, Any]]:
                      if throttled.get("periods") else None,
                      "PSI cpu %": (m.get("pressure_pct") or {}).get("cpu_some"),
                      "PSI io %": (m.get("pressure_pct") or {}).get("io_some"),
-                     "others' reads MB/s": m.get("others_read_mb_s"), "disturbed": r.extra.get("disturbed", "")})
+                     "others' reads MB/s": m.get("others_read_mb_s"), "others' writes MB/s": m.get("others_write_mb_s"),
+                     "disturbed": r.extra.get("disturbed", "")})
     return rows
 
 

@@ -169,7 +169,9 @@ class Probe:
         assert self._start is not None, "stop() before start()"
         waits = self.sampler.stop() if self.sampler is not None else None
         a, b = self._start, self._snapshot()
-        machine = self.machine.stop()
+        own_written = ((b["blocks"] or {}).get("written_bytes", 0) - a["blocks"]["written_bytes"]
+                       if "written_bytes" in (a["blocks"] or {}) and a["pid"] == b["pid"] else None)
+        machine = self.machine.stop(own_written)
         cgroup = self._cgroup()
         if cgroup is not None and cgroup.read_oom_kills() > self._oom_kills:
             raise MemoryError(last_oom())
