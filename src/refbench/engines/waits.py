@@ -226,7 +226,7 @@ class RunQueueWatch:
 
     def __init__(self, root_pid: int):
         self.root_pid = root_pid
-        self.ticks = self.queued = 0
+        self.queued = 0
         self._last: dict[int, tuple[float, int]] = {}  # pid -> (when read, its run delay in ns then)
         self._ours: dict[int, bool] = {}
 
@@ -257,7 +257,6 @@ class RunQueueWatch:
 
     def classify(self, rows: list) -> list:
         """A sample's rows (class, event, worker, pid) as (class, event, worker), a queued session's as CPU wait."""
-        self.ticks += 1
         now, seen, out = time.monotonic(), {}, []
         for kind, event, worker, pid, *_ in rows:
             delay = self._delay_ns(pid) if isinstance(pid, int) else None

@@ -169,28 +169,28 @@ class Probe:
         assert self._start is not None, "stop() before start()"
         waits = self.sampler.stop() if self.sampler is not None else None
         a, b = self._start, self._snapshot()
-        own_written = ((b["blocks"] or {}).get("written_bytes", 0) - a["blocks"]["written_bytes"]
-                       if "written_bytes" in (a["blocks"] or {}) and a["pid"] == b["pid"] else None)
-        machine = self.machine.stop(own_written)
-        cgroup = self._cgroup()
-        if cgroup is not None and cgroup.read_oom_kills() > self._oom_kills:
-            raise MemoryError(last_oom())
-        seconds = max(b["t"] - a["t"], 1e-9)
         # A server restarted inside the interval (a cold query) is a new process: all of its reads are new, and so
         # are its buffer counters where the engine keeps them in the process (InnoDB's; PostgreSQL saves its own at
         # shutdown). The old process's counters are then no baseline: taken as one, a hit ratio came out at 100.1%.
         restarted = a["pid"] != b["pid"]
         io0 = {} if restarted else a["io"]
         blocks0 = {} if restarted and self.counters_restart_with_server else a["blocks"]
+        # What the server wrote, as its own counters count it: /proc/PID/io charges a page dirtied again after its
+        # flush whole each time (500 commits of 512 bytes: 1,049 MB charged, 6.25 MB on the device).
+        written = (b["blocks"]["written_bytes"] - blocks0["written_bytes"]
+                   if "written_bytes" in (b["blocks"] or {}) and "written_bytes" in blocks0 else None)
+        machine = self.machine.stop(None if restarted else written)
+        cgroup = self._cgroup()
+        if cgroup is not None and cgroup.read_oom_kills() > self._oom_kills:
+            raise MemoryError(last_oom())
+        seconds = max(b["t"] - a["t"], 1e-9)
         out: dict[str, Any] = {"engine": self.engine, "interval_s": round(seconds, 3), "device": self.device,
                                "server_read_mb": None, "server_read_mb_s": None, "server_write_mb_s": None}
         if b["io"]:  # empty for a server refbench does not manage: its processes are not ours to read
             read = b["io"]["read_bytes"] - io0.get("read_bytes", 0)
             out |= {"server_read_mb": round(read / 1e6, 3), "server_read_mb_s": round(read / 1e6 / seconds, 3)}
-        # What the server wrote, as its own counters count it: /proc/PID/io charges a page dirtied again after its
-        # flush whole each time (500 commits of 512 bytes: 1,049 MB charged, 6.25 MB on the device).
-        if "written_bytes" in (b["blocks"] or {}) and "written_bytes" in blocks0:
-            out["server_write_mb_s"] = round((b["blocks"]["written_bytes"] - blocks0["written_bytes"]) / 1e6 / seconds, 3)
+        if written is not None:
+            out["server_write_mb_s"] = round(written / 1e6 / seconds, 3)
         if a["blocks"] and b["blocks"]:
             hit = b["blocks"]["blocks_hit"] - blocks0.get("blocks_hit", 0)
             missed = b["blocks"]["blocks_read"] - blocks0.get("blocks_read", 0)
