@@ -122,6 +122,11 @@ def test_a_throttled_servers_running_and_flush_time_is_time_waiting_for_cpu():
     assert abs(sum(by_event.values()) - 100) < 0.1
     line = explain(reconciled, io, "vda", machine)
     assert line.startswith("waiting for CPU (throttled: a quota of 0.3 CPUs held it back in 183 of 196 periods"), line
+    # Samples a RunQueueWatch found queued while the quota held the server back are the quota's time too.
+    watched = _profile({("CPU wait", QUEUE): 60, ("IO", "WALSync"): 20, ("CPU", "CPU"): 20}, 2.0)
+    said = reconcile(watched, machine, io, {"device_w_await_ms": 0.13})
+    assert said["events"][0]["event"] == QUOTA and all(e["event"] != QUEUE for e in said["events"]), said["events"]
+    assert explain(said, io, "vda", machine).startswith("waiting for CPU (throttled: a quota of 0.3 CPUs")
 
     # The same flushes on a quiet CPU (a device throttled below the block layer, whose await does not show it): the
     # flush stays the limit.

@@ -430,7 +430,8 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     seconds = {(e["class"], e["event"]): e["share_pct"] / 100 * session_s for e in waits["events"]}
     throttled = machine.get("server_throttled") or {}
     throttled_pct = 100 * throttled.get("throttled_periods", 0) / throttled["periods"] if throttled.get("periods") else 0.0
-    cpu_wait = ("CPU wait", QUOTA if throttled_pct >= CPU_EVIDENCE_PCT else QUEUE)
+    held = throttled_pct >= CPU_EVIDENCE_PCT  # by its quota
+    cpu_wait = ("CPU wait", QUOTA if held else QUEUE)
     # Sampled running: on a CPU for as long as the server had one, then queued for as long as its threads were.
     running = seconds.pop(("CPU", "CPU"), 0.0)
     kept = min(running, machine["server_cpu_s"])
@@ -438,7 +439,10 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     # than the threads' run delay shows) the time the cgroup was throttled, during which a thread of it was runnable.
     waited = max(machine.get("server_runqueue_s") or 0.0, throttled.get("throttled_s") or 0.0)
     # Samples a RunQueueWatch already found queued hold part of that run delay.
-    waited = max(0.0, waited - seconds.get(("CPU wait", QUEUE), 0.0))
+    already = seconds.get(("CPU wait", QUEUE), 0.0)
+    waited = max(0.0, waited - already)
+    if already and held:  # queued while the quota held the server back: the quota's time
+        seconds[cpu_wait] = seconds.get(cpu_wait, 0.0) + seconds.pop(("CPU wait", QUEUE))
     queued = min(running - kept, waited)
     unseen = running - kept - queued
     note: dict[str, Any] = {"running_sampled_s": round(running, 2), "server_cpu_s": machine["server_cpu_s"],
@@ -448,14 +452,14 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
     if unseen < max(MIN_MOVED_S, MIN_MOVED_SHARE * running):
         unseen, kept = 0.0, kept + unseen
     # The server's own evidence only: a neighbour's load on the machine starves this server when its threads queue.
-    starved = throttled_pct >= CPU_EVIDENCE_PCT or 100 * waited / session_s >= CPU_EVIDENCE_PCT
+    starved = held or 100 * waited / session_s >= CPU_EVIDENCE_PCT
     # What the run delay left after the sampled running: the most of a flush or read wait that can have been
     # waiting for a CPU (a device throttled above its queue also makes flushes far slower than its await).
     beyond, unexplained_queue = 0.0, max(0.0, waited - queued)
     for kind, event in list(seconds):
         what = meaning(kind, event)
         per_op, await_ms = _times(what, io, device)
-        if what in ("flush", "read") and await_ms is None and throttled_pct >= CPU_EVIDENCE_PCT:
+        if what in ("flush", "read") and await_ms is None and held:
             # A server whose device refbench cannot see (a user's, by --dsn), held back by its quota: its threads'
             # measured queueing is the stronger evidence, and takes the wait's time up to what it left.
             moved = min(seconds[(kind, event)], unexplained_queue - beyond)
@@ -468,7 +472,7 @@ def reconcile(waits: dict[str, Any], machine: dict[str, Any] | None, io: dict[st
             seconds[(kind, event)] -= moved
             beyond += moved
             note[f"{what}_ms_per_op"], note[f"device_{what}_await_ms"] = per_op, await_ms
-    if not (queued or unseen or beyond):
+    if not (queued or unseen or beyond or (already and held)):
         return {**waits, "reconciled": note}
     seconds[("CPU", "CPU")] = kept
     seconds[cpu_wait] = seconds.get(cpu_wait, 0.0) + queued + beyond
