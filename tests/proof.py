@@ -23,7 +23,7 @@ GUARDED = {
     "src/refbench/figures/__init__.py": None,
     "src/refbench/catalog/__init__.py": "Catalog.spreads",
 }
-PARTS = ["pairs", "synchronous_commit=off", "1 → 4 users", "write-throttled device"]
+PARTS = ["pairs", "memory hog", "synchronous_commit=off", "1 → 4 users", "write-throttled device"]
 
 
 def _without_docstrings(tree: ast.AST) -> ast.AST:

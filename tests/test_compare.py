@@ -107,6 +107,43 @@ def test_noise_is_not_a_change_and_runs_or_repeats_are_the_replicates(tmp_path, 
 
 
 @pytest.mark.live
+def test_a_disturbed_repeat_is_left_out_and_said_not_its_whole_side(tmp_path, refbench):
+    import json
+
+    common = ("--set", "sleepy.cases=1", "--noise-pct", "5", "--repeats", "3")
+    a, b, c = (_run(refbench, tmp_path, *common, "--seed", str(seed)) for seed in (1, 2, 3))
+    for run, repeats in ((b, ("-r2",)), (c, ("", "-r2", "-r3"))):  # one of B's repeats, all of C's
+        for repeat in repeats:
+            path = run / "records" / "sleepy" / f"case-000{repeat}.json"
+            record = json.loads(path.read_text())
+            record["extra"]["disturbed"] = "other processes used 40% of the CPU"
+            path.write_text(json.dumps(record))
+    result = refbench("compare", str(a), str(b), str(c), "--json", "--metric", "ops_per_s")
+    assert result.code == 0, result.stderr
+    rows = {f["vs"]: f for f in result.json()["figures"] if f["case"] == "case-000"}
+    assert rows["B"]["n"] == [3, 2] and rows["B"]["answer"] != "not compared", rows["B"]
+    assert rows["B"]["left_out"] == "B: 1 of 3 repeats left out, disturbed: other processes used 40% of the CPU"
+    assert rows["C"]["answer"] == "not compared" and rows["C"]["why"].startswith("disturbed: C: other processes")
+    # A side of runs: C, disturbed throughout, is left out of the side {B, C}.
+    sides = refbench("compare", str(a), f"{b},{c}", "--json", "--metric", "ops_per_s")
+    row, = [f for f in sides.json()["figures"] if f["case"] == "case-000"]
+    assert row["answer"] != "not compared" and row["left_out"].startswith("B: 1 of 2 runs left out"), row
+    shown = refbench("compare", str(a), str(b), "--metric", "ops_per_s")
+    assert "B: 1 of 3 repeats left out, disturbed: other processes used 40% of the CPU" in shown.stdout, shown.stdout
+    assert "measured" not in shown.stdout  # one run a side, one after the other: nothing to say
+    # B measured two hours after A: said, with what would tell drift from change.
+    meta = json.loads((b / "run.json").read_text())
+    meta["started_utc"], meta["ended_utc"] = "2099-01-01T02:00:00Z", "2099-01-01T02:01:00Z"
+    (b / "run.json").write_text(json.dumps(meta))
+    meta = json.loads((a / "run.json").read_text())
+    meta["started_utc"], meta["ended_utc"] = "2099-01-01T00:00:00Z", "2099-01-01T00:01:00Z"
+    (a / "run.json").write_text(json.dumps(meta))
+    apart = refbench("compare", str(a), str(b), "--metric", "ops_per_s")
+    assert "B measured 119 min after A, not in turn with it: a change may be this host's drift" in \
+        " ".join(apart.stdout.split()), apart.stdout
+
+
+@pytest.mark.live
 def test_compare_needs_two_runs_and_its_help_fits_80_columns(tmp_path, refbench):
     run = _run(refbench, tmp_path)
     alone = refbench("compare", str(run))
@@ -256,7 +293,8 @@ def test_runs_of_one_configuration_give_this_hosts_run_to_run_spread(tmp_path, r
         catalog.update()
         spreads = catalog.spreads(run.meta.get("host"), run.plan.profile, [("sleepy", "case-000", "ops_per_s")],
                                   {configuration(run.meta["plan"])})[("sleepy", "case-000", "ops_per_s")]
-    assert spreads["runs"].source == "3 runs of this configuration on this host" and spreads["runs"].df == 2
+    assert re.fullmatch(r"3 runs of this configuration on this host, \d{4}-\d\d-\d\d \d\d:\d\d(–\d\d:\d\d)? UTC",
+                        spreads["runs"].source) and spreads["runs"].df == 2, spreads["runs"].source
     assert spreads["repeats"].source == "6 repeats in 3 runs on this host"
 
     # Repeats within each run that agree closely, runs that do not: the run is the replicate, the wider interval kept.

@@ -79,22 +79,41 @@ def test_others_writes_are_the_devices_writes_less_what_the_runs_own_counters_sa
     from refbench.host.contention import split
 
     sectors = lambda read_mb, written_mb: [0, int(read_mb * 1e6 / 512), 0, 0, int(written_mb * 1e6 / 512)]  # noqa: E731
-    a = {"t": 0.0, "machine": {}, "server": None, "pressure": {}, "disks": {"vda": sectors(0, 0)}, "read_bytes": 0}
-    b = {"t": 10.0, "machine": {}, "server": None, "pressure": {}, "disks": {"vda": sectors(40, 300)},
-         "read_bytes": int(30e6)}
+    a = {"t": 0.0, "machine": {}, "server": None, "pressure": {}, "disks": {"vda": sectors(0, 0)}, "read_bytes": 0,
+         "own_run_delay": {}, "available_mb": 20_000.0}
+    b = {**a, "t": 10.0, "disks": {"vda": sectors(40, 300)}, "read_bytes": int(30e6), "available_mb": 19_000.0}
     counted = split(a, b, "vda", own_written_bytes=60e6)
     assert (counted["device_write_mb_s"], counted["others_write_mb_s"]) == (30.0, 24.0)
     assert (counted["device_read_mb_s"], counted["others_read_mb_s"]) == (4.0, 1.0)
     assert split(a, b, "vda")["others_write_mb_s"] is None  # nothing counted the run's writes: not known
     assert split(a, b, "vda", own_written_bytes=500e6)["others_write_mb_s"] == 0.0  # written back after the interval
+    assert counted["memory_available_mb"] == 19_000  # the least of the interval's two readings
 
 
-def test_disturbed_is_said_from_the_neighbours_share_of_the_cpu_or_of_the_devices_reads(monkeypatch):
+def test_disturbed_is_said_from_what_the_neighbours_took_cpu_queued_for_device_reads_writes_and_memory(monkeypatch):
     monkeypatch.delenv("REFBENCH_DISTURBED")
     assert disturbed({"others_pct": 61.0, "steal_pct": 0.0}) == "other processes used 61% of the CPU"
     assert disturbed({"others_pct": 12.0, "steal_pct": 0.5}) is None
     said = disturbed({"others_pct": 3.0, "device": "vda", "device_read_mb_s": 100.0, "others_read_mb_s": 80.0})
     assert said == "other processes read 80.0 of 100.0 MB/s from vda"
+    # Measured on this VM, quick oltp at 2 users (tests/neighbours.py's neighbours): quiet, then a loop taking 18%
+    # of the CPU, which queued the server's threads twice as long and cost 35% of NOPM; then a 4 KiB writer.
+    quiet = {"others_pct": 0.0, "steal_pct": 0.0, "server_runqueue_avg": 0.31, "own_runqueue_avg": 0.02,
+             "device": "vda", "device_write_mb_s": 29.98, "others_write_mb_s": 22.08, "memory_available_mb": 21_000}
+    assert disturbed(quiet) is None
+    loop = {**quiet, "others_pct": 18.1, "server_runqueue_avg": 0.58}
+    assert disturbed(loop) == ("other processes used 18% of the CPU while the run's threads queued for one (0.6 "
+                               "waiting on average)")
+    assert disturbed({**loop, "server_runqueue_avg": 0.05, "own_runqueue_avg": 0.05}) is None  # it took idle time
+    writer = {**quiet, "device_write_mb_s": 61.09, "others_write_mb_s": 57.56}
+    assert disturbed(writer) == "other processes wrote 58 of the 61 MB/s written to vda"
+    heavy = {**quiet, "device_write_mb_s": 300.0, "others_write_mb_s": 150.0}  # a heavy run's own uncounted writes
+    assert disturbed(heavy) is None
+    # A cache bound of 1,024 MB over 400 MB of data, beside a process holding all but 250 MB of the memory.
+    storage = {"bound": {"cache_mb": 1024, "shared_buffers_mb": 128}, "data_mb": 400.0, "page_cache_end_mb": 60.0}
+    assert disturbed({**quiet, "memory_available_mb": 250}, storage) == (
+        "other processes left the server 310 MB for its page cache of 1,024 MB (its data 400 MB)")
+    assert disturbed({**quiet, "memory_available_mb": 250}, {**storage, "page_cache_end_mb": 390.0}) is None
     monkeypatch.setenv("REFBENCH_DISTURBED", "off")
     assert disturbed({"others_pct": 61.0}) is None
 

@@ -332,7 +332,8 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
         ctx.telemetry.wait_for_sample_after(t1, slack_s=1.0)
     window = ctx.telemetry.window(t0, t1)
     record.telemetry = (window.to_dict() if window else {}) | {"machine": split}
-    if said := disturbed((record.extra.get("storage") or {}).get("machine") or split):
+    storage = record.extra.get("storage") or {}
+    if said := disturbed(storage.get("machine") or split, storage):
         record.extra["disturbed"] = said
         ctx.log(f"disturbed: {said} while {case.id} was measured; its figures are kept and marked")
     run.write_record(record)

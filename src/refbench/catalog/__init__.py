@@ -185,7 +185,7 @@ class Catalog:
         the repeats of the same case within runs, else of the same figure of the suite's other cases (a like
         configuration)."""
         out: dict[tuple[str, str, str], dict[str, Spread]] = {}
-        query = ("SELECT x.case_id, x.value, x.log_sd, x.n, r.run, r.plan FROM figures x JOIN runs r USING (run) "
+        query = ("SELECT x.case_id, x.value, x.log_sd, x.n, r.run, r.plan, r.started_utc FROM figures x JOIN runs r USING (run) "
                  # A run its neighbours disturbed spreads by their load, not by this host's own noise.
                  "WHERE r.host IS ? AND r.profile IS ? AND x.suite = ? AND x.metric = ? AND x.disturbed IS NULL "
                  "ORDER BY r.started_utc DESC, r.run DESC")
@@ -206,21 +206,25 @@ class Catalog:
             mine = by_case[(suite, metric)].get(case, [])
             spreads = {}
             by_configuration: dict[str, list[float]] = {}
-            for _, value, _, _, run, plan in mine:
+            dates: dict[str, list[str]] = {}
+            for _, value, _, _, run, plan, started in mine:
                 if value and value > 0:
                     if run not in plans:
                         plans[run] = configuration(json.loads(plan or "{}"))
                     if plans[run] in configurations:
                         by_configuration.setdefault(plans[run], []).append(value)
+                        dates.setdefault(plans[run], []).append(started or "")
             groups = [s for values in by_configuration.values() if (s := log_spread(values)) is not None]
             if (spread := pooled(groups)) is not None and spread[1] >= 2 and spread[0] > 0:
                 runs = sum(d + 1 for _, d in groups)
-                spreads["runs"] = Spread(spread[0], spread[1], f"{runs} runs of {'this configuration' if len(groups) == 1 else 'these configurations'} on this host")
+                when = sorted(d for c, values in by_configuration.items() if len(values) > 1 for d in dates[c] if d)
+                spreads["runs"] = Spread(spread[0], spread[1], f"{runs} runs of {'this configuration' if len(groups) == 1 else 'these configurations'} on this host"
+                                         + (f", {_span(when[0], when[-1])}" if when else ""))
             repeated = repeated_of[(suite, metric)]
             same = [row for row in mine if row[3] and row[3] > 1 and row[2] is not None]
             chosen, like = (same, "") if same else (repeated, f" of other {suite} cases")
             runs_used = list(dict.fromkeys(row[4] for row in chosen))[:5]
-            parts = [(sd, n - 1) for _, _, sd, n, run, _ in chosen if run in runs_used]
+            parts = [(sd, n - 1) for _, _, sd, n, run, _, _ in chosen if run in runs_used]
             if (spread := pooled(parts)) is not None and spread[0] > 0:
                 repeats = sum(d + 1 for _, d in parts)
                 spreads["repeats"] = Spread(spread[0], spread[1], f"{repeats} repeats{like} in {len(runs_used)} "
@@ -232,6 +236,14 @@ class Catalog:
     def values(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Rows of a query over the catalog's tables (history.py's two kinds of figure)."""
         return list(self.db.execute(sql, args))
+
+
+def _span(first: str, last: str) -> str:
+    """Two ISO UTC times as a span a reader takes in: "2026-11-29 17:36–18:20 UTC", a date only where it differs."""
+    a, b = first[:16].replace("T", " "), last[:16].replace("T", " ")
+    if a == b:
+        return f"{a} UTC"
+    return f"{a}–{b[11:] if a[:10] == b[:10] else b} UTC"
 
 
 def index_run(run: Run, console: Any) -> None:

@@ -51,7 +51,8 @@ class Figure:
     value: float
     samples: list[float] = field(default_factory=list)  # its replicates (repeats, or runs of a side), or none
     source: str = "1 measurement"
-    disturbed: str = ""  # neighbours took the machine while a replicate was measured (host.contention): how
+    disturbed: str = ""  # neighbours took the machine while its replicates were measured (host.contention): how
+    left_out: str = ""  # the replicates left out because neighbours disturbed them, and how ("1 of 3 repeats: …")
 
 
 def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str, str], Figure]:
@@ -63,13 +64,18 @@ def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None)
         return _cluster_figures(run)
     out: dict[tuple[str, str, str], Figure] = {}
     for (suite, case), records in (groups or repeat_groups(run)).items():
-        disturbed = next((r.extra["disturbed"] for r in records if r.extra.get("disturbed")), "")
+        # A disturbed repeat is left out when a clean one remains; the figure is disturbed when none does.
+        clean = [r for r in records if not r.extra.get("disturbed")]
+        reason = next((r.extra["disturbed"] for r in records if r.extra.get("disturbed")), "")
+        left_out = f"{len(records) - len(clean)} of {len(records)} repeats left out, disturbed: {reason}" \
+            if clean and reason else ""
         for metric in dict.fromkeys(m for r in records for m in r.metrics):
-            values = [r.metrics[metric] for r in records if is_figure(r.metrics.get(metric))]
+            values = [r.metrics[metric] for r in clean or records if is_figure(r.metrics.get(metric))]
             if not values:
                 continue
             out[(suite, case, metric)] = Figure(statistics.fmean(values), values if len(values) > 1 else [],
-                                                f"{len(values)} repeats" if len(values) > 1 else "1 measurement", disturbed)
+                                                f"{len(values)} repeats" if len(values) > 1 else "1 measurement",
+                                                "" if clean else reason, left_out)
     return out
 
 
@@ -79,9 +85,20 @@ def side_figures(runs: list[Run]) -> dict[tuple[str, str, str], Figure]:
     if len(runs) == 1:
         return figures(runs[0])
     each = [figures(run) for run in runs]
-    return {key: Figure(statistics.fmean(values := [f[key].value for f in each]), values, f"{len(runs)} runs",
-                        next((f[key].disturbed for f in each if f[key].disturbed), ""))
-            for key in each[0] if all(key in f for f in each)}
+    out = {}
+    for key in each[0]:
+        if not all(key in f for f in each):
+            continue
+        mine = [f[key] for f in each]
+        clean = [f for f in mine if not f.disturbed]  # a disturbed run is left out when a clean one remains
+        reason = next((f.disturbed for f in mine if f.disturbed), "")
+        values = [f.value for f in clean or mine]
+        out[key] = Figure(statistics.fmean(values), values if len(values) > 1 else [],
+                          f"{len(values)} runs" if len(values) > 1 else "1 run",
+                          "" if clean else reason,
+                          f"{len(mine) - len(clean)} of {len(mine)} runs left out, disturbed: {reason}" if clean and reason
+                          else "; ".join(f.left_out for f in mine if f.left_out))
+    return out
 
 
 def repeat_groups(run: Run) -> dict[tuple[str, str], list[Record]]:

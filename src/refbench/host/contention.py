@@ -12,8 +12,10 @@ its reads less the run's own (/proc/PID/io, which counts a read when it is asked
 the run's own counters say it wrote (an engine's; /proc/PID/io charges a write when a page is dirtied, a page dirtied
 again after its flush whole each time, so it is never taken as bytes written).
 
-A measurement is *disturbed* when neighbours took more than DISTURBED_CPU_PCT of the machine's CPU, or read more than
-DISTURBED_DEVICE_PCT of the bytes the device read; its figures are kept, marked, and not compared as if quiet.
+A measurement is *disturbed* when its neighbours cost it what they can be proven to have taken: more than
+DISTURBED_CPU_PCT of the machine's CPU, or QUEUED_CPU_PCT while the run's threads queued for a CPU; more than
+DISTURBED_DEVICE_PCT of the bytes the device read; DISTURBED_WRITE_MB_S of device writes the run did not make; or
+the memory a cache bound promised the server. Its figures are kept, marked, and not compared as if quiet.
 
 Units: seconds of CPU; percentages of the machine's CPU time (all cores) or of the interval; MB = 10^6 bytes.
 """
@@ -33,6 +35,16 @@ TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 DISTURBED_CPU_PCT = 25.0  # of the machine's CPU time: half a core of two, a whole one of four
 DISTURBED_DEVICE_PCT = 50.0  # of the bytes the measured device read
 DISTURBED_DEVICE_MIN_MB_S = 5.0  # neighbours reading less than this do not disturb a device, whatever their share
+# A light neighbour costs a run whose threads queue for a CPU: a loop taking 18% of this 2-core VM queued the
+# server's threads twice as long (0.30 → 0.59 threads waiting on average) and cost 2 users 35% of their NOPM.
+QUEUED_CPU_PCT = 10.0
+QUEUED_THREADS = 0.2  # the server's and the run's threads waiting for a CPU, on average
+# Device writes beyond what the run's counters say it wrote: the engines count their data and log pages, not the
+# file system's journal nor a new WAL segment's zeroes, so a quiet run leaves up to 22 MB/s unexplained here; a
+# 4 KiB random writer beside it, 57–79.
+DISTURBED_WRITE_MB_S = 40.0
+OWN_WRITES_UNCOUNTED = 2.0  # × the run's counted writes: what a heavier run may leave unexplained (quiet here: 1–2.8×)
+MEMORY_SHORT = 0.9  # of the page cache a bound promised, what must have been there
 PRESSURE = ("cpu", "io", "memory")
 MIN_INTERVAL_S = 1.0  # CPU time is counted in ticks of 10 ms: a shorter interval's split would be mostly rounding
 
@@ -151,6 +163,17 @@ def cpu_quota(cpu_dir: Path | None) -> float | None:
         return None
 
 
+def available_mb() -> float | None:
+    """The memory the kernel says could be given to a new demand without swapping (MemAvailable), in MB."""
+    try:
+        for line in (PROC / "meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _tree_read_bytes(pids: list[int]) -> int:
     return sum(read_process_io(pid).get("read_bytes", 0) for pid in pids)
 
@@ -179,6 +202,7 @@ class MachineTime:
             # A server started inside refbench's tree is the run's own child: its time is the server's, not the run's.
             "server_ticks": {p: cpu_ticks(p) for p in server_tree},
             "run_delay": {p: run_delay_ns(p) for p in server_tree},
+            "own_run_delay": {p: run_delay_ns(p) for p in own_tree}, "available_mb": available_mb(),
             "throttling": throttling(cpu_dir), "quota": cpu_quota(cpu_dir),
             "server_pressure": pressure_totals(v2_dir, suffix=".pressure") if v2_dir else {},
             "pressure": pressure_totals(PROC / "pressure"),
@@ -218,6 +242,10 @@ def split(a: dict[str, Any], b: dict[str, Any], device: str | None, own_written_
                 "own_pct": _pct(own_s, capacity_s), "server_pct": None if server_s is None else _pct(server_s, capacity_s),
                 "others_pct": _pct(others_s, capacity_s), "steal_pct": _pct(steal_s, capacity_s),
                 "idle_pct": _pct((d["idle"] + d["iowait"]) / TICKS_PER_S, capacity_s)}
+    own_delay_ns = sum(b["own_run_delay"][p] - a["own_run_delay"][p] for p in b["own_run_delay"] if p in a["own_run_delay"])
+    out["own_runqueue_avg"] = round(max(0, own_delay_ns) / 1e9 / seconds, 3)  # the run's threads waiting, on average
+    if a["available_mb"] is not None and b["available_mb"] is not None:
+        out["memory_available_mb"] = round(min(a["available_mb"], b["available_mb"]))
     if a["server"] and a["server"] == b["server"]:
         delay_ns = sum(b["run_delay"][p] - a["run_delay"][p] for p in b["run_delay"] if p in a["run_delay"])
         out["server_runqueue_s"] = round(max(0, delay_ns) / 1e9, 3)
@@ -265,17 +293,42 @@ def _others_io(a: dict[str, Any], b: dict[str, Any], seconds: float, device: str
             round(max(0.0, written_mb - own_written_bytes / 1e6) / seconds, 2)}
 
 
-def disturbed(machine: dict[str, Any] | None) -> str | None:
-    """Why an interval was disturbed by its neighbours, in words ("other processes used 61% of the CPU"), or None.
+def disturbed(machine: dict[str, Any] | None, storage: dict[str, Any] | None = None) -> str | None:
+    """What neighbours cost an interval, in words ("other processes used 61% of the CPU"), or None when it was clean.
+    ``storage``: a database probe's figures, whose cache bound says what memory the server was promised.
     REFBENCH_DISTURBED=off judges none (refbench's own tests, which run beside each other on purpose)."""
     if not machine or os.environ.get("REFBENCH_DISTURBED", "").lower() == "off":
         return None
     said = []
     others, steal = machine.get("others_pct") or 0.0, machine.get("steal_pct") or 0.0
+    queued = (machine.get("server_runqueue_avg") or 0.0) + (machine.get("own_runqueue_avg") or 0.0)
+    taken = f"other processes used {others:.0f}% of the CPU" + (f" and the hypervisor took {steal:.0f}% (steal)"
+                                                               if steal >= 1 else "")
     if others + steal > DISTURBED_CPU_PCT:
-        said.append(f"other processes used {others:.0f}% of the CPU" + (f" and the hypervisor took {steal:.0f}% (steal)"
-                                                                        if steal >= 1 else ""))
+        said.append(taken)
+    elif others + steal >= QUEUED_CPU_PCT and queued >= QUEUED_THREADS:
+        said.append(f"{taken} while the run's threads queued for one ({queued:.2g} waiting on average)")
+    device = machine.get("device")
     read, others_read = machine.get("device_read_mb_s") or 0.0, machine.get("others_read_mb_s") or 0.0
     if others_read >= DISTURBED_DEVICE_MIN_MB_S and read and 100 * others_read / read > DISTURBED_DEVICE_PCT:
-        said.append(f"other processes read {others_read:,.1f} of {read:,.1f} MB/s from {machine['device']}")
+        said.append(f"other processes read {others_read:,.1f} of {read:,.1f} MB/s from {device}")
+    written, others_write = machine.get("device_write_mb_s") or 0.0, machine.get("others_write_mb_s") or 0.0
+    if others_write >= max(DISTURBED_WRITE_MB_S, OWN_WRITES_UNCOUNTED * (written - others_write)):
+        said.append(f"other processes wrote {others_write:,.0f} of the {written:,.0f} MB/s written to {device}")
+    if short := _memory_short(machine, storage or {}):
+        said.append(short)
     return "; ".join(said) or None
+
+
+def _memory_short(machine: dict[str, Any], storage: dict[str, Any]) -> str | None:
+    """The page cache a cache bound promised the server, when other processes left less of it than the data needed:
+    what the server's cgroup held at the end and the memory still available."""
+    bound, available = storage.get("bound") or {}, machine.get("memory_available_mb")
+    if not bound.get("cache_mb") or available is None or storage.get("page_cache_end_mb") is None:
+        return None
+    needed = min(bound["cache_mb"], storage.get("data_mb") or bound["cache_mb"])
+    room = available + storage["page_cache_end_mb"]
+    if room >= MEMORY_SHORT * needed:
+        return None
+    return (f"other processes left the server {room:,.0f} MB for its page cache of {bound['cache_mb']:,} MB "
+            f"(its data {storage.get('data_mb') or 0:,.0f} MB)")

@@ -125,6 +125,7 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
     rows = []
     for letter, other, side, others_headlines in zip(letters(runs)[1:], runs[1:], sides[1:], headlines_of[1:]):
         other_figures = side_figures(side)
+        apart = measured_apart(sides[0], side, letter)
         have = {suite for suite, _, _ in headlines}
         headlines |= {k: name for k, name in others_headlines.items() if k[0] not in have}
         crossed = across_cases(headlines_of[0], others_headlines, base_figures, other_figures)
@@ -156,10 +157,46 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
                    "ci_low": None if est.low is None else round(est.low, 4),
                    "ci_high": None if est.high is None else round(est.high, 4),
                    "interval": est.interval_words(), "answer": answer, "why": why, "estimate": est,
+                   "left_out": "" if disturbance else
+                   "; ".join(f"{side}: {f.left_out}" for side, f in (("A", fa), (letter, fb)) if f.left_out),
+                   "apart": apart,
                    "repeats_for_5pct": E.repeats_to_resolve(est.log_sd, family=est.family)
                    if est.log_sd and not est.significant else None}
             rows.append(row)
     return rows
+
+
+APART_S = 600  # sides measured further apart than this (or several runs a side, not in turn) are said to be
+
+
+def measured_apart(a: list[Run], b: list[Run], letter: str) -> str:
+    """When two sides were measured apart, in words ("B measured 44 min after A: …"); "" when their runs were
+    taken in turn or close together. A host drifts (its caches, its neighbours, the hypervisor's other guests), and
+    a change between sides measured apart is the drift's as much as the configuration's."""
+    def span(side: list[Run]) -> tuple[float, float] | None:
+        times = [(_epoch(r.meta.get("started_utc")), _epoch(r.meta.get("ended_utc"))) for r in side]
+        if any(t is None for pair in times for t in pair):
+            return None
+        return min(t[0] for t in times), max(t[1] for t in times)
+
+    sa, sb = span(a), span(b)
+    if sa is None or sb is None or (sa[0] < sb[1] and sb[0] < sa[1]):  # unknown, or interleaved
+        return ""
+    gap = sb[0] - sa[1] if sb[0] >= sa[1] else sa[0] - sb[1]
+    if gap <= APART_S and len(a) == 1 and len(b) == 1:
+        return ""
+    when = f"{gap / 60:.0f} min {'after' if sb[0] >= sa[1] else 'before'} A"
+    return (f"{letter} measured {when}, not in turn with it: a change may be this host's drift; runs of each "
+            f"side taken in turn (A, {letter}, A, {letter}) tell them apart")
+
+
+def _epoch(iso: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _disturbance(a: Figure, b: Figure, letter: str) -> str:
@@ -256,7 +293,8 @@ def answers(shared: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out += [{"kind": "headline", "vs": letter, "suite": suite, "figure": r["name"], "case": r["case"],
                      "metric": r["metric"], "ratio": r["B"] / r["A"] if r["A"] else None, "ci_low": r["ci_low"],
                      "ci_high": r["ci_high"], "interval": r["interval"], "n": r["n"], "answer": r["answer"],
-                     "why": r["why"], "basis": r["basis"], "repeats_for_5pct": r["repeats_for_5pct"]} for r in mine_heads]
+                     "why": r["why"], "basis": r["basis"], "repeats_for_5pct": r["repeats_for_5pct"],
+                     "left_out": r["left_out"], "apart": r["apart"]} for r in mine_heads]
     return out
 
 
@@ -316,6 +354,7 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
     said = " ".join(a["answer"] for a in found if a["kind"] != "headline")  # a suite's line may have said why
     terms += [f"not compared: {why}" for why in dict.fromkeys(a["why"] for a in headlines if a["answer"] == "not compared")
               if why not in said]
+    terms += list(dict.fromkeys(a[key] for key in ("left_out", "apart") for a in headlines if a.get(key)))
     unsure = [a for a in headlines if a["answer"] == "cannot tell"]
     if unsure:
         counts = [a["repeats_for_5pct"] for a in unsure if a["repeats_for_5pct"]]
