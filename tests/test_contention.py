@@ -93,7 +93,7 @@ def test_others_writes_are_the_devices_writes_less_what_the_runs_own_counters_sa
 def test_disturbed_is_said_from_what_the_neighbours_took_cpu_queued_for_device_reads_writes_and_memory(monkeypatch):
     monkeypatch.delenv("REFBENCH_DISTURBED")
     assert disturbed({"others_pct": 61.0, "steal_pct": 0.0}) == "other processes used 61% of the CPU"
-    assert disturbed({"others_pct": 12.0, "steal_pct": 0.5}) is None
+    assert disturbed({"others_pct": 12.0, "steal_pct": 0.5}) is None  # nothing of the run's queued meanwhile
     said = disturbed({"others_pct": 3.0, "device": "vda", "device_read_mb_s": 100.0, "others_read_mb_s": 80.0})
     assert said == "other processes read 80.0 of 100.0 MB/s from vda"
     # Measured on this VM, quick oltp at 2 users (tests/neighbours.py's neighbours): quiet, then a loop taking 18%
@@ -102,9 +102,10 @@ def test_disturbed_is_said_from_what_the_neighbours_took_cpu_queued_for_device_r
              "device": "vda", "device_write_mb_s": 29.98, "others_write_mb_s": 22.08, "memory_available_mb": 21_000}
     assert disturbed(quiet) is None
     loop = {**quiet, "others_pct": 18.1, "server_runqueue_avg": 0.58}
-    assert disturbed(loop) == ("other processes used 18% of the CPU while the run's threads queued for one (0.6 "
-                               "waiting on average)")
-    assert disturbed({**loop, "server_runqueue_avg": 0.05, "own_runqueue_avg": 0.05}) is None  # it took idle time
+    assert disturbed(loop) == "other processes used 18% of the CPU"
+    light = {**loop, "others_pct": 12.0}
+    assert disturbed(light).endswith("while the run's threads queued for one (0.6 waiting on average)")
+    assert disturbed({**light, "server_runqueue_avg": 0.03, "own_runqueue_avg": 0.02}) is None  # it took idle time
     writer = {**quiet, "device_write_mb_s": 61.09, "others_write_mb_s": 57.56}
     assert disturbed(writer) == "other processes wrote 58 of the 61 MB/s written to vda"
     heavy = {**quiet, "device_write_mb_s": 300.0, "others_write_mb_s": 150.0}  # a heavy run's own uncounted writes
@@ -407,3 +408,41 @@ def test_a_users_server_on_this_host_has_its_time_split_out_too(refbench, tmp_pa
     assert machine["server_cpu_s"] > 0 and "server_runqueue_s" in machine, machine  # found from its connection
     assert storage["server_read_mb"] is None  # its own I/O is still not refbench's to read
     assert "reconciled" in storage["waits"]
+
+
+def test_the_canary_says_what_moved_beyond_its_own_spread(tmp_path):
+    from refbench.host import canary
+
+    probe = canary.probe(tmp_path / "canary")
+    assert all(probe[k] is None or probe[k] > 0 for k in canary.FIGURES) and probe["fsync_ms"] is not None, probe
+    assert probe["cost_ms"] < 1000, probe  # a hang guard: the probe is milliseconds (docs/neighbours.md)
+    quiet = [{"cpu_ms": 0.70, "fsync_ms": 0.26, "read_ms": 0.08}, {"cpu_ms": 0.75, "fsync_ms": 0.30, "read_ms": 0.09},
+             {"cpu_ms": 0.72, "fsync_ms": 0.24, "read_ms": 0.08}]
+    assert canary.moved(quiet, [{"cpu_ms": 0.74, "fsync_ms": 0.29, "read_ms": 0.09}]) == ""
+    shared = [{**p, "fsync_ms": f} for p, f in zip(quiet, (0.85, 0.9, 0.8))]  # another VM writing to the same storage
+    assert canary.moved(quiet, shared) == "fsync 0.26 → 0.85 ms"
+    assert canary.moved(shared, quiet) == "fsync 0.85 → 0.26 ms"
+    # One loud probe among quiet ones is within the spread the side already had.
+    assert canary.moved(quiet + [{"cpu_ms": 0.7, "fsync_ms": 0.9, "read_ms": 0.08}], shared[:1] + quiet) == ""
+
+
+@pytest.mark.live
+def test_each_case_keeps_its_canary_and_compare_says_when_the_host_changed(tmp_path, refbench):
+    made = []
+    for _ in range(2):
+        result = refbench("sleepy", "--runs-dir", "runs", "--set", "sleepy.sleep_s=0", "--set", "sleepy.cases=2")
+        assert result.code == 0, result.stderr
+        made.append(Path(result.last_line) if Path(result.last_line).is_absolute() else tmp_path / result.last_line)
+    record = json.loads((made[0] / "records" / "sleepy" / "case-000.json").read_text())
+    assert set(record["extra"]["canary"]) == {"before", "after"} and record["extra"]["canary"]["after"]["fsync_ms"] > 0
+    for path in (made[1] / "records" / "sleepy").glob("*.json"):  # B's host: its fsyncs five times as slow
+        changed = json.loads(path.read_text())
+        for probe in changed["extra"]["canary"].values():
+            probe["fsync_ms"] = 5 * max(p["fsync_ms"] for r in (made[0] / "records" / "sleepy").glob("*.json")
+                                        for p in json.loads(r.read_text())["extra"]["canary"].values()) + 1
+        path.write_text(json.dumps(changed))
+    compared = refbench("compare", str(made[0]), str(made[1]))
+    assert compared.code == 0, compared.stderr
+    assert "the host changed between A and B: fsync " in compared.stdout, compared.stdout
+    quiet = refbench("compare", str(made[0]), str(made[0]))
+    assert "the host changed" not in quiet.stdout

@@ -33,9 +33,9 @@ def test_a_change_to_what_the_code_does_breaks_its_fingerprint_and_a_comment_doe
         assert old in source
         return proof.fingerprint(source.replace(old, new, 1))
 
-    assert edited("DISTURBED_CPU_PCT = 25.0", "DISTURBED_CPU_PCT = 25.0  # a new comment") == before
+    assert edited("DISTURBED_CPU_PCT = 15.0", "DISTURBED_CPU_PCT = 15.0  # a new comment") == before
     assert edited('"""Where the machine', '"""Reworded: where the machine') == before
-    assert edited("DISTURBED_CPU_PCT = 25.0", "DISTURBED_CPU_PCT = 30.0") != before
+    assert edited("DISTURBED_CPU_PCT = 15.0", "DISTURBED_CPU_PCT = 20.0") != before
     catalog = (proof.ROOT / "src/refbench/catalog/__init__.py").read_text()
     spreads = proof.fingerprint(catalog, "Catalog.spreads")
     assert "newest: int = 20" in catalog

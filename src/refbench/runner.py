@@ -23,7 +23,7 @@ from refbench.engines import last_server_failure
 from refbench.errors import UserError
 from refbench.engines.managed import ServerDidNotStart
 from refbench.exhaustion import ResourceExhausted, explain, resource_of
-from refbench.host import inventory, tuning
+from refbench.host import canary, inventory, tuning
 from refbench.host.cachebound import last_oom
 from refbench.host.contention import MachineTime, disturbed
 from refbench.host.telemetry import Sampler
@@ -315,6 +315,8 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console, quiet: bool
 def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     shutil.rmtree(run.raw_dir(suite.name, case.id), ignore_errors=True)  # an interrupted attempt's output
     started = utc_now()
+    canary_dir = ctx.work_dir / "canary"
+    before = canary.probe(canary_dir)  # what the host gives a fixed probe, before and after the case
     machine = MachineTime()  # the whole case; a database suite's probe splits its measured interval with the server's
     machine.start()
     t0 = time.time()
@@ -323,7 +325,14 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     record = suite.measure(ctx, case)
     t1 = time.time()
     split = machine.stop()
+    after = canary.probe(canary_dir)
     record.suite, record.case_id, record.params = suite.name, case.id, dict(case.params)
+    record.extra["canary"] = {"before": before, "after": after}
+    earlier = ctx.state.setdefault("canaries", [])
+    if len(earlier) >= 2 and (changed := canary.moved(earlier, [before, after])):
+        record.extra["host_changed"] = changed
+        ctx.log(f"the host changed while {case.id} was measured: {changed} (the canary: refbench.host.canary)")
+    earlier += [before, after]
     record.host = socket.gethostname()
     record.started_utc, record.ended_utc = iso(started), iso(utc_now())
     record.started_epoch_s, record.ended_epoch_s, record.elapsed_s = t0, t1, round(t1 - t0, 6)

@@ -208,6 +208,7 @@ def compare(
     from refbench.report.compare import (FORMATS, answer_lines, answers, by_figure, change_words, csv_text,
                                          default_html_path, letters, markdown, overall, public, selected,
                                          shared_figures, side_name, units, wait_changes, wait_lines, write_html)
+    from refbench.report.host_changed import host_changed
 
     chosen = (output_format or "").strip().lower() or ("json" if as_json else "text")
     if chosen not in FORMATS:
@@ -229,6 +230,7 @@ def compare(
     significant = any(r["significant"] for r in shared)
     found_answers = answers(shared)
     changes = wait_changes(sides)
+    host_said = host_changed(sides)
     if chosen in ("markdown", "csv"):
         names = [side_name(side) for side in sides]
         known = units(found)
@@ -239,14 +241,14 @@ def compare(
     if chosen == "json":
         print_json({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
-                          "waits": changes, "wait_lines": wait_lines(changes, found_answers),
+                          "waits": changes, "wait_lines": wait_lines(changes, found_answers), "host_changed": host_said,
                           "figures": public(rows), "overall": overall(rows) if everything else []})
         return
     names = letters(found)
     out.print("   ".join(f"{n} = {side_name(side)}" for n, side in zip(names, sides)), markup=False)
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
-    for line in answer_lines(found_answers) + wait_lines(changes, found_answers):
+    for line in answer_lines(found_answers) + host_said + wait_lines(changes, found_answers):
         out.print(escape(line), overflow="fold")
     # Below the answers: the other figures that changed (every figure with --all), one line per figure.
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])

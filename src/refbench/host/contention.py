@@ -32,13 +32,15 @@ from refbench.host.telemetry import SECTOR_BYTES, read_cpu, read_disks, read_pro
 
 PROC = Path("/proc")
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-DISTURBED_CPU_PCT = 25.0  # of the machine's CPU time: half a core of two, a whole one of four
+# Of the machine's CPU time, whatever the run's threads did: a loop taking 18–20% of this 2-core VM cost quick oltp
+# runs 35% of their NOPM and fio 15% of its IOPS (fio's thread barely queued: its completions did).
+DISTURBED_CPU_PCT = 15.0
 DISTURBED_DEVICE_PCT = 50.0  # of the bytes the measured device read
 DISTURBED_DEVICE_MIN_MB_S = 5.0  # neighbours reading less than this do not disturb a device, whatever their share
-# A light neighbour costs a run whose threads queue for a CPU: a loop taking 18% of this 2-core VM queued the
-# server's threads twice as long (0.30 → 0.59 threads waiting on average) and cost 2 users 35% of their NOPM.
+# A lighter one costs a run whose threads queue for a CPU: the loop queued the server's threads of 2 users twice as
+# long (0.30 → 0.59 threads waiting on average), and 1 user's four times (0.04 → 0.15–0.26).
 QUEUED_CPU_PCT = 10.0
-QUEUED_THREADS = 0.2  # the server's and the run's threads waiting for a CPU, on average
+QUEUED_THREADS = 0.1  # the server's and the run's threads waiting for a CPU, on average
 # Device writes beyond what the run's counters say it wrote: the engines count their data and log pages, not the
 # file system's journal nor a new WAL segment's zeroes, so a quiet run leaves up to 22 MB/s unexplained here; a
 # 4 KiB random writer beside it, 57–79.
