@@ -9,12 +9,15 @@
 - mariadb --arm query-cost --against FILE: the server's CPU per sample of this refbench's sampler query against the
   one in FILE (an older src/refbench/engines/waits.py, e.g. from `git show COMMIT:src/refbench/engines/waits.py`),
   measured directly, interleaved.
+- postgres --arm observers: the same case with everything refbench watches the host and the server with (the
+  sampler, the canary, the split of the machine's time) and with none of it (REFBENCH_OBSERVE=off): NOPM each side.
 - duckdb: the TPC-H power and throughput streams with and without DuckDB's profiler (--sf 1): queries/h × SF each
   side and the profiler's own calls' time as a share of the streams' time.
 
     .venv/bin/python bench/waits_bench.py --engine postgres --repeats 3 --duration-s 30
     .venv/bin/python bench/waits_bench.py --engine mariadb --arm performance-schema --repeats 3
     .venv/bin/python bench/waits_bench.py --engine duckdb --repeats 3 --sf 1
+    .venv/bin/python bench/waits_bench.py --engine postgres --arm observers --repeats 6 --duration-s 20
 """
 
 from __future__ import annotations
@@ -37,15 +40,16 @@ sys.path.insert(0, str(ROOT / "src"))
 REFBENCH = [str(ROOT / ".venv" / "bin" / "refbench")]
 
 
-def _run(command: list[str]) -> Path:
-    p = subprocess.run(command, capture_output=True, text=True)
+def _run(command: list[str], observed: bool = True) -> Path:
+    """``observed``: with refbench's canary and its split of the machine's time (REFBENCH_OBSERVE)."""
+    p = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "REFBENCH_OBSERVE": "" if observed else "off"})
     if p.returncode != 0:
         sys.exit(p.stderr)
     return Path(p.stdout.strip().splitlines()[-1])
 
 
 def one(work: Path, engine: str, users: int, warehouses: int, duration_s: int, sampled: bool,
-        performance_schema: bool = True) -> dict:
+        performance_schema: bool = True, observed: bool = True) -> dict:
     """One OLTP run; on MariaDB the server's performance_schema as ``performance_schema`` says (refbench turns it off
     with --no-sample-sessions unless a setting keeps it), its other settings the suite's defaults."""
     from refbench.suites.oltp import OltpSuite
@@ -56,7 +60,7 @@ def one(work: Path, engine: str, users: int, warehouses: int, duration_s: int, s
     if engine == "mariadb":
         settings = [*OltpSuite.options["mariadb_settings"].default, f"performance_schema={'ON' if performance_schema else 'OFF'}"]
         command += ["--set", "oltp.mariadb_settings=" + json.dumps(settings)]
-    record = json.loads(next((_run(command) / "records" / "oltp").glob("u*.json")).read_text())
+    record = json.loads(next((_run(command, observed) / "records" / "oltp").glob("u*.json")).read_text())
     m = record["metrics"]
     return {"nopm": m["nopm"], "db_cpu_s": m["db_cpu_s"], "measured_s": m["measured_s"],
             "cpu_ms_per_new_order": 1000 * m["db_cpu_s"] / m["new_orders_schema_delta"],
@@ -97,11 +101,26 @@ def duckdb_main(a) -> None:
               f"(median; {costs})")
 
 
+def observers_main(a) -> None:
+    """Everything refbench watches the host and the server with (the session sampler, the canary, the split of the
+    machine's time, the run-queue watch) against none of it, interleaved: what watching costs NOPM."""
+    with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
+        work = Path(scratch)
+        work.chmod(0o755)
+        sides: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(a.repeats):  # A B A B: drift in the host hits both sides alike
+            for side in (True, False):
+                sides[side].append(one(work, a.engine, a.users, a.warehouses, a.duration_s, side, observed=side)["nopm"])
+                print(f"repeat {i + 1} {'observed' if side else 'unobserved'}: {sides[side][-1]:,.0f} NOPM", flush=True)
+    print(f"\n{a.engine}, {a.warehouses} warehouses, {a.users} users, {a.duration_s} s, {a.repeats} interleaved pairs")
+    print(f"NOPM observed / unobserved: {_ratio(sides[True], sides[False])}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", default="postgres", choices=["postgres", "mariadb", "duckdb"])
     ap.add_argument("--against", type=Path, help="--arm query-cost: an older waits.py whose MariaDB query to measure")
-    ap.add_argument("--arm", default="sampling", choices=["sampling", "performance-schema", "query-cost"],
+    ap.add_argument("--arm", default="sampling", choices=["sampling", "performance-schema", "query-cost", "observers"],
                     help="what is on in one arm and off in the other (performance-schema: MariaDB only)")
     ap.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (duckdb)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -115,6 +134,8 @@ def main() -> None:
         return performance_schema_main(a)
     if a.arm == "query-cost":
         return query_cost_main(a)
+    if a.arm == "observers":
+        return observers_main(a)
     with tempfile.TemporaryDirectory(prefix="refbench-waits-bench-", dir="/var/tmp") as scratch:
         work = Path(scratch)
         work.chmod(0o755)

@@ -94,6 +94,7 @@ def test_disturbed_is_said_from_what_the_neighbours_took_cpu_queued_for_device_r
     monkeypatch.delenv("REFBENCH_DISTURBED")
     assert disturbed({"others_pct": 61.0, "steal_pct": 0.0}) == "other processes used 61% of the CPU"
     assert disturbed({"others_pct": 12.0, "steal_pct": 0.5}) is None  # nothing of the run's queued meanwhile
+    assert disturbed({"others_pct": 1.0, "steal_pct": 7.3}) == "the hypervisor took 7% of the CPU (steal)"
     said = disturbed({"others_pct": 3.0, "device": "vda", "device_read_mb_s": 100.0, "others_read_mb_s": 80.0})
     assert said == "other processes read 80.0 of 100.0 MB/s from vda"
     # Measured on this VM, quick oltp at 2 users (tests/neighbours.py's neighbours): quiet, then a loop taking 18%

@@ -50,6 +50,22 @@ def test_the_headline_cases_are_measured_again_round_after_round():
     assert repeat_id(Case("u4-r1", {"users": 4, "repeat": 1}), 3) == "u4-r3"  # a case that numbers itself
 
 
+def test_a_headline_that_moved_after_the_repeats_to_a_case_measured_once_is_repeated_too():
+    cases = [Case(f"{t}-qd{q}", {"target": t, "qd": q}) for t in ("t0", "t1") for q in (1, 32)]
+    first = {("t0", 1): 250, ("t0", 32): 300, ("t1", 1): 10, ("t1", 32): 20}
+    records = [_record(c, first[(c.params["target"], c.params["qd"])]) for c in cases]
+    again = repeat_cases(TwoTargets(), cases, records, 3)
+    assert [c.id for c in again] == ["t0-qd32-r2", "t1-qd32-r2", "t0-qd32-r3", "t1-qd32-r3"]
+    # t0-qd32's repeats fall below t0-qd1's one measurement: t0's headline moves to qd1, which is repeated too.
+    later = records + [_record(c, iops) for c, iops in zip(again, (100, 20, 120, 20))]
+    recorded = {r.case_id for r in later}
+    moved = repeat_cases(TwoTargets(), cases, later, 3, after_repeats=True)
+    assert [c.id for c in moved if c.id not in recorded] == ["t0-qd1-r2", "t0-qd1-r3"]
+    # Once measured, nothing is left to repeat, whichever way the medians fall now.
+    done = later + [_record(c, 1) for c in moved if c.id not in recorded]
+    assert all(c.id in {r.case_id for r in done} for c in repeat_cases(TwoTargets(), cases, done, 3, after_repeats=True))
+
+
 def test_the_tables_see_each_configuration_once_as_its_median_repeat():
     case = Case("t0-qd32", {"target": "t0", "qd": 32})
     # The headline figure (iops) decides the median, not the first figure that differs (lat_ms).

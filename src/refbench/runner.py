@@ -26,6 +26,7 @@ from refbench.exhaustion import ResourceExhausted, explain, resource_of
 from refbench.host import canary, inventory, tuning
 from refbench.host.cachebound import last_oom
 from refbench.host.contention import MachineTime, disturbed
+from refbench.host.observe import Unobserved, observing
 from refbench.host.telemetry import Sampler
 from refbench.options import Plan, PlanError
 from refbench.progress import RunProgress
@@ -293,10 +294,20 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console, quiet: bool
                 console.print(f"{suite.name}: {len(again)} repeat(s) of the headline cases "
                               f"({', '.join(dict.fromkeys(strip_repeat(c.id) for c in again))})", soft_wrap=True)
                 progress.update(overall, total=len(cases) + len(again), completed=len(cases) + len(again) - len(more))
-                for case in more:
-                    progress.update(overall, description=f"{suite.name}: {case.title}")
-                    _measure(run, suite, ctx, case)
-                    progress.advance(overall)
+                # A headline that moved, after the repeats, to a case measured once: that case is repeated too.
+                while True:
+                    for case in more:
+                        progress.update(overall, description=f"{suite.name}: {case.title}")
+                        _measure(run, suite, ctx, case)
+                        progress.advance(overall)
+                    moved = repeat_cases(suite, cases, run.records(suite.name), plan.repeats, after_repeats=True)
+                    if not (more := [c for c in moved if not run.has_record(suite.name, c.id)]):
+                        break
+                    console.print(f"{suite.name}: the headline moved to "
+                                  f"{', '.join(dict.fromkeys(strip_repeat(c.id) for c in more))} after the "
+                                  f"repeats: {len(more)} repeat(s) of it", soft_wrap=True)
+                    total = next(t.total for t in progress.tasks if t.id == overall) or 0
+                    progress.update(overall, total=total + len(more))
             progress.update(overall, description=f"{suite.name}: cases")
             findings = suite.check(ctx)
         finally:
@@ -315,9 +326,10 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console, quiet: bool
 def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     shutil.rmtree(run.raw_dir(suite.name, case.id), ignore_errors=True)  # an interrupted attempt's output
     started = utc_now()
-    canary_dir = ctx.work_dir / "canary"
-    before = canary.probe(canary_dir)  # what the host gives a fixed probe, before and after the case
-    machine = MachineTime()  # the whole case; a database suite's probe splits its measured interval with the server's
+    canary_dir, watched = ctx.work_dir / "canary", observing()
+    before = canary.probe(canary_dir) if watched else {}  # what the host gives a fixed probe, before and after the case
+    # The whole case; a database suite's probe splits its measured interval with the server's.
+    machine = MachineTime() if watched else Unobserved()
     machine.start()
     t0 = time.time()
     if ctx.progress is not None:
@@ -325,14 +337,15 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     record = suite.measure(ctx, case)
     t1 = time.time()
     split = machine.stop()
-    after = canary.probe(canary_dir)
     record.suite, record.case_id, record.params = suite.name, case.id, dict(case.params)
-    record.extra["canary"] = {"before": before, "after": after}
-    earlier = ctx.state.setdefault("canaries", [])
-    if len(earlier) >= 2 and (changed := canary.moved(earlier, [before, after])):
-        record.extra["host_changed"] = changed
-        ctx.log(f"the host changed while {case.id} was measured: {changed} (the canary: refbench.host.canary)")
-    earlier += [before, after]
+    if watched:
+        after = canary.probe(canary_dir)
+        record.extra["canary"] = {"before": before, "after": after}
+        earlier = ctx.state.setdefault("canaries", [])
+        if len(earlier) >= 2 and (changed := canary.moved(earlier, [before, after])):
+            record.extra["host_changed"] = changed
+            ctx.log(f"the host changed while {case.id} was measured: {changed} (the canary: refbench.host.canary)")
+        earlier += [before, after]
     record.host = socket.gethostname()
     record.started_utc, record.ended_utc = iso(started), iso(utc_now())
     record.started_epoch_s, record.ended_epoch_s, record.elapsed_s = t0, t1, round(t1 - t0, 6)

@@ -13,7 +13,8 @@ the run's own counters say it wrote (an engine's; /proc/PID/io charges a write w
 again after its flush whole each time, so it is never taken as bytes written).
 
 A measurement is *disturbed* when its neighbours cost it what they can be proven to have taken: more than
-DISTURBED_CPU_PCT of the machine's CPU, or QUEUED_CPU_PCT while the run's threads queued for a CPU; more than
+DISTURBED_CPU_PCT of the machine's CPU, or QUEUED_CPU_PCT while the run's threads queued for a CPU, or the
+hypervisor's steal of DISTURBED_STEAL_PCT; more than
 DISTURBED_DEVICE_PCT of the bytes the device read; DISTURBED_WRITE_MB_S of device writes the run did not make; or
 the memory a cache bound promised the server. Its figures are kept, marked, and not compared as if quiet.
 
@@ -40,6 +41,9 @@ DISTURBED_DEVICE_MIN_MB_S = 5.0  # neighbours reading less than this do not dist
 # A lighter one costs a run whose threads queue for a CPU: the loop queued the server's threads of 2 users twice as
 # long (0.30 → 0.59 threads waiting on average), and 1 user's four times (0.04 → 0.15–0.26).
 QUEUED_CPU_PCT = 10.0
+# Another VM's load costs more than the CPU it steals: at 6–10% steal fio lost a third of its IOPS on this VM (the
+# hypervisor's I/O path is shared too), at 5% steal one oltp user 16% of its NOPM.
+DISTURBED_STEAL_PCT = 5.0
 QUEUED_THREADS = 0.1  # the server's and the run's threads waiting for a CPU, on average
 # Device writes beyond what the run's counters say it wrote: the engines count their data and log pages, not the
 # file system's journal nor a new WAL segment's zeroes, so a quiet run leaves up to 22 MB/s unexplained here; a
@@ -310,6 +314,8 @@ def disturbed(machine: dict[str, Any] | None, storage: dict[str, Any] | None = N
         said.append(taken)
     elif others + steal >= QUEUED_CPU_PCT and queued >= QUEUED_THREADS:
         said.append(f"{taken} while the run's threads queued for one ({queued:.2g} waiting on average)")
+    elif steal >= DISTURBED_STEAL_PCT:
+        said.append(f"the hypervisor took {steal:.0f}% of the CPU (steal)")
     device = machine.get("device")
     read, others_read = machine.get("device_read_mb_s") or 0.0, machine.get("others_read_mb_s") or 0.0
     if others_read >= DISTURBED_DEVICE_MIN_MB_S and read and 100 * others_read / read > DISTURBED_DEVICE_PCT:

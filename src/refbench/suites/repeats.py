@@ -27,13 +27,17 @@ def repeat_id(case: Case, k: int) -> str:
     return f"{case.id}-r{k}"
 
 
-def repeat_cases(suite: Suite, cases: list[Case], records: list[Record], repeats: int) -> list[Case]:
+def repeat_cases(suite: Suite, cases: list[Case], records: list[Record], repeats: int,
+                 after_repeats: bool = False) -> list[Case]:
     """The extra measurements ``repeats`` asks for: rounds 2..N of the cases the suite's headlines come from, as the
-    first round of ``cases`` decided them (so a resumed run repeats the same cases), round by round."""
+    first round of ``cases`` decided them (so a resumed run repeats the same cases), round by round. With
+    ``after_repeats``, as every record so far decides them (each repeated case by its median): a headline that
+    moved to a case measured once after the repeats is repeated too, so that no headline rests on one measurement."""
     if repeats <= 1 or not records:
         return []
     first_round = {c.id for c in cases}
-    measured = one_per_configuration([r for r in records if r.case_id in first_round], suite)
+    measured = one_per_configuration(records if after_repeats else [r for r in records if r.case_id in first_round],
+                                     suite)
     chosen = dict.fromkeys(h.case for h in suite.headlines(measured, suite.summarize(measured)) if h.case in first_round)
     by_id = {c.id: c for c in cases}
     out = []

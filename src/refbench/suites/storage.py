@@ -25,6 +25,7 @@ from refbench.engines.settings import pg_size_bytes
 from refbench.host.cachebound import last_oom, process_tree_io
 from refbench.engines.waits import reconcile
 from refbench.host.contention import MachineTime
+from refbench.host.observe import Unobserved, observing
 from refbench.host.telemetry import disk_rates, read_disks, read_process_io
 from refbench.options import Option, PlanError
 
@@ -138,7 +139,7 @@ class Probe:
         self.counters_restart_with_server = counters_restart_with_server
         self.sampler = sampler  # the engine's session sampler (refbench.engines.waits), for the wait profile
         # Who had the CPU: the server (``machine_pid``: a user's server on this host too), the run, its neighbours.
-        self.machine = MachineTime(machine_pid or pid, device, with_children)
+        self.machine = MachineTime(machine_pid or pid, device, with_children) if observing() else Unobserved()
         self._start: dict[str, Any] | None = None
         self._oom_kills = 0
 
