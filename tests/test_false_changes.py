@@ -92,8 +92,10 @@ def write_plan(path: Path, name: str, **changes: str) -> Path:
     return path
 
 
-def run_plan(tmp_path: Path, plan: Path, runs: Path, preexec=None, on_stderr=None) -> str:
-    """One real run of the plan into ``runs``: the run directory's name. ``on_stderr`` sees each progress line."""
+def run_plan(tmp_path: Path, plan: Path, runs: Path, preexec=None, on_stderr=None, short_mix: bool = False) -> str:
+    """One real run of the plan into ``runs``: the run directory's name. ``on_stderr`` sees each progress line.
+    ``short_mix``: a neighbour may slow oltp so far that its 5 s commit too few transactions to judge the mix by;
+    that check may fail, saying so, and no other."""
     out = tmp_path / f"run-{uuid.uuid4().hex[:8]}.out"
     with out.open("w") as stdout:
         process = subprocess.Popen(refbench_command("run", "--plan", str(plan), "--runs-dir", str(runs)), cwd=tmp_path,
@@ -114,7 +116,9 @@ def run_plan(tmp_path: Path, plan: Path, runs: Path, preexec=None, on_stderr=Non
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    assert process.returncode == 0, "".join(err)
+    failed = [line for line in err if line.startswith("FAILED")]
+    allowed = short_mix and failed and all("too short to judge the mix" in line for line in failed)
+    assert process.returncode == (1 if allowed else 0), "".join(err)
     return Path(out.read_text().strip().splitlines()[-1]).name
 
 
@@ -214,7 +218,7 @@ def test_same_configuration_pairs_rarely_answer_faster_or_slower(tmp_path):
         pair_started = time.monotonic()
         a = run_plan(tmp_path, plan, runs)
         with neighbour(beside, tmp_path) if beside else contextlib.nullcontext():
-            b = run_plan(tmp_path, plan, runs)
+            b = run_plan(tmp_path, plan, runs, short_mix=bool(beside))
         seconds = time.monotonic() - pair_started
         found = compare(tmp_path, runs, a, b)
         heads = [x for x in found if x["kind"] == "headline"]
@@ -293,7 +297,7 @@ def test_a_memory_hog_that_takes_a_cache_bounds_memory_is_named(tmp_path, reacha
     def oltp() -> Path:
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir()
-        p = subprocess.run(refbench_command("oltp", "--warehouses", "4", "--users", "4", "--set", "oltp.cache_mb=1024",
+        p = subprocess.run(refbench_command("oltp", "--warehouses", "4", "--users", "4", "--set", "oltp.cache_mb=1024", "--repeats", "3",
                                             "--data-dir", str(data), "--runs-dir", str(runs), "-q"),
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         assert p.returncode == 0, p.stderr
