@@ -37,8 +37,9 @@ coverage: setup
 test-reference: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --durations=5 -m reference
 
-# compare's false-change rate over 20 pairs of same-configuration runs, half beside a CPU-bound neighbour, and its
-# power on three real changes at --repeats 3 (about 45 minutes; docs/BENCHMARKS.md, "False changes and power of compare").
+# compare's false-change rate over 20 pairs of same-configuration runs, every other with a neighbour made beside its
+# second run (a CPU loop, two writers, a memory hog), a memory hog under a cache bound, and compare's power on three
+# real changes at --repeats 3 (about 50 minutes; docs/BENCHMARKS.md, "False changes and power of compare").
 test-false-changes: setup
 	@PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -s -p no:xdist -m false_changes --basetemp /var/tmp/refbench-false-changes
 
