@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from refbench.children import die_with_parent
+from refbench.host.contention import available_mb
 
 PERIOD_S = 0.01  # the CPU loop's cycle: spin, then sleep for the rest
 
@@ -75,19 +76,14 @@ def writer(directory: Path, block: str = "4k") -> Iterator[subprocess.Popen]:
         target.unlink(missing_ok=True)
 
 
-def available_mb() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024 / 1e6
-    raise RuntimeError("no MemAvailable in /proc/meminfo")
-
-
 @contextlib.contextmanager
 def memory_hog(leave_mb: float, ready: Path) -> Iterator[subprocess.Popen]:
     """Holds all of the machine's available memory but ``leave_mb`` (MB), every page touched, until stopped;
     ``ready``: a file of the test's own the hog creates once it holds it."""
-    hold = int((available_mb() - leave_mb) * 1e6)
-    assert hold > 0, f"only {available_mb():,.0f} MB available: nothing to hold"
+    available = available_mb()
+    assert available is not None, "no MemAvailable in /proc/meminfo"
+    hold = int((available - leave_mb) * 1e6)
+    assert hold > 0, f"only {available:,.0f} MB available: nothing to hold"
     code = ("import sys, time\n"
             f"block = bytearray({hold})\n"
             "block[::4096] = b'\\x01' * len(range(0, len(block), 4096))\n"  # touched: resident, not a promise

@@ -230,7 +230,6 @@ def compare(
     significant = any(r["significant"] for r in shared)
     found_answers = answers(shared)
     changes = wait_changes(sides)
-    host_said = host_changed(sides)
     if chosen in ("markdown", "csv"):
         names = [side_name(side) for side in sides]
         known = units(found)
@@ -238,6 +237,7 @@ def compare(
                          if chosen == "markdown" else csv_text(names, rows, known))
         err.print(f"comparison: {path}")
         return
+    host_said = host_changed(sides)  # the terminal's and --json's
     if chosen == "json":
         print_json({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
