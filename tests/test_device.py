@@ -53,6 +53,10 @@ def test_quick_profile_on_a_small_file_gives_six_tables_and_no_two_point_charts(
             assert 0 < m["read_lat_mean_us"] and m["read_lat_p50_us"] <= m["read_lat_p99_us"] <= m["read_lat_p999_us"]
         if r["params"]["write_pct"] > 0:
             assert m["write_iops"] > 0 and m["write_lat_p99_us"] > 0
+        # fio's own count of what it wrote is the run's; the device's writes beyond it are others' (never unknown).
+        fio = json.loads((run / "raw" / "device" / r["case_id"] / "fio.json").read_text())
+        assert r["extra"]["own_written_bytes"] == int(fio["jobs"][0]["write"]["io_bytes"])
+        assert r["telemetry"]["machine"]["others_write_mb_s"] is not None
         assert isinstance(m["steady_state_reached"], bool)
         assert (run / "raw" / "device" / r["case_id"] / "fio.json").is_file()
         assert m["device_busy_pct"] is None or 0 <= m["device_busy_pct"] <= 100

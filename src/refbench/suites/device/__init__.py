@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from refbench.engines.fio import FioError, fio_binary, run_fio
+from refbench.engines.fio import FioError, FioResult, fio_binary, run_fio
 from refbench.errors import UserError
 from refbench.options import Option, Plan, PlanError
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase
@@ -242,7 +242,7 @@ class DeviceSuite(SuiteBase):
             return Record({"write_mb_s": m["write_mb_s"], "bytes_written": result.io_bytes(), "passes": o["precondition_passes"],
                            "elapsed_s": m["runtime_s"]},
                           method=f"fio: rw=write bs=128k iodepth=32 direct=1 loops={o['precondition_passes']} over the whole target",
-                          extra=extra)
+                          extra=extra | _written(result))
         with ctx.task(f"{target.label}: precondition 4 KiB random write (until steady state)", total=o["precondition_random_s"]) as task:
             point = precondition_random(target, o, raw, on_second=_live(ctx, task, "precondition", 4096))
         m = point.fio.metrics()
@@ -251,7 +251,7 @@ class DeviceSuite(SuiteBase):
                       method=(f"fio: rw=randwrite bs=4k iodepth=32 numjobs={o['numjobs']} direct=1, up to "
                               f"{o['precondition_random_s']} s, stopped once IOPS reached steady state "
                               f"(SNIA: range ≤ 20%, slope ≤ 10% over {o['ss_window']} s)"),
-                      extra=extra)
+                      extra=extra | _written(point.fio))
 
     def _point_case(self, ctx, case: Case, target: Target, extra: dict[str, Any]) -> Record:
         p, o = case.params, ctx.options
@@ -281,7 +281,8 @@ class DeviceSuite(SuiteBase):
             f"numjobs={o['numjobs']} direct=1 ioengine={o['ioengine']} group_reporting; IOPS sampled every second, "
             f"{o['min_runtime_s']:g}–{o['max_runtime_s']:g} s per point, "
             f"{'stopped' if o['stop_at_steady_state'] else 'steady state recorded'} once range ≤ 20% and slope ≤ 10% "
-            f"of the mean over {o['ss_window']} s (SNIA); latencies are completion latencies (clat)"), extra=extra)
+            f"of the mean over {o['ss_window']} s (SNIA); latencies are completion latencies (clat)"),
+            extra=extra | _written(point.fio))
 
     # ---- correctness ------------------------------------------------------------------------------
 
@@ -340,3 +341,9 @@ def _live(ctx, task, title: str, block_bytes: int):
         task.update(seconds)
         ctx.live(f"{title}: {iops:,.0f} IOPS, {iops * block_bytes / 1e6:,.1f} MB/s in the last second ({seconds} s)")
     return on_second
+
+
+def _written(result: FioResult) -> dict[str, int]:
+    """What fio wrote, by its own count: the runner tells the device's writes by others from it (direct I/O, so the
+    device was asked to write exactly these bytes)."""
+    return {"own_written_bytes": int(result.job["write"]["io_bytes"])}
