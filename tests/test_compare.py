@@ -302,6 +302,27 @@ def test_runs_of_one_configuration_give_this_hosts_run_to_run_spread(tmp_path, r
     assert estimate_change(a, b, {}).significant  # the repeats alone would call it
     wide = estimate_change(a, b, {"runs": estimate.Spread(0.05, 6, "7 runs of this configuration on this host")})
     assert not wide.significant and "7 runs of this configuration" in wide.basis and wide.n == (1, 1)
+    # What would tell is more of what spread: runs here, not repeats of one run.
+    assert "runs a side, taken in turn" in estimate.answer(wide, 1)[1], estimate.answer(wide, 1)
+    close = estimate_change(a, Figure(101.7, [95, 102, 108], "3 repeats"), {})
+    assert estimate.answer(close, 1)[1].startswith("repeats spread by") and "--repeats " in estimate.answer(close, 1)[1]
+
+
+def test_runs_taken_in_turn_are_compared_pair_by_pair():
+    from refbench.figures import Figure
+    from refbench.report.compare import estimate_change
+
+    # The host drifts 10% a pair; B is 3% faster within each pair. Unpaired, the drift hides it; paired, it cancels.
+    a_values, b_values = [100, 110, 121, 133], [103, 113.4, 124.4, 137.2]
+    a_started, b_started = [0, 200, 400, 600], [100, 300, 500, 700]
+    in_turn = estimate_change(Figure(116, a_values, "4 runs", started=a_started),
+                              Figure(119.5, b_values, "4 runs", started=b_started), {})
+    assert in_turn.basis == "paired t-test on the logarithms, 4 pairs of runs taken in turn", in_turn.basis
+    assert in_turn.significant and 1.02 < in_turn.low < in_turn.ratio < in_turn.high < 1.04
+    # The same values with every B after every A: not in turn, so not paired, and the drift is part of the noise.
+    after = estimate_change(Figure(116, a_values, "4 runs", started=a_started),
+                            Figure(119.5, b_values, "4 runs", started=[800, 900, 1000, 1100]), {})
+    assert after.basis.startswith("Student's pooled") and not after.significant
 
 
 def test_the_figures_of_one_case_count_once_in_a_suites_effect():

@@ -446,5 +446,8 @@ def test_each_case_keeps_its_canary_and_compare_says_when_the_host_changed(tmp_p
     compared = refbench("compare", str(made[0]), str(made[1]))
     assert compared.code == 0, compared.stderr
     assert "the host changed between A and B: fsync " in compared.stdout, compared.stdout
+    page = Path(compared.stderr.strip().splitlines()[-1].removeprefix("comparison: ")).read_text()
+    assert "the host changed between A and B: fsync " in page  # and on the page, and in markdown
+    assert "the host changed between A and B" in refbench("compare", str(made[0]), str(made[1]), "--format", "markdown").stdout
     quiet = refbench("compare", str(made[0]), str(made[0]))
     assert "the host changed" not in quiet.stdout

@@ -58,6 +58,7 @@ class Estimate:
     df: float | None = None
     log_sd: float | None = None  # one measurement's spread (of its logarithm), as the test used it
     adjustment: str = ""  # how the family was counted, in words ("Bonferroni over 6 headline figures")
+    replicate: str = "repeat"  # what a replicate was ("repeat" of a case in a run, or "run"): what more of would tell
 
     @property
     def p_adjusted(self) -> float | None:
@@ -116,9 +117,34 @@ def pooled(spreads: Sequence[tuple[float, int]]) -> tuple[float, int] | None:
     return (math.sqrt(sum(sd * sd * d for sd, d in spreads) / df), df) if df else None
 
 
-def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spread | None = None) -> Estimate:
+def ratio(a: Sequence[float], b: Sequence[float], family: float = 1, spread: Spread | None = None,
+          replicate: str = "repeat") -> Estimate:
     """B against A from their replicates. ``spread``: this host's measured spread of the figure, used when a side
-    has a single replicate (a side with two or more measures its own)."""
+    has a single replicate (a side with two or more measures its own). ``replicate``: what one was ("repeat" or
+    "run"), which is what more of would tell."""
+    return replace(_ratio(a, b, family, spread), replicate=replicate)
+
+
+def paired(pairs: Sequence[tuple[float, float]], family: float = 1) -> Estimate | None:
+    """B against A from runs taken in turn, (a, b) one pair each: the paired t-test on the differences of their
+    logarithms, so that what drifted between pairs (the host's caches, its neighbours) cancels. None when it cannot
+    be taken (fewer than two pairs, a value not positive, or every difference equal)."""
+    if len(pairs) < 2 or not all(a > 0 and b > 0 for a, b in pairs):
+        return None
+    diffs = [math.log(b) - math.log(a) for a, b in pairs]
+    n, family = len(diffs), max(1, family)
+    sd = math.sqrt(_variance(diffs))
+    if sd == 0:
+        return None
+    diff, se, df = statistics.fmean(diffs), sd / math.sqrt(n), n - 1
+    half = _t_quantile(1 - ALPHA / (2 * family), df) * se
+    # One measurement's spread as an unpaired test would see it, for the runs more pairs would need.
+    return Estimate(_exp(diff), _exp(diff - half), _exp(diff + half), _two_sided_p(diff / se, df), family, (n, n),
+                    f"paired t-test on the logarithms, {n} pairs of runs taken in turn", diff, se, float(df),
+                    sd / math.sqrt(2), replicate="run")
+
+
+def _ratio(a: Sequence[float], b: Sequence[float], family: float, spread: Spread | None) -> Estimate:
     a, b = [float(v) for v in a], [float(v) for v in b]
     n = (len(a), len(b))
     family = max(1, family)
@@ -380,7 +406,14 @@ def answer(estimate: Estimate, sense: int) -> tuple[str, str]:
         return "no change", f"the interval lies within ±{RESOLVE:.0%}"
     if estimate.log_sd:
         n = repeats_to_resolve(estimate.log_sd, family=estimate.family)
-        spread = f"runs spread by {math.expm1(estimate.log_sd):.1%}"
-        return "cannot tell", (f"{spread}; --repeats {n} would resolve a {RESOLVE:.0%} change" if n else
-                               f"{spread}; more than {MOST_REPEATS} repeats a side would be needed for {RESOLVE:.0%}")
-    return "cannot tell", "the replicates agree too little to tell; more repeats would"
+        spread = f"{estimate.replicate}s spread by {math.expm1(estimate.log_sd):.1%}"
+        return "cannot tell", (f"{spread}; {more(estimate.replicate, n)} would resolve a {RESOLVE:.0%} change" if n else
+                               f"{spread}; more than {MOST_REPEATS} {estimate.replicate}s a side would be needed "
+                               f"for {RESOLVE:.0%}")
+    return "cannot tell", f"the replicates agree too little to tell; more {estimate.replicate}s would"
+
+
+def more(replicate: str, n: int) -> str:
+    """What to measure for n replicates a side: repeats within a run where they spread, runs where the runs do
+    (more repeats of one run do not narrow how far the next run lands)."""
+    return f"--repeats {n}" if replicate == "repeat" else f"{n} runs a side, taken in turn"

@@ -171,6 +171,17 @@ class Run:
             raise CorruptRunFile(self.path, path, "nests JSON arrays or objects too deeply to be one refbench "
                                  "wrote") from None
 
+    def span(self) -> tuple[float, float] | None:
+        """(started, ended) in seconds since the epoch; None for a run still going or whose times are not read."""
+        from datetime import datetime
+
+        try:
+            meta = self.meta
+            return tuple(datetime.fromisoformat(str(meta.get(k)).replace("Z", "+00:00")).timestamp()
+                         for k in ("started_utc", "ended_utc"))  # type: ignore[return-value]
+        except ValueError:
+            return None
+
     def update(self, **fields: Any) -> None:
         meta = self.meta
         meta.update(fields)

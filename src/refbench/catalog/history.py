@@ -74,7 +74,7 @@ def latest_change(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(mine) < 2:
             continue
         before, newest = mine[:-1][-TREND_RUNS:], mine[-1]
-        est = ratio([p["value"] for p in before], [newest["value"]])
+        est = ratio([p["value"] for p in before], [newest["value"]], replicate="run")
         word, why = answer(est, direction(newest.get("metric") or ""))
         interval = f" ({est.low:.2f}–{est.high:.2f})" if est.low is not None else ""
         out.append({"series": series, "run": newest["run"], "against": len(before), "ratio": est.ratio,

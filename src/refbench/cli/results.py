@@ -195,7 +195,7 @@ def compare(
     one line overall; the other figures that changed follow (--all: every figure).
 
     Runs and repeats are the replicates, never the seconds of one run: a side given as RUN,RUN,… is several runs
-    of one configuration, each a replicate. B / A is tested on the logarithms (SciPy's t-test: Student's pooled
+    of one configuration, each a replicate (compared pair by pair when taken in turn). B / A is tested on the logarithms (SciPy's t-test: Student's pooled
     at equal sizes, as pyperf; Welch's otherwise); a figure measured once a side (or equal in every repeat) is
     tested against this host's measured run-to-run spread of it (earlier repeats in the runs catalog), and
     without one it is "cannot tell" (measure the spread once with --repeats 3). The headline figures are one
@@ -206,9 +206,9 @@ def compare(
     from rich.table import Column
 
     from refbench.report.compare import (FORMATS, answer_lines, answers, by_figure, change_words, csv_text,
-                                         default_html_path, letters, markdown, overall, public, selected,
-                                         shared_figures, side_name, units, wait_changes, wait_lines, write_html)
-    from refbench.report.host_changed import host_changed
+                                         default_html_path, host_changed, letters, markdown, overall, public,
+                                         selected, shared_figures, side_name, units, wait_changes, wait_lines,
+                                         write_html)
 
     chosen = (output_format or "").strip().lower() or ("json" if as_json else "text")
     if chosen not in FORMATS:
@@ -230,14 +230,14 @@ def compare(
     significant = any(r["significant"] for r in shared)
     found_answers = answers(shared)
     changes = wait_changes(sides)
+    host_said = host_changed(sides)
     if chosen in ("markdown", "csv"):
         names = [side_name(side) for side in sides]
         known = units(found)
-        sys.stdout.write(markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything)
-                         if chosen == "markdown" else csv_text(names, rows, known))
+        sys.stdout.write(markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything,
+                                  host_said) if chosen == "markdown" else csv_text(names, rows, known))
         err.print(f"comparison: {path}")
         return
-    host_said = host_changed(sides)  # the terminal's and --json's
     if chosen == "json":
         print_json({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),

@@ -53,6 +53,7 @@ class Figure:
     source: str = "1 measurement"
     disturbed: str = ""  # neighbours took the machine while its replicates were measured (host.contention): how
     left_out: str = ""  # the replicates left out because neighbours disturbed them, and how ("1 of 3 repeats: …")
+    started: list[float] = field(default_factory=list)  # when each replicate's run began, for runs as replicates
 
 
 def figures(run: Run, groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str, str], Figure]:
@@ -85,19 +86,22 @@ def side_figures(runs: list[Run]) -> dict[tuple[str, str, str], Figure]:
     if len(runs) == 1:
         return figures(runs[0])
     each = [figures(run) for run in runs]
+    started = [(span or (0.0, 0.0))[0] for span in (run.span() for run in runs)]
     out = {}
     for key in each[0]:
         if not all(key in f for f in each):
             continue
-        mine = [f[key] for f in each]
-        clean = [f for f in mine if not f.disturbed]  # a disturbed run is left out when a clean one remains
-        reason = next((f.disturbed for f in mine if f.disturbed), "")
-        values = [f.value for f in clean or mine]
+        mine = [(f[key], at) for f, at in zip(each, started)]
+        clean = [(f, at) for f, at in mine if not f.disturbed]  # a disturbed run is left out when a clean one remains
+        reason = next((f.disturbed for f, _ in mine if f.disturbed), "")
+        kept = clean or mine
+        values = [f.value for f, _ in kept]
         out[key] = Figure(statistics.fmean(values), values if len(values) > 1 else [],
                           f"{len(values)} runs" if len(values) > 1 else "1 run",
                           "" if clean else reason,
                           f"{len(mine) - len(clean)} of {len(mine)} runs left out, disturbed: {reason}" if clean and reason
-                          else "; ".join(f.left_out for f in mine if f.left_out))
+                          else "; ".join(f.left_out for f, _ in mine if f.left_out),
+                          [at for _, at in kept] if len(values) > 1 else [])
     return out
 
 

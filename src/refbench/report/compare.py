@@ -101,17 +101,36 @@ def estimate_change(a: Figure, b: Figure, spreads: dict[str, E.Spread]) -> E.Est
     still the replicate when this host has measured how far runs of this configuration spread (the difference of
     the two runs' means against it); the run's own repeats are tested too, and the wider of the two intervals is
     kept (repeats within a run share its load and server, and may agree more closely than runs do). A figure
-    measured once a side: against the run-to-run spread, else the repeats' spread, else nothing."""
+    measured once a side: against the run-to-run spread, else the repeats' spread, else nothing. Several runs a
+    side taken in turn are compared pair by pair. What more of would tell is what the kept interval came from."""
     runs = spreads.get("runs")
     if a.source.endswith("runs") and b.source.endswith("runs"):
-        return E.ratio(a.samples, b.samples, spread=runs)  # the spread judges only sides each all equal
-    between = E.ratio([a.value], [b.value], spread=runs) if runs else None
+        if (pairs := taken_in_turn(a, b)) and (in_turn := E.paired(pairs)):
+            return in_turn
+        return E.ratio(a.samples, b.samples, spread=runs, replicate="run")  # the spread judges only sides each all equal
+    between = E.ratio([a.value], [b.value], spread=runs, replicate="run") if runs else None
     if len(a.samples) >= 2 and len(b.samples) >= 2:
-        within = E.ratio(a.samples, b.samples, spread=spreads.get("repeats"))
+        within = E.ratio(a.samples, b.samples, spread=spreads.get("repeats"),
+                         replicate="run" if "runs" in (a.source + b.source) else "repeat")
         if between is None or (within.se or 0) >= (between.se or 0):
             return within
         return between
-    return between or E.ratio(a.samples or [a.value], b.samples or [b.value], spread=spreads.get("repeats"))
+    return between or E.ratio(a.samples or [a.value], b.samples or [b.value], spread=spreads.get("repeats"),
+                              replicate="run" if "runs" in (a.source + b.source) else "repeat")
+
+
+def taken_in_turn(a: Figure, b: Figure) -> list[tuple[float, float]] | None:
+    """(A, B) for each two runs taken in turn — by time, every two runs one of each side (A, B, A, B; A, B, B, A) —
+    or None when the sides' runs were not."""
+    if not (len(a.samples) == len(a.started) == len(b.samples) == len(b.started) >= 2):
+        return None
+    order = sorted([(at, "A", v) for at, v in zip(a.started, a.samples)] + [(at, "B", v) for at, v in zip(b.started, b.samples)])
+    pairs = []
+    for first, second in zip(order[::2], order[1::2]):
+        if first[1] == second[1]:
+            return None
+        pairs.append((first[2], second[2]) if first[1] == "A" else (second[2], first[2]))
+    return pairs
 
 
 def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[Run]] | None = None) -> list[dict[str, Any]]:
@@ -161,7 +180,7 @@ def shared_figures(runs: list[Run], metric: str | None = None, sides: list[list[
                    "; ".join(f"{side}: {f.left_out}" for side, f in (("A", fa), (letter, fb)) if f.left_out),
                    "apart": apart,
                    "repeats_for_5pct": E.repeats_to_resolve(est.log_sd, family=est.family)
-                   if est.log_sd and not est.significant else None}
+                   if est.log_sd and not est.significant else None, "replicate": est.replicate}
             rows.append(row)
     return rows
 
@@ -174,8 +193,8 @@ def measured_apart(a: list[Run], b: list[Run], letter: str) -> str:
     taken in turn or close together. A host drifts (its caches, its neighbours, the hypervisor's other guests), and
     a change between sides measured apart is the drift's as much as the configuration's."""
     def span(side: list[Run]) -> tuple[float, float] | None:
-        times = [(_epoch(r.meta.get("started_utc")), _epoch(r.meta.get("ended_utc"))) for r in side]
-        if any(t is None for pair in times for t in pair):
+        times = [r.span() for r in side]
+        if any(t is None for t in times):
             return None
         return min(t[0] for t in times), max(t[1] for t in times)
 
@@ -190,13 +209,21 @@ def measured_apart(a: list[Run], b: list[Run], letter: str) -> str:
             f"side taken in turn (A, {letter}, A, {letter}) tell them apart")
 
 
-def _epoch(iso: str | None) -> float | None:
-    from datetime import datetime
+def host_changed(sides: list[list[Run]]) -> list[str]:
+    """One sentence per side whose canaries (refbench.host.canary: a fixed probe before and after each case) differ
+    from A's beyond A's own spread ("the host changed between A and B: fsync 0.26 → 0.85 ms"): what no process
+    counter sees, such as another VM on shared storage or a busy hypervisor. None when they agree or a side has no
+    canary (runs from before it)."""
+    from refbench.host import canary
 
-    try:
-        return datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    def probes(side: list[Run]) -> list[dict[str, Any]]:
+        return [p for run in side for r in run.records() for p in (r.extra.get("canary") or {}).values()]
+
+    base, out = probes(sides[0]), []
+    for letter, side in zip(letters_of(len(sides))[1:], sides[1:]):
+        if base and (mine := probes(side)) and (changed := canary.moved(base, mine)):
+            out.append(f"the host changed between A and {letter}: {changed} (the canary before and after each case)")
+    return out
 
 
 def _disturbance(a: Figure, b: Figure, letter: str) -> str:
@@ -263,9 +290,10 @@ def effect(rows: list[dict[str, Any]], family: float = 1, adjustment: str = "") 
         return result | {"answer": "cannot tell: no headline figure was measured more than once a side, and this host "
                                    "has no measured spread of them; measure it once with --repeats 3", "significant": False}
     need = [r["repeats_for_5pct"] for r in rows if r["repeats_for_5pct"]]
+    replicate = _replicate(rows)
     within = est.low is not None and 1 / (1 + E.RESOLVE) <= est.low and est.high <= 1 + E.RESOLVE
-    tail = "" if within else (f"; cannot tell a {E.RESOLVE:.0%} change: --repeats {max(need)} would" if need else
-                              f"; cannot tell a {E.RESOLVE:.0%} change: more repeats would")
+    tail = "" if within else (f"; cannot tell a {E.RESOLVE:.0%} change: {E.more(replicate, max(need))} would" if need
+                              else f"; cannot tell a {E.RESOLVE:.0%} change: more {replicate}s would")
     return result | {"answer": f"no significant change, {shown}{tail}", "significant": False}
 
 
@@ -294,6 +322,7 @@ def answers(shared: list[dict[str, Any]]) -> list[dict[str, Any]]:
                      "metric": r["metric"], "ratio": r["B"] / r["A"] if r["A"] else None, "ci_low": r["ci_low"],
                      "ci_high": r["ci_high"], "interval": r["interval"], "n": r["n"], "answer": r["answer"],
                      "why": r["why"], "basis": r["basis"], "repeats_for_5pct": r["repeats_for_5pct"],
+                     "replicate": r["replicate"],
                      "left_out": r["left_out"], "apart": r["apart"]} for r in mine_heads]
     return out
 
@@ -359,12 +388,13 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
     if unsure:
         counts = [a["repeats_for_5pct"] for a in unsure if a["repeats_for_5pct"]]
         unmeasured = sum(1 for a in unsure if "no measured spread" in a["basis"])
+        replicate = _replicate(unsure)
         if counts:
-            terms.append(f"cannot tell: --repeats {max(counts)} would resolve {E.RESOLVE:.0%} here"
+            terms.append(f"cannot tell: {E.more(replicate, max(counts))} would resolve {E.RESOLVE:.0%} here"
                          + ("" if len(counts) == len(unsure) else f" for {len(counts)} of {len(unsure)}"))
         if len(unsure) - len(counts) - unmeasured > 0:
             terms.append(f"{len(unsure) - len(counts) - unmeasured} spread too far to resolve {E.RESOLVE:.0%} "
-                         f"in {E.MOST_REPEATS} repeats a side")
+                         f"in {E.MOST_REPEATS} {replicate}s a side")
         if unmeasured:
             terms.append(f"{unmeasured} with no measured spread: measure it once with --repeats 3")
     lines: list[str] = []
@@ -374,6 +404,12 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
         else:
             lines.append(term)
     return lines
+
+
+def _replicate(rows: list[dict[str, Any]]) -> str:
+    """"run" when the spread that decides any of these answers is from run to run (more repeats of one run would
+    not resolve it), else "repeat"."""
+    return "run" if any(r.get("replicate") == "run" for r in rows if r.get("repeats_for_5pct")) else "repeat"
 
 
 def _tally(rows: list[dict[str, Any]]) -> str:
@@ -532,6 +568,7 @@ def html_body(sides: list[list[Run]], shared: list[dict[str, Any]], everything: 
     body = [
         f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>", chart,
         _answers_html(answers(shared), several=len(runs) > 2),
+        "".join(f"<p class='banner'>{h.esc(line)}</p>" for line in host_changed(sides)),
         _waits_html(wait_changes(sides), several=len(runs) > 2),
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
         "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
@@ -642,11 +679,11 @@ def _cell(text: Any) -> str:
 
 
 def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str, Any]], known: dict[tuple[str, str], str],
-             changes_said: list[str], everything: bool) -> str:
+             changes_said: list[str], everything: bool, host_said: list[str] = ()) -> str:
     """The comparison for a ticket: which run is which, the overall and suite answers, a table of the headline
     figures (A, B, B / A with its interval, the replicates, the answer), what the intervals mean, what limits it,
     and a table of the other figures that changed (every figure with ``everything``). ``rows``: the figures shown
-    (selected); ``names``: each side's runs, A first."""
+    (selected); ``names``: each side's runs, A first; ``host_said``: where the host changed between the sides."""
     several = len(names) > 2
     out = ["**refbench compare**: " + " · ".join(f"{letter} = `{name}`" for letter, name in zip(letters_of(len(names)), names)),
            ""]
@@ -675,6 +712,7 @@ def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str,
     said = legend(found)
     if said:
         out += ["", "_" + _cell("; ".join(said)).replace("_", "\\_") + "_"]
+    out += [f"\n**{_cell(line)}**" for line in host_said]
     if changes_said:
         out += ["", f"**{_cell(changes_said[0].rstrip(':'))}**", ""] + [f"- {_cell(line)}" for line in changes_said[1:]]
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])
