@@ -407,9 +407,9 @@ def legend(found: list[dict[str, Any]]) -> list[str]:
 
 
 def _replicate(rows: list[dict[str, Any]]) -> str:
-    """"run" when the spread that decides any of these answers is from run to run (more repeats of one run would
-    not resolve it), else "repeat"."""
-    return "run" if any(r.get("replicate") == "run" for r in rows if r.get("repeats_for_5pct")) else "repeat"
+    """"run" when the spread behind any of these answers is from run to run (more repeats of one run would not
+    resolve it), else "repeat"."""
+    return "run" if any(r.get("replicate") == "run" for r in rows) else "repeat"
 
 
 def _tally(rows: list[dict[str, Any]]) -> str:
