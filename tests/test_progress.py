@@ -110,3 +110,18 @@ def test_without_a_terminal_figures_so_far_are_lines_every_few_seconds_and_quiet
     assert quiet.code == 0, quiet.stderr
     assert "slept so far" not in quiet.stderr and "eta" not in quiet.stderr, quiet.stderr
     assert "verdict" in quiet.stdout  # the answer, as always
+
+
+def test_a_suites_log_line_folds_to_the_terminal_width():
+    import io
+
+    from rich.console import Console
+
+    from refbench.suites.context import SuiteContext
+
+    written = io.StringIO()
+    console = Console(file=written, width=80, soft_wrap=True, highlight=False)  # as refbench's stderr console
+    ctx = SuiteContext(run=None, plan=None, suite="sleepy", options={}, console=console)  # type: ignore[arg-type]
+    ctx.log("the host changed while case-001 was measured: direct read 1.83 → 0.09 ms, " * 2)
+    lines = written.getvalue().splitlines()
+    assert len(lines) == 2 and all(len(line) <= 80 for line in lines), lines

@@ -344,7 +344,7 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
         earlier = ctx.state.setdefault("canaries", [])
         if len(earlier) >= 2 and (changed := canary.moved(earlier, [before, after])):
             record.extra["host_changed"] = changed
-            ctx.log(f"the host changed while {case.id} was measured: {changed} (the canary: refbench.host.canary)")
+            ctx.log(f"the host changed while {case.id} was measured: {changed}")
         earlier += [before, after]
     record.host = socket.gethostname()
     record.started_utc, record.ended_utc = iso(started), iso(utc_now())
