@@ -196,12 +196,12 @@ def compare(
     one line overall; the other figures that changed follow (--all: every figure).
 
     Runs and repeats are the replicates, never the seconds of one run: a side given as RUN,RUN,… is several runs
-    of one configuration, each a replicate (compared pair by pair when taken in turn). B / A is tested on the logarithms (SciPy's t-test: Student's pooled
-    at equal sizes, as pyperf; Welch's otherwise); a figure measured once a side (or equal in every repeat) is
-    tested against this host's measured run-to-run spread of it (earlier repeats in the runs catalog), and
-    without one it is "cannot tell" (measure the spread once with --repeats 3). The headline figures are one
-    family (Bonferroni), the other figures another (Benjamini-Hochberg); each interval shown is
-    the one its answer used.
+    of one configuration, each a replicate (compared pair by pair when taken in turn). B / A is tested on the
+    logarithms (SciPy's t-test: Student's pooled at equal sizes, as pyperf; Welch's otherwise); a figure measured
+    once a side (or equal in every repeat) is tested against this host's measured run-to-run spread of it (earlier
+    repeats in the runs catalog), and without one it is "cannot tell" (measure the spread once with --repeats 3).
+    The headline figures are one family (Bonferroni), the other figures another (Benjamini-Hochberg); each
+    interval shown is the one its answer used.
     """
     # Comparing does no linear algebra: OpenBLAS's threads, started when SciPy imports numpy, cost 0.2 s of CPU.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
