@@ -1,7 +1,7 @@
 """Runs the tests' refbench commands in processes forked from one that has already imported refbench.
 
 `make test` starts the CLI several hundred times, and a fresh interpreter spends about a second of CPU importing
-refbench and what it uses (Typer, Rich, pydantic, matplotlib, pyarrow, DuckDB, SciPy) before a command does anything:
+refbench and what it uses (Typer, Rich, matplotlib, pyarrow, DuckDB, SciPy) before a command does anything:
 a third of the suite's CPU. Each command here is still a process of its own, with its own pid, working directory,
 environment, umask, stdout and stderr (pipes, read to their end as subprocess.run reads them) and exit code, running
 the real ``refbench.cli.main``; only the imports were done once, before the fork.
@@ -32,7 +32,7 @@ PRELOAD = ["refbench.cli", "refbench.cli.run", "refbench.suites.device", "refben
            "refbench.suites.dw", "refbench.suites.analytics", "refbench.report", "refbench.report.charts",
            "refbench.report.compare", "refbench.report.telemetry", "refbench.estimate", "refbench.catalog",
            "refbench.dryrun", "refbench.tune.host", "refbench.tune.server", "refbench.tune.leftovers", "suite_for_tests",
-           "typer._adapters", "typer._click.decorators", "rich._emoji_codes", "pydantic.type_adapter",
+           "typer._click.decorators", "rich._emoji_codes",
            "matplotlib.backends.backend_agg", "matplotlib.backends.backend_svg", "PIL.PngImagePlugin",
            "PIL.BmpImagePlugin", "PIL.GifImagePlugin", "PIL.JpegImagePlugin", "PIL.PpmImagePlugin", "pyarrow",
            "pyarrow.parquet", "duckdb", "psycopg", "numpy", "scipy.special"]

@@ -60,15 +60,15 @@ app.registered_commands += sorted((command for group in (run, cluster, catalog, 
 
 
 class _Argument(TyperArgument):
-    """An argument shown by its metavar alone: Typer adds the Python type (TARGET… <list[str]>)."""
+    """An argument that takes several values says so in the usage line ({RUN}...), as click's own do."""
 
-    def display_type_rich(self, ctx: Any) -> None:
-        return None
+    def make_metavar(self, ctx: Any, *, usage: bool = False) -> str:
+        metavar = super().make_metavar(ctx, usage=usage)
+        return metavar + "..." if self.nargs != 1 and self.metavar is not None and usage else metavar
 
 
-# Plain type names for every command's options, new ones included: Typer shows the Python type (<str>, <list[str]>).
-PLAIN_TYPES = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT", "list[str]": "TEXT", "list[int]": "N",
-               "list[Path]": "PATH"}
+# Plain type names for every command's options, new ones included: Typer shows the Python type (<str>, <path>).
+PLAIN_TYPES = {"int": "N", "float": "NUMBER", "path": "PATH", "str": "TEXT"}
 
 
 def _plain_types(group: Any) -> None:
@@ -77,7 +77,7 @@ def _plain_types(group: Any) -> None:
             if isinstance(param, TyperArgument):
                 param.__class__ = _Argument
             elif isinstance(param, TyperOption) and not param.is_flag and param.metavar is None:
-                param.metavar = PLAIN_TYPES.get(param.bare_type(), "VALUE")
+                param.metavar = PLAIN_TYPES.get(param.type.name, "VALUE")
 
 
 def _interrupt(signum: int, frame: Any) -> None:
