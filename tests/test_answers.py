@@ -343,36 +343,50 @@ def unkept(engine):
             "stream1-": {q: (text, LOADED, as_expected(engine.run(text)[0])) for q, text in unkept.items()}}
 
 
-def test_without_a_kept_answer_the_engines_decide_and_the_odd_one_out_fails(tmp_path, engine, unkept):
+def test_without_a_kept_answer_each_is_computed_apart_and_the_wrong_engine_fails_alone(tmp_path, engine, unkept,
+                                                                                       sf_001_data):
+    """Another seed, or stream, than the kept sets': the answers are computed on a DuckDB of the check's own loaded
+    from the run's data, so that one engine alone, or two that disagree, are judged as strictly as at the defaults."""
     throughput = "{}: throughput streams answers checked at full precision"
 
-    def check(names: list[str], wrong: str | None = None) -> dict[str, Finding]:
+    def check(names: list[str], wrong: str | None = None, data_dir=sf_001_data) -> dict[str, Finding]:
         for path in tmp_path.glob("answers/*"):
             path.unlink()
         for name in names:
-            save(tmp_path, name, spoiled(unkept, "stream1-", 1, relative("0.05", 1)) if name == wrong else unkept)
-        ctx = SimpleNamespace(options={"sf": SF}, state={"engines": {n: engine for n in names}}, work_dir=tmp_path)
+            save(tmp_path, name, spoiled(unkept, "stream1-", q, lambda rows: [["999999.99"]]) if name == wrong else unkept)
+        ctx = SimpleNamespace(options={"sf": SF}, state={"engines": {n: engine for n in names}, "data_dir": data_dir},
+                              work_dir=tmp_path)
         return findings_of(ctx)
 
-    n = len(unkept["stream1-"])
+    n, q = len(unkept["stream1-"]), next(iter(unkept["stream1-"]))
+    apart = "answers computed apart on the same data (DuckDB)"
     three = check(["duckdb", "postgres", "mariadb"], wrong="mariadb")
     assert [c for c, f in three.items() if not f.passed] == [throughput.format("mariadb")]
-    assert "against duckdb's answer (and 1 other engine: 0 agree)" in three[throughput.format("mariadb")].detail
-    assert three[throughput.format("duckdb")].detail == (
-        f"{n} answers compared at full precision: 1 against postgres's answers, {n - 1} against postgres's and "
-        "mariadb's answers")
+    assert three[throughput.format("mariadb")].detail.startswith(f"1 of {n} answers compared are wrong: Q{q} of "
+                                                                 "throughput stream 1: ")
+    assert f"against {apart}" in three[throughput.format("mariadb")].detail
+    assert three[throughput.format("duckdb")].detail == f"{n} answers compared at full precision: {n} against {apart}"
+    two = check(["duckdb", "postgres"], wrong="postgres")  # the answers computed apart tell which one is wrong
+    assert [c for c, f in two.items() if not f.passed] == [throughput.format("postgres")]
+    assert check(["duckdb"])[throughput.format("duckdb")].passed
+    assert not (tmp_path / "answers-apart").exists()  # the check's DuckDB goes when it is done
 
-    two = check(["duckdb", "postgres"], wrong="postgres")  # which one is wrong cannot be told: both fail
-    failing = [c for c, f in two.items() if not f.passed]
-    assert failing == [throughput.format("duckdb"), throughput.format("postgres")]
-    assert "which of the two is right cannot be told" in two[failing[0]].detail
+    lost = check(["duckdb"], data_dir=None)[throughput.format("duckdb")]  # nothing to compare with: it fails, saying so
+    assert not lost.passed and lost.detail == (
+        f"0 of {n} answers compared at full precision; not compared: {n} had no answer to be compared with (the run's "
+        "generated data is not known) (every answer must be compared)")
 
-    alone = check(["duckdb"])  # compared with nothing: the check fails, and says why
-    assert alone[throughput.format("duckdb")].detail == (
-        f"compared with nothing: {n} answers, none of which could be compared: {n} had no kept answer (refbench keeps "
-        "stream 0 and streams 1-2 at seed 1 for SF 0.01) and no other engine's")
-    assert not alone[throughput.format("duckdb")].passed
-    assert alone["duckdb: stream 0 answers checked at full precision"].passed  # those it keeps
+
+def test_each_repeats_answers_are_kept_and_checked(tmp_path, engine, runs):
+    """A 5% error in the power stream of the first repeat fails the check though the second's answers are right."""
+    ctx = SimpleNamespace(options={"sf": SF}, state={"engines": {"duckdb": engine}}, work_dir=tmp_path)
+    repeat_2 = {"power-r2-": runs["power-"]}
+    save(tmp_path, "duckdb", {**spoiled(runs, "power-", 1, relative("0.05", 1)), **repeat_2})
+    power = findings_of(ctx)["duckdb: power stream answers checked at full precision"]
+    assert not power.passed and power.detail.startswith("1 of 44 answers compared are wrong: Q1 of the power stream: ")
+    save(tmp_path, "duckdb", {**runs, "power-r2-": spoiled(runs, "power-", 1, relative("0.05", 1))["power-"]})
+    power = findings_of(ctx)["duckdb: power stream answers checked at full precision"]
+    assert not power.passed and "Q1 of the power stream (repeat 2): " in power.detail
 
 
 def test_a_stream_0_query_past_the_time_limit_fails_its_check(tmp_path, engine, runs):
@@ -381,7 +395,9 @@ def test_a_stream_0_query_past_the_time_limit_fails_its_check(tmp_path, engine, 
     text, data, _ = runs[""][18]
     save(tmp_path, "duckdb", {"": {**runs[""], 18: (text, data, None)}})
     late = findings_of(ctx)["duckdb: stream 0 answers checked at full precision"]
-    assert not late.passed and late.detail.endswith("; not compared: 1 ran past the 60 s query timeout"), late.detail
+    assert not late.passed and late.detail.endswith(
+        "; not compared: 1 ran past the 60 s query timeout (every answer must be compared: a longer --query-timeout-s "
+        "lets each query finish)"), late.detail
 
 
 # Errors injected into one engine's loaded data, by SQL on its database: one line item's price 5%, 0.5% or a cent
@@ -417,3 +433,28 @@ def test_an_error_injected_into_one_engines_loaded_data_fails_that_engine(tmp_pa
         other.close()
     assert [c for c, f in found.items() if not f.passed] == ["duckdb: stream 0 answers checked at full precision"]
     assert "against the answers kept for SF 0.01" in found["duckdb: stream 0 answers checked at full precision"].detail
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "a list", "no sha256"])
+def test_a_damaged_kept_set_is_one_sentence_naming_it_and_the_repair(tmp_path, monkeypatch, damage):
+    import lzma
+
+    from refbench.errors import UserError
+    from refbench.suites.dss import answers
+
+    installed = answers.files("refbench.suites.dss").joinpath(answers.KEPT_DIR, answers.kept_file_name(SF)).read_bytes()
+    kept = json.loads(lzma.decompress(installed))
+    damaged = {"truncated": installed[: len(installed) // 2], "garbage": b"not an xz file",
+               "a list": lzma.compress(b"[1, 2]"),
+               "no sha256": lzma.compress(json.dumps({**kept, "answers": [{k: v for k, v in a.items() if k != "sha256"}
+                                                                          for a in kept["answers"]]}).encode())}[damage]
+    (tmp_path / answers.KEPT_DIR).mkdir()
+    (tmp_path / answers.KEPT_DIR / answers.kept_file_name(SF)).write_bytes(damaged)
+    monkeypatch.setattr(answers, "files", lambda package: tmp_path)
+    answers.kept_answers.cache_clear()
+    try:
+        with pytest.raises(UserError, match=r"kept answer set .*sf0\.01\.json\.xz is damaged .*; restore it \('git "
+                                            r"checkout -- .*' in refbench's clone\) or reinstall refbench\.$"):
+            kept_answer(SF, 1, "select 1", LOADED)
+    finally:
+        answers.kept_answers.cache_clear()

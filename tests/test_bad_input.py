@@ -631,3 +631,18 @@ def test_a_hostile_acceptance_or_plan_file_costs_one_sentence(runs, cli, tmp_pat
 def test_a_set_value_nested_too_deeply_is_one_sentence(cli):
     result = cli("sleepy", "--set", "sleepy.sleep_s=" + "[" * 5000 + "]" * 5000)
     assert result.code == 2 and "nested more than 32 deep" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_a_file_that_ends_too_soon_is_an_internal_error_not_an_interruption(tmp_path, monkeypatch):
+    """click takes an EOFError for Ctrl-D at a prompt and aborts; refbench prompts for nothing."""
+    import refbench.catalog
+
+    def ended(*args, **kwargs):
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    monkeypatch.setattr(refbench.catalog, "read_catalog", ended)
+    result = run_in_process(tmp_path, "runs", "--runs-dir", str(tmp_path))
+    assert result.code == 70 and "interrupted" not in result.stderr, result
+    assert result.stderr.strip().splitlines() == [
+        "refbench: internal error: EOFError: Compressed file ended before the end-of-stream marker was reached (a file "
+        "ended too soon; run again with --debug for the traceback)."]

@@ -41,3 +41,15 @@ def test_a_pipe_takes_a_long_command_whole_and_figures_say_their_range_and_what_
 def test_the_checks_stand_under_the_suite_and_a_failure_says_so():
     lines = brief_lines([_verdict(failed=2, passed=7)], "R", "runs/R", 80)
     assert lines[1].startswith("dss        ") and lines[2].startswith("2 FAILED   ")
+
+
+def test_a_disturbed_suite_is_marked_under_its_checks_and_what_disturbed_it_is_said_once():
+    steal = "the hypervisor took 6% of the CPU (steal)"
+    lines = brief_lines([_verdict(disturbed=f"{steal} (duckdb-throughput, 1 of its 3 repeats)"), _verdict("oltp"),
+                         _verdict("dw", disturbed="the hypervisor took 5% of the CPU (steal) (postgres, 2 of its 3 "
+                                                  "repeats)")], "R", "runs/R", 80)
+    assert [line[:11].strip() for line in lines].count("disturbed") == 2
+    assert lines[-2] == f"disturbed: {steal}, 3 of 6 repeats" and "duckdb-throughput" not in "\n".join(lines)
+    mixed = brief_lines([_verdict(disturbed=f"{steal}; other processes wrote 58 of the 61 MB/s written to vda (q, 1 "
+                                            "of its 3 repeats)")], "R", "runs/R", 80)
+    assert mixed[-2] == f"disturbed: {steal} and more, 1 of 3 repeats"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -106,6 +109,62 @@ def test_tpchgen_failure_is_one_sentence(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(UserError, match="cannot create the TPC-H data directory .*: Not a directory"):
         datagen.generate(blocker / "data", 0.01)
+
+
+def _fake_tpchgen(directory: Path, monkeypatch, version: str, stderr: str = "") -> None:
+    """A tpchgen-cli of ``version`` first on PATH (none beside this Python), failing with ``stderr`` when given."""
+    directory.mkdir()
+    fake = directory / "tpchgen-cli"
+    fail = f"printf '%s' {shlex.quote(stderr)} >&2; exit 2" if stderr else "exit 0"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "tpchgen-cli {version}"; exit 0; }}\n{fail}\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(datagen.sys, "executable", str(directory / "python"))
+    monkeypatch.setenv("PATH", f"{directory}:{os.environ['PATH']}")
+    datagen.generator_version.cache_clear()
+
+
+@pytest.mark.parametrize("version", ["1.1.0", "2.0.0", "3.0.0", "5.0.0"])
+def test_another_tpchgen_version_is_refused_in_one_sentence_before_any_data(tmp_path, monkeypatch, version):
+    from refbench.errors import UserError
+
+    _fake_tpchgen(tmp_path / "bin", monkeypatch, version)
+    with pytest.raises(UserError, match=rf"tpchgen-cli {version}; refbench drives 4\.x, the version its kept answers "
+                                        r"were computed on: install it with 'make setup' \(or pip install "
+                                        r"'tpchgen-cli>=4\.0,<5'\)\.$"):
+        datagen.generate(tmp_path / "data", 0.01)
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
+    datagen.generator_version.cache_clear()
+
+
+def test_a_failing_tpchgen_shows_its_first_error_line(tmp_path, monkeypatch):
+    from refbench.errors import UserError
+
+    _fake_tpchgen(tmp_path / "bin", monkeypatch, "4.0.0",
+                  "error: unexpected argument '--overwrite' found\n\nUsage: tpchgen-cli csv [OPTIONS]\n\n"
+                  "For more information, try '--help'.\n")
+    with pytest.raises(UserError, match=r"could not generate scale factor 0\.01 in .*: error: unexpected argument "
+                                        r"'--overwrite' found$"):
+        datagen.generate(tmp_path / "data", 0.01)
+    datagen.generator_version.cache_clear()
+
+
+def test_the_generator_pin_is_the_kept_sets_and_the_runs_record_it(tmp_path):
+    import lzma
+    import tomllib
+    from importlib.resources import files
+
+    from refbench.suites.dss import answers
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert datagen.PIN in pyproject["project"]["dependencies"]
+    for sf in answers.KEPT_SCALE_FACTORS:
+        path = files("refbench.suites.dss").joinpath(answers.KEPT_DIR, answers.kept_file_name(sf))
+        with path.open("rb") as raw, lzma.open(raw, "rt") as f:
+            made_with = json.load(f)["made_with"]["tpchgen-cli"]
+        assert made_with.split(".")[0] == str(datagen.GENERATOR_MAJOR), (sf, made_with)
+    info = datagen.generate(tmp_path / "data", 0.01)
+    assert info["generator"] == f"tpchgen-cli {datagen.generator_version(datagen.tpchgen())}"
+    assert json.loads((tmp_path / "data" / datagen.MARKER).read_text())["generator"] == info["generator"]
 
 
 @pytest.mark.slow

@@ -515,3 +515,15 @@ def test_the_figures_so_far_count_the_measured_new_orders_as_the_driver_does(loa
     assert seen and all(a.new_orders <= b.new_orders for a, b in zip(seen, seen[1:]))
     assert 0.5 * counted <= seen[-1].new_orders <= counted and seen[-1].seconds == pytest.approx(3, abs=0.5)
     assert seen[-1].p99_us and re.fullmatch(r"NOPM [\d,]+, New-Order p99 [\d,.]+ ms so far \(3 s measured\)", seen[-1].said())
+
+
+def test_a_window_without_a_new_order_ends_with_a_verdict_that_says_so(tmp_path, refbench):
+    """With think times a New-Order comes every 30 s or so a user: a 2-s window holds none."""
+    result = refbench("oltp", "--warehouses", "1", "--rampup-s", "1", "--duration-s", "2", "--think-times",
+                      "--repeats", "1", "--runs-dir", "runs")
+    assert result.code == 1 and "internal error" not in result.stderr, result.stderr[-2000:]
+    assert "FAILED" in result.stdout and "0 NOPM" in result.stdout, result.stdout
+    run = Path(result.stdout.strip().splitlines()[-1])
+    nopm = json.loads((tmp_path / run / "verdict.json").read_text())[0]["headlines"][0]
+    assert nopm["value"] == 0 and nopm["note"] == "New-Order p99 — (no New-Order in the window)"
+    assert (tmp_path / run / "report.html").is_file()

@@ -125,9 +125,18 @@ def main(argv: list[str] | None = None) -> None:
         code = command.main(args=args, prog_name="refbench", standalone_mode=False)
     except typer.Exit as exc:
         code = exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        say("interrupted.")
-        code = 130
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        # click turns an EOFError into Abort, as if the user had pressed Ctrl-D at a prompt; refbench asks for nothing
+        # at a prompt, so an EOFError is a file that ended too soon, never an interruption.
+        if isinstance(exc.__cause__, EOFError):
+            if debug:
+                raise exc.__cause__ from None
+            say(f"internal error: EOFError: {exc.__cause__} (a file ended too soon; run again with --debug for the "
+                "traceback).")
+            code = 70
+        else:
+            say("interrupted.")
+            code = 130
     except UserError as exc:
         if debug:
             traceback.print_exc()

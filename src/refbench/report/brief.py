@@ -73,8 +73,6 @@ def brief_lines(verdicts: list[dict[str, Any]], run_name: str, run_path: str, wi
             rows += _wrapped(item, text)
         if v.get("limit"):
             rows += _wrapped(f"limit: {v['limit']}", text)
-        if v.get("disturbed"):
-            rows += _wrapped(f"disturbed: {v['disturbed']}", text)
         commands: list[str] = []
         if step := v.get("next"):
             said, command = f"next: {step['short']}", step.get("command") or ""
@@ -87,15 +85,32 @@ def brief_lines(verdicts: list[dict[str, Any]], run_name: str, run_path: str, wi
                 elif command:
                     commands = folded(command, width) if fold_commands and len(command) > width else [command]
         name = f"{v['suite']} ({v['scope']})" if v.get("scope") else v["suite"]
-        rows += [""] * (2 - len(rows))
-        for left, row in zip([name, checks_said(v)] + [""] * len(rows), rows):
+        # A suite neighbours disturbed says so under its checks; what disturbed it is said once, below the suites.
+        margin = [name, checks_said(v)] + (["disturbed"] if v.get("disturbed") else [])
+        rows += [""] * (len(margin) - len(rows))
+        for left, row in zip(margin + [""] * len(rows), rows):
             if len(left) >= SUITE_COLUMN:
                 lines.append(left)
                 left = ""
             lines.append(f"{left:<{SUITE_COLUMN}}{row}".rstrip())
         lines += commands
+    if disturbed := [v["disturbed"] for v in verdicts if v.get("disturbed")]:
+        lines += textwrap.wrap(f"disturbed: {disturbed_said(disturbed)}", width, subsequent_indent="  ")
     lines.append(f"why: refbench why {shlex.quote(run_path)}")
     return lines
+
+
+def disturbed_said(disturbed: list[str]) -> str:
+    """The suites' "disturbed" in a line: the first cause and how many of the headline repeats it marked, without the
+    cases' ids (`why` and the report name them): "the hypervisor took 6% of the CPU (steal) (t0-seq-w100-qd16-bs128k,
+    1 of its 3 repeats)" → "the hypervisor took 6% of the CPU (steal), 1 of 3 repeats"."""
+    first = re.search(r" \(([^()]*)\)$", disturbed[0])
+    cause = (disturbed[0][:first.start()] if first else disturbed[0]).split("; ")[0]
+    counts = [c for said in disturbed for c in re.findall(r"(\d+) of its (\d+) repeats", said)]
+    hit, of = (sum(int(c[i]) for c in counts) for i in (0, 1))
+    causes = {re.sub(r"[\d.,]+", "N", c) for said in disturbed
+              for c in re.sub(r" \([^()]*\)$", "", said).split("; ")}
+    return cause + (" and more" if len(causes) > 1 else "") + (f", {hit} of {of} repeats" if counts else "")
 
 
 def _wrapped(text: str, width: int) -> list[str]:

@@ -35,7 +35,7 @@ from refbench.suites.device.targets import (
 )
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.answers import LOADED, refresh_free, with_rf1
-from refbench.suites.dss.checks import answer_check, check_answers, data_seen, save_answer
+from refbench.suites.dss.checks import answer_check, check_answers, data_seen, repeat_tag, save_answer
 from refbench.suites.dss.queries import min_streams, stream_queries
 
 MODES = ("individual", "power", "throughput")
@@ -166,7 +166,7 @@ class DssSuite(OnTpchData, SuiteBase):
         sf = ctx.options["sf"]
         extra = {"load": ctx.state["loads"][engine.name], "data": ctx.state["data"], "engine": engine.name,
                  "target_description": ctx.state.get("target_description"),
-                 "answer_check": answer_check(sf, engine_names(ctx))}
+                 "answer_check": answer_check(sf)}
         # A stream lasts seconds; one query, milliseconds: too short for samples ten times a second.
         probe = engine_probe(ctx, engine, sessions=ctx.options["sample_sessions"] and case.params["mode"] != "individual")
         with storage.bounded(engine.server):
@@ -174,9 +174,9 @@ class DssSuite(OnTpchData, SuiteBase):
             if case.params["mode"] == "individual":
                 record = self._individual(ctx, engine, case.params["query"], extra)
             elif case.params["mode"] == "power":
-                record = self._power(ctx, engine, sf, extra)
+                record = self._power(ctx, engine, sf, extra, repeat_tag(case))
             else:
-                record = self._throughput(ctx, engine, sf, case.params["streams"], extra)
+                record = self._throughput(ctx, engine, sf, case.params["streams"], extra, repeat_tag(case))
             extra["storage"] = probe.stop()
         record.metrics |= storage.wait_figures(extra["storage"])
         return record
@@ -223,7 +223,7 @@ class DssSuite(OnTpchData, SuiteBase):
             seen["read_mb_s"] = round(disk_rates(disks0[device], disks1[device], seconds)["read_mb_s"], 2)
         return rows, seen
 
-    def _power(self, ctx, engine, sf: float, extra: dict[str, Any]) -> Record:
+    def _power(self, ctx, engine, sf: float, extra: dict[str, Any], repeat: str) -> Record:
         times: dict[str, float] = {}
         host: dict[str, float] = {}  # per query: CPU % and the data device's read MB/s
         timed_out: list[str] = []
@@ -237,7 +237,7 @@ class DssSuite(OnTpchData, SuiteBase):
             for done, (q, text) in enumerate(stream_queries(0, sf), 1):
                 ctx.live(f"{engine.name} power stream: {done} of 24 steps (RF1, 22 queries, RF2), Q{q} running")
                 rows, seen = self._observed(ctx, lambda: engine.run(text, timeout_s))
-                save_answer(ctx, engine.name, "power-", q, text, LOADED if refresh_free(text) else with_rf1(0), rows)
+                save_answer(ctx, engine.name, f"power-{repeat}", q, text, LOADED if refresh_free(text) else with_rf1(0), rows)
                 times[f"Q{q}"] = seen.pop("seconds")
                 if seen.pop("timed_out", False):
                     timed_out.append(f"Q{q}")
@@ -256,7 +256,7 @@ class DssSuite(OnTpchData, SuiteBase):
                        "that long, so power is an upper bound.")
         return Record(metrics, method=method, extra=extra)
 
-    def _throughput(self, ctx, engine, sf: float, streams: int, extra: dict[str, Any]) -> Record:
+    def _throughput(self, ctx, engine, sf: float, streams: int, extra: dict[str, Any], repeat: str) -> Record:
         results: dict[str, Any] = {}
         errors: list[str] = []
         timed_out: list[str] = []
@@ -320,7 +320,7 @@ class DssSuite(OnTpchData, SuiteBase):
             raise UserError(f"the throughput test on {engine.name} failed: {errors[0]}.")
         for (s, q), (text, asked, done, rows) in answered.items():
             data, could_see = data_seen(text, asked, done, refreshes)
-            save_answer(ctx, engine.name, f"stream{s}-", q, text, data, rows, could_see)
+            save_answer(ctx, engine.name, f"stream{s}-{repeat}", q, text, data, rows, could_see)
         extra["stream_orders"] = {s: [q for q, _ in stream_queries(s, sf, seed)] for s in range(1, streams + 1)}
         metrics = {"streams": streams, "elapsed_s": round(elapsed, 3),
                    "throughput": round(throughput_at_size(sf, streams, elapsed), 1), **_space_used(before, engine.usage()),

@@ -109,11 +109,21 @@ def kept_answers(sf: float) -> dict[str, list[list[str]]]:
     if sf not in KEPT_SCALE_FACTORS:
         return {}
     path = files("refbench.suites.dss").joinpath(KEPT_DIR, kept_file_name(sf))
-    with path.open("rb") as raw, lzma.open(raw, "rt") as f:
-        kept = json.load(f)
-    if kept.get("format") != KEPT_FORMAT or kept.get("sf") != sf:
-        raise ValueError(f"{path} is not refbench's answer set for SF {sf:g}")
-    return {f"{a['query']}:{a['sha256']}:{a['data']}": a["rows"] for a in kept["answers"]}
+    try:
+        with path.open("rb") as raw, lzma.open(raw, "rt") as f:
+            kept = json.load(f)
+        if not isinstance(kept, dict) or kept.get("format") != KEPT_FORMAT or kept.get("sf") != sf:
+            raise ValueError(f"not refbench's answer set for SF {sf:g}")
+        answers = {f"{a['query']}:{a['sha256']}:{a['data']}": a["rows"] for a in kept["answers"]}
+        if not all(isinstance(rows, list) for rows in answers.values()):
+            raise ValueError("an answer without rows")
+        return answers
+    # EOFError: a truncated file (click would take it for Ctrl-D and say "interrupted")
+    except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        from refbench.errors import UserError
+
+        raise UserError(f"refbench's kept answer set {path} is damaged ({type(exc).__name__}: {exc}); restore it "
+                        f"('git checkout -- {path}' in refbench's clone) or reinstall refbench.") from None
 
 
 def kept_answer(sf: float, query: int, text: str, data: str) -> list[list[str]] | None:

@@ -1,11 +1,11 @@
 """The dss suite's answer checks, as strict for one engine alone as for three.
 
-Every answer a run computed — stream 0's single queries, the power stream's and each throughput stream's, of every
-engine — is compared at full precision (answers.engine_rule) with the answer refbench keeps for that query text on
-that data (answers.kept_answer). Where it keeps none (a scale factor or seed without a kept set), the other engines'
-answers to the same text on the same data decide: an answer is right when it agrees with at least half of them, so
-that with three engines the odd one out fails, and with two that disagree both do (which one is wrong cannot be told).
-At SF 1 stream 0 is also held to the TPC-H reference answers by the specification's own rules (2.1.3.5).
+Every answer a run computed — stream 0's single queries, and the power stream's and each throughput stream's of every
+repeat, of every engine — is compared at full precision (answers.engine_rule) with the answer refbench keeps for that
+query text on that data (answers.kept_answer). Where it keeps none (another scale factor, seed or stream), the
+answer is computed apart: the run's generated data loaded into a DuckDB of the check's own (in-process, always
+there), the query asked there on the same data. At SF 1 stream 0 is also held to the TPC-H reference answers by the
+specification's own rules (2.1.3.5).
 
 A throughput query that ran while the refresh stream changed orders and lineitem may have seen one refresh pair's
 RF1 rows or none: it is compared with the answer for the loaded data, and when that differs, with the answers
@@ -13,23 +13,25 @@ recomputed on the same engine for each data state it could have seen (that pair'
 is rolled back).
 
 One finding per engine and kind of answer, named for that engine only; it says how many answers it compared and
-against what, and how many it could not and why. A finding that compared nothing fails, and so does stream 0 with a
-query that ran past the time limit.
+against what. It passes only when every answer was compared: one that could not be (past the query timeout, or no
+answer to compare it with) fails it, saying which and how to make it comparable.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from refbench.engines import QueryTimeout
+from refbench.engines import Placement, QueryTimeout, open_engine
 from refbench.suites import Finding
 from refbench.suites.dss import answers, refresh
 from refbench.suites.dss.answers import LOADED
 from refbench.suites.dss.queries import min_streams, stream_queries
+from refbench.suites.repeats import PARAM
 
 KINDS = ("stream 0", "power stream", "throughput streams")
 SHOWN_WRONG = 5  # answers named in a failing finding; the rest are counted
@@ -53,8 +55,14 @@ class Answer:
 
 
 def answer_path(work_dir: Path, engine: str, where: str, query: int) -> Path:
-    """``where``: "" for a single query, "power-" or "streamS-"."""
+    """``where``: "" for a single query, "power-" or "streamS-", then the repeat's repeat_tag."""
     return work_dir / "answers" / f"{engine}-{where}q{query:02d}.json"
+
+
+def repeat_tag(case) -> str:
+    """What names a repeat's answers apart from the first measurement's ("r2-"), so that each repeat's are kept."""
+    k = case.params.get(PARAM, 1)
+    return f"r{k}-" if k > 1 else ""
 
 
 def save_answer(ctx, engine: str, where: str, query: int, text: str, data: str | None, rows: list | None,
@@ -106,8 +114,10 @@ def run_answers(ctx, name: str, engine, timeout_s: float | None) -> list[Answer]
         saved = load_answer(ctx, name, f"{where}-", int(q))
         if saved is None:
             continue
-        kind, shown = (("power stream", "the power stream") if where == "power" else
-                       ("throughput streams", f"throughput stream {where.removeprefix('stream')}"))
+        stream, _, repeat = where.partition("-r")
+        kind, shown = (("power stream", "the power stream") if stream == "power" else
+                       ("throughput streams", f"throughput stream {stream.removeprefix('stream')}"))
+        shown += f" (repeat {repeat})" if repeat else ""
         out.append(Answer(kind, shown, int(q), saved["text"], saved["data"], saved["rows"],
                           saved.get("could_see") or []))
     return out
@@ -131,27 +141,33 @@ def check_answers(ctx) -> list[Finding]:
                                     "; ".join(f"Q{q}: {d}" for q, d in sorted(wrong.items())) or
                                     "all 22 queries within TPC-H 2.1.3.5's tolerances (singletons and counts exact, sums "
                                     "within 100, averages and ratios within 1% after rounding to 1/100)"))
-    judge = Judge(ctx, engines, given, timeout_s)
-    for name, theirs in given.items():
-        for kind in KINDS:
-            mine = [a for a in theirs if a.kind == kind]
-            if mine:
-                findings.append(judge.finding(name, kind, mine))
+    judge = Judge(ctx, engines, timeout_s)
+    try:
+        for name, theirs in given.items():
+            for kind in KINDS:
+                mine = [a for a in theirs if a.kind == kind]
+                if mine:
+                    findings.append(judge.finding(name, kind, mine))
+    finally:
+        judge.close()
     return findings
 
 
 class Judge:
-    """Judges each answer of an engine against the kept set, the other engines' answers or recomputed ones."""
+    """Judges each answer of an engine against the kept set, or an answer computed apart, or recomputed ones."""
 
-    def __init__(self, ctx, engines: dict[str, Any], given: dict[str, list[Answer]], timeout_s: float | None):
+    def __init__(self, ctx, engines: dict[str, Any], timeout_s: float | None):
         self.sf, self.engines, self.timeout_s = ctx.options["sf"], engines, timeout_s
-        # (text, data) -> {engine: rows}: the first answer each engine gave to a query text on known data.
-        self.by_text: dict[tuple[str, str], dict[str, list[list[str]]]] = {}
-        for name, theirs in given.items():
-            for a in theirs:
-                if a.rows is not None and a.data is not None:
-                    self.by_text.setdefault((a.text, a.data), {}).setdefault(name, a.rows)
+        self.data_dir, self.apart_dir = ctx.state.get("data_dir"), ctx.work_dir / "answers-apart"
+        self.apart: Any = None  # the DuckDB the answers are computed apart on, loaded when first needed
+        self.apart_failed = ""
+        self.computed: dict[tuple[str, str], list[list[str]] | None] = {}
         self.recomputed: dict[tuple[str, str, str], list[list[str]] | None] = {}
+
+    def close(self) -> None:
+        if self.apart is not None:
+            self.apart.close()
+        shutil.rmtree(self.apart_dir, ignore_errors=True)
 
     def finding(self, name: str, kind: str, mine: list[Answer]) -> Finding:
         against: Counter = Counter()
@@ -166,31 +182,35 @@ class Judge:
             else:
                 unchecked[said] += 1
         compared = sum(against.values()) + len(wrong)
-        not_compared = "; not compared: " + ", ".join(f"{n} {why}" for why, n in unchecked.items()) if unchecked else ""
+        not_compared = ("; not compared: " + ", ".join(f"{n} {why}" for why, n in unchecked.items())
+                        + f" ({self.how_to_compare(unchecked)})") if unchecked else ""
         check = f"{name}: {kind} answers checked at full precision"
         if wrong:
             shown = "; ".join(wrong[:SHOWN_WRONG]) + (f"; and {len(wrong) - SHOWN_WRONG} more" if len(wrong) > SHOWN_WRONG
                                                        else "")
             return Finding(check, False, f"{len(wrong)} of {compared} answers compared are wrong: {shown}{not_compared}")
-        if not compared:
-            return Finding(check, False, f"compared with nothing: {len(mine)} answers, none of which could be compared"
-                                         f"{not_compared.replace('; not compared', '')}")
-        late = kind == "stream 0" and unchecked.get(self.late_words(), 0)
-        detail = (f"{compared} answer{'s' * (compared != 1)} compared at full precision: "
-                  + ", ".join(f"{n} against {what}" for what, n in against.items()) + not_compared)
-        return Finding(check, not late, detail)
+        detail = (f"{f'{compared} of ' if unchecked else ''}{len(mine)} answer{'s' * (len(mine) != 1)} compared at full "
+                  "precision"
+                  + (": " + ", ".join(f"{n} against {what}" for what, n in against.items()) if against else "")
+                  + not_compared)
+        return Finding(check, not unchecked, detail)
 
     def late_words(self) -> str:
         return f"ran past the {self.timeout_s:g} s query timeout" if self.timeout_s else "ran past the query timeout"
+
+    def how_to_compare(self, unchecked: Counter) -> str:
+        if self.late_words() in unchecked:
+            return "every answer must be compared: a longer --query-timeout-s lets each query finish"
+        return "every answer must be compared"
 
     def judge(self, name: str, a: Answer) -> tuple[str, str]:
         """("right", what it was compared with) | ("wrong", the difference and against what) | ("unchecked", why)."""
         if a.rows is None:
             return "unchecked", self.late_words()
         if a.data is not None:
-            return self.against_reference(name, a, a.data)
+            return self.against_reference(a, a.data)
         during = "ran while the refresh stream changed the data"
-        verdict, said = self.against_reference(name, a, LOADED)
+        verdict, said = self.against_reference(a, LOADED)
         if verdict == "right":
             return "right", f"{said} for the loaded data (these {during})"
         if verdict == "unchecked":
@@ -205,32 +225,51 @@ class Judge:
         return "wrong", (f"{said}; it {during}, and no answer recomputed for the data it could have seen "
                          f"({', '.join(states)}) matches it either")
 
-    def against_reference(self, name: str, a: Answer, data: str) -> tuple[str, str]:
+    def against_reference(self, a: Answer, data: str) -> tuple[str, str]:
         kept = answers.kept_answer(self.sf, a.query, a.text, data)
-        if kept is not None:
-            difference = answers.compare(a.query, a.rows, kept, between_engines=True)
-            source = f"the answers kept for SF {self.sf:g}"
-            return ("wrong", f"{difference}, against {source}") if difference else ("right", source)
-        others = {other: rows for other, rows in self.by_text.get((a.text, data), {}).items() if other != name}
-        if not others:
-            return "unchecked", self.why_no_reference()
-        agree = [other for other, rows in others.items()
-                 if answers.compare(a.query, a.rows, rows, between_engines=True) is None]
-        if agree and 2 * len(agree) >= len(others):
-            return "right", f"{_possessive(agree)} answers"
-        first = next(other for other in others if other not in agree)
-        difference = answers.compare(a.query, a.rows, others[first], between_engines=True)
-        return "wrong", (f"{difference}, against {first}'s answer"
-                         + (f" (and {len(others) - 1} other engine{'s' * (len(others) > 2)}: {len(agree)} agree)"
-                            if len(others) > 1 else f"; with no kept answer at SF {self.sf:g} which of the two is right "
-                                                    "cannot be told"))
+        source = f"the answers kept for SF {self.sf:g}"
+        if kept is None:
+            kept, source = self.computed_apart(a, data), "answers computed apart on the same data (DuckDB)"
+            if kept is None:
+                return "unchecked", f"had no answer to be compared with ({self.apart_failed})"
+        difference = answers.compare(a.query, a.rows, kept, between_engines=True)
+        return ("wrong", f"{difference}, against {source}") if difference else ("right", source)
 
-    def why_no_reference(self) -> str:
-        if self.sf in answers.KEPT_SCALE_FACTORS:
-            return (f"had no kept answer (refbench keeps stream 0 and streams 1-{min_streams(self.sf)} at seed 1 for "
-                    f"SF {self.sf:g}) and no other engine's")
-        kept = ", ".join(f"{sf:g}" for sf in answers.KEPT_SCALE_FACTORS)
-        return f"had no kept answer (refbench keeps answers at SF {kept}) and no other engine's"
+    def computed_apart(self, a: Answer, data: str) -> list[list[str]] | None:
+        """The answer to ``a``'s query text on ``data`` from the check's own DuckDB, loaded from the run's generated
+        data (a data state with a refresh pair's RF1 rows: inserted in a transaction rolled back after)."""
+        key = (a.text, data)
+        if key not in self.computed:
+            self.computed[key] = None
+            if self.apart is None and not self.apart_failed:
+                self.apart = self._load_apart()
+            if self.apart is not None:
+                pair = answers.rf1_pair(data)
+                self.apart.run("BEGIN")
+                try:
+                    for statement in refresh.rf1_statements(self.sf, pair, "duckdb") if pair is not None else []:
+                        self.apart.run(statement)
+                    self.computed[key] = answers.as_expected(self.apart.run(a.text)[0])
+                finally:
+                    self.apart.run("ROLLBACK")
+        return self.computed[key]
+
+    def _load_apart(self) -> Any:
+        from refbench.suites.dss.datagen import TPCH
+
+        if self.data_dir is None:
+            self.apart_failed = "the run's generated data is not known"
+            return None
+        try:
+            self.apart_dir.mkdir(parents=True, exist_ok=True)
+            engine = open_engine("duckdb", TPCH, Placement(self.apart_dir / "tpch.duckdb"))
+            engine.load(Path(self.data_dir), self.sf)
+            engine.open()
+            return engine
+        except Exception as exc:  # noqa: BLE001  any failure here is the check's, said in its finding
+            self.apart_failed = (f"loading the data into a DuckDB apart failed: "
+                                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            return None
 
     def recompute(self, name: str, a: Answer, state: str) -> list[list[str]] | None:
         """The answer of ``a``'s query on engine ``name`` for the data with refresh pair ``state``'s RF1 rows in it,
@@ -253,24 +292,12 @@ class Judge:
         return self.recomputed[key]
 
 
-def _possessive(names: list[str]) -> str:
-    return " and ".join(f"{n}'s" for n in names)
-
-
-def answer_check(sf: float, names: list[str]) -> str:
+def answer_check(sf: float) -> str:
     """Which check a run's answers get, in words, for a record's method."""
-    kept = (f"the answers refbench keeps for SF {sf:g} (stream 0, the power stream, throughput streams 1-"
-            f"{min_streams(sf)} at seed 1)" if sf in answers.KEPT_SCALE_FACTORS else "")
-    others = "the other engines' answers to the same query text on the same data" if len(names) > 1 else ""
-    rules = f" ({answers.AGREEMENT})"
+    apart = "answers computed apart on the same data (the run's data loaded into a DuckDB of the check's own)"
+    against = (f"the answers refbench keeps for SF {sf:g} (stream 0, the power stream, throughput streams 1-"
+               f"{min_streams(sf)} at seed 1), and where it keeps none against {apart}"
+               if sf in answers.KEPT_SCALE_FACTORS else f"{apart} (refbench keeps no answers at SF {sf:g})")
     spec = "; stream 0 also against the TPC-H reference answers by 2.1.3.5's rules" if sf == 1.0 else ""
-    if kept:
-        head = f"every answer of every stream at full precision{rules} against {kept}" + (
-            f", and where it keeps none against {others}" if others else "")
-    elif others:
-        head = (f"every answer of every stream at full precision{rules} against {others} (refbench keeps no answers "
-                f"at SF {sf:g})")
-    else:
-        head = (f"none: refbench keeps no answers at SF {sf:g} and no other engine ran, so the answers are compared "
-                "with nothing and the check fails")
-    return head + spec
+    return (f"every answer of every stream and repeat at full precision ({answers.AGREEMENT}) against {against}"
+            + spec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refbench.suites import Chart, Headline, Record, Table
+from refbench.suites import Chart, Headline, Record, Table, is_figure
 from refbench.suites.oltp.driver import TX
 
 
@@ -80,6 +80,7 @@ def headlines(records: list[Record], tables: list[Table]) -> list[Headline]:
     best = max(records, key=lambda r: r.metrics["nopm"])
     m = best.metrics
     users = f"{m['users']:,} user{'s' if m['users'] > 1 else ''}"
-    p99 = f"New-Order p99 {m['new_order_lat_p99_ms']:,.1f} ms"
+    p99_ms = m.get("new_order_lat_p99_ms")
+    p99 = f"New-Order p99 {p99_ms:,.1f} ms" if is_figure(p99_ms) else "New-Order p99 — (no New-Order in the window)"
     return [Headline(f"NOPM at the best load level ({users})", m["nopm"], "NOPM", best.case_id, "nopm", p99, f"NOPM, {users}"),
             Headline(f"TPM at the best load level ({users})", m["tpm"], "TPM", best.case_id, "tpm", figure=f"TPM, {users}")]
