@@ -3,6 +3,7 @@ files a user hands refbench so that a hostile one costs one sentence."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -192,3 +193,70 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         raise UserError(f"{label}: not valid TOML: {message.rstrip('.')}.") from None
     except RecursionError:  # the shape check keeps this out of reach; should tomllib recurse more, still one sentence
         raise UserError(f"{label}: not a file refbench reads: nested too deeply.") from None
+
+
+# ---- state refbench keeps between commands (tune's journals and lock) ----------------------------------------------
+# Root acts on these (it puts host and server settings back from them): one another user could write, or point
+# somewhere else with a link, would have root write what that user chose. They are used only when refbench's own
+# user wrote them; anything else is left alone, with a warning.
+
+STATE_FILE_LIMIT = 1 << 20  # a journal is a few lines
+
+
+class Untrusted(Exception):
+    """A state file (or its directory) refbench will not act on; the message says why, after its path."""
+
+
+def _owned_and_closed(st: os.stat_result, owners: tuple[int, ...], what: str) -> None:
+    if st.st_uid not in owners:
+        raise Untrusted(f"{what} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
+    if st.st_mode & 0o022:
+        raise Untrusted(f"{what} may be written by others (mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def trusted_state_directory(directory: Path, owners: tuple[int, ...] | None = None) -> None:
+    """Raises Untrusted unless ``directory`` is this user's (or ``owners``'), written by no one else, and reached
+    through no link: each directory above it a real directory of root's or this user's, written by no one else
+    unless sticky (/tmp)."""
+    directory = Path(os.path.abspath(directory))
+    for above in reversed(directory.parents):
+        st = os.lstat(above)
+        if stat.S_ISLNK(st.st_mode):
+            raise Untrusted(f"{above} on the way to it is a link")
+        if st.st_uid not in (0, os.geteuid()) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+            raise Untrusted(f"{above} on the way to it may be changed by another user")
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise Untrusted(f"its directory {directory} is {'a link' if stat.S_ISLNK(st.st_mode) else 'not a directory'}")
+    _owned_and_closed(st, owners or (os.geteuid(),), f"its directory {directory}")
+
+
+def open_state_file(path: Path, flags: int = os.O_RDONLY, owners: tuple[int, ...] | None = None) -> int:
+    """A descriptor of the state file ``path``, opened without following a link or blocking (a FIFO), once it is
+    known to be a regular file of ``owners`` (this user) in a trusted directory; FileNotFoundError when there is
+    none, Untrusted when it is not refbench's own."""
+    trusted_state_directory(path.parent, owners)
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Untrusted("it is a link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Untrusted("it is not a regular file")
+        _owned_and_closed(st, owners or (os.geteuid(),), "it")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_state_file(path: Path, owners: tuple[int, ...] | None = None) -> str:
+    """The text of the state file ``path`` (see open_state_file), at most STATE_FILE_LIMIT bytes."""
+    with os.fdopen(open_state_file(path, owners=owners), "rb") as f:
+        data = f.read(STATE_FILE_LIMIT + 1)
+    if len(data) > STATE_FILE_LIMIT:
+        raise Untrusted(f"it is larger than {STATE_FILE_LIMIT // 1024:,} KiB")
+    return data.decode(errors="replace")

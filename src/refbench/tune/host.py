@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refbench.fileio import atomic_write_text
+from refbench.fileio import Untrusted, atomic_write_text, open_state_file, read_state_file, trusted_state_directory
 from refbench.engines.knobs import HOST_SETTINGS, host_knobs, setting_value, sysroot  # noqa: F401  (tune's names)
 from refbench.host.sysfs import SysRoot
 from refbench.tune.knobs import Knob
@@ -80,7 +80,11 @@ class HostChanges:
         from refbench.errors import UserError
 
         make_state_dir(self.journal.parent)
-        fd = os.open(self.journal.with_name(lock_path().name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = open_state_file(self.journal.with_name(lock_path().name), os.O_RDWR | os.O_CREAT)
+        except Untrusted as exc:
+            raise UserError(f"refbench keeps no host state in {self.journal.parent}: {exc}; set REFBENCH_STATE_DIR "
+                            "to a directory of your own.") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -130,6 +134,7 @@ class HostChanges:
 
     def _write_journal(self, entries: list[dict[str, Any]]) -> None:
         make_state_dir(self.journal.parent)
+        trusted_state_directory(self.journal.parent)  # claim() has checked it: a change since is an error
         atomic_write_text(self.journal, json.dumps({"owner": owner_identity(), "root": str(self.root.root),
                                                     "changes": entries}, indent=1))
 
@@ -147,45 +152,62 @@ def owner_running(owner: dict[str, Any]) -> bool:
     return bool(owner.get("pid")) and start_time(owner["pid"]) == owner.get("start")
 
 
-def read_journal(journal: Path) -> dict[str, Any]:
-    """A journal's {"owner", "changes", …}; FileNotFoundError when there is none, ValueError (or another OSError)
-    when it cannot be read as one."""
-    data = json.loads(journal.read_text())
+# The only files a host-changes journal may name: the kernel's settings.
+HOST_SETTING_TREES = ("/proc/sys/", "/sys/")
+
+
+def read_journal(journal: Path, owners: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """A journal's {"owner", "changes", …}, written by this user (or ``owners``); FileNotFoundError when there is none,
+    Untrusted when it is not one this user wrote, ValueError (or another OSError) when it cannot be read as one."""
+    data = json.loads(read_state_file(journal, owners))
     if not isinstance(data, dict) or not isinstance(data.get("owner") or {}, dict) or \
-            not isinstance(data.get("changes", []), list):
+            not isinstance(data.get("changes", []), list) or \
+            not all(isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "original", "setting"))
+                    for e in data.get("changes", [])):
         raise ValueError(f"{journal} is not a journal of changes")
+    for entry in data.get("changes", []):
+        path = os.path.normpath("/" + entry["path"].lstrip("/"))
+        if not path.startswith(HOST_SETTING_TREES) or path != "/" + entry["path"].lstrip("/"):
+            raise Untrusted(f"it names {entry['path']!r}, not a setting under /proc/sys or /sys")
     return data
 
 
 def _journal_owner(journal: Path) -> dict[str, Any]:
     try:
         return read_journal(journal).get("owner") or {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, Untrusted):
         return {}
 
 
 def _entries(journal: Path) -> list[dict[str, Any]]:
     try:
         return list(read_journal(journal).get("changes", []))
-    except (OSError, ValueError):
+    except (OSError, ValueError, Untrusted):
         return []
+
+
+def not_used(journal: Path, why: Untrusted) -> str:
+    return f"warning: {journal} was not used: {why}"
 
 
 def restore_journal(journal: Path | None = None, root: SysRoot | None = None, mine: bool = False) -> list[str]:
     """Puts back what the journal holds: with ``mine``, only if this process wrote it; else only if the process that
     wrote it is gone (a tune that still runs puts back its own). Each value is taken out of the journal once written
     back; the journal goes when it is empty."""
-    journal = journal or journal_path()
+    journal, root = journal or journal_path(), root or sysroot()
     try:
         data = read_journal(journal)
     except FileNotFoundError:
         return []
+    except Untrusted as why:
+        return [not_used(journal, why)]
     except (OSError, ValueError):
         return [f"the host-changes journal {journal} cannot be read; check the settings it named by hand"]
     owner = data.get("owner") or {}
     if (owner != owner_identity()) if mine else owner_running(owner):
         return []
-    root = root or SysRoot(data.get("root") or "/")
+    if os.path.abspath(data.get("root") or "/") != os.path.abspath(root.root):
+        return [not_used(journal, Untrusted(f"it names the tree {data.get('root')!r}, not {str(root.root)!r}"))]
     entries, said = list(data.get("changes", [])), []
     try:
         while entries:
@@ -210,9 +232,12 @@ def left_by_a_killed_tune() -> list[str]:
     cannot read is skipped with one warning; neither stops the command."""
     journal = journal_path()
     try:
-        owner = read_journal(journal).get("owner") or {}
+        # Root's journal, read by another user only to say that root can put it back.
+        owner = read_journal(journal, owners=(0, os.geteuid())).get("owner") or {}
     except FileNotFoundError:
         return []
+    except Untrusted as why:
+        return [not_used(journal, why)]
     except (OSError, ValueError) as exc:
         return [f"warning: the host-changes journal {journal} cannot be read "
                 f"({getattr(exc, 'strerror', None) or exc}); skipped"]
@@ -221,8 +246,8 @@ def left_by_a_killed_tune() -> list[str]:
     if os.geteuid() != 0 and not os.environ.get("REFBENCH_SYSROOT"):
         return [f"warning: a tune that was killed left host settings changed ({journal}); run any refbench command as "
                 "root to put them back"]
-    return [f"a tune that was killed had changed a host setting, now put back: {line}"
-            for line in restore_journal(journal)]
+    return [line if line.startswith("warning: ") else f"a tune that was killed had changed a host setting, now put "
+            f"back: {line}" for line in restore_journal(journal)]
 
 
 def _watch(journal: Path):

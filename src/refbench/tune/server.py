@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from refbench.redaction import read_private, write_private
-from refbench.tune.host import make_state_dir, owner_identity, owner_running, state_dir
+from refbench.fileio import Untrusted, read_state_file, trusted_state_directory
+from refbench.redaction import write_private
+from refbench.tune.host import make_state_dir, not_used, owner_identity, owner_running, state_dir
 
 RELOADABLE = ("user", "superuser", "sighup")  # PostgreSQL contexts a reload applies to new sessions
 RELOAD_S = 0.5  # a reload is a signal the postmaster acts on a moment later; sessions started after it see the value
@@ -27,7 +28,9 @@ def journal_path() -> Path:
 
 
 def journals() -> list[Path]:
-    return sorted(state_dir().glob("server-changes-*.json"))
+    """The server journals in the state directory, root's left out for another user (root's own to put back)."""
+    return sorted(p for p in state_dir().glob("server-changes-*.json")
+                  if os.geteuid() == 0 or p.lstat().st_uid != 0)
 
 
 class ServerChanges:
@@ -55,13 +58,14 @@ class ServerChanges:
             entries.append({"setting": name, "original": self._saved(name)})
             try:
                 make_state_dir(self.journal.parent)
+                trusted_state_directory(self.journal.parent)
                 write_private(self.journal, json.dumps({"owner": owner_identity(), "engine": self.engine,
                                                         "dsn": self.dsn, "changes": entries}))
-            except OSError as exc:
+            except (OSError, Untrusted) as exc:
                 from refbench.errors import UserError
 
                 raise UserError(f"cannot write the journal that puts your server's settings back ({self.journal}: "
-                                f"{exc.strerror}); nothing was changed.") from None
+                                f"{getattr(exc, 'strerror', None) or exc}); nothing was changed.") from None
         self._set(name, value)
 
     def restore(self) -> list[str]:
@@ -107,13 +111,16 @@ class ServerChanges:
 
 
 def _read(journal: Path) -> dict[str, Any] | None:
-    """A journal this user may read, or None (none, another user's, or not one a tune wrote)."""
-    text = read_private(journal)
+    """A journal this user wrote, or None (none, or not one a tune wrote); Untrusted when another user could have
+    written it or it is not a file."""
     try:
-        data = json.loads(text) if text else None
-    except ValueError:
+        data = json.loads(read_state_file(journal))
+    except (FileNotFoundError, PermissionError, ValueError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("changes", []), list) else None
+    good = isinstance(data, dict) and data.get("engine") in ("postgres", "mariadb") and \
+        isinstance(data.get("dsn"), str) and isinstance(data.get("changes", []), list) and \
+        all(isinstance(e, dict) and isinstance(e.get("setting"), str) for e in data.get("changes", []))
+    return data if good else None
 
 
 def _entries(journal: Path) -> list[dict[str, Any]]:
@@ -127,7 +134,10 @@ def restore_journal(journal: Path | None = None, mine: bool = False) -> list[str
     from refbench.errors import UserError
 
     journal = journal or journal_path()
-    data = _read(journal)
+    try:
+        data = _read(journal)
+    except Untrusted as why:
+        return [not_used(journal, why)]
     if data is None:
         return []
     owner = data.get("owner") or {}
@@ -159,5 +169,6 @@ def left_by_a_killed_tune() -> list[str]:
         found = journals()
     except OSError as exc:
         return [f"warning: tune's state directory {state_dir()} cannot be read ({exc.strerror}); skipped"]
-    return [f"a tune that was killed had changed a setting of your server, now put back: {line}"
+    return [line if line.startswith("warning: ") else
+            f"a tune that was killed had changed a setting of your server, now put back: {line}"
             for journal in found for line in restore_journal(journal)]
