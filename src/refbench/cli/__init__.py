@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperArgument, TyperOption
 
 from refbench import __version__
-from refbench.cli import catalog, cluster, dashboard, host, results, run, tune
+from refbench.cli import catalog, cluster, console, dashboard, host, results, run, tune
 from refbench.cli.console import epilog, plain, say
 from refbench.errors import UserError
 from refbench.exhaustion import explain
@@ -102,6 +102,7 @@ def _restore_host_settings() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    console.guard_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get("REFBENCH_DEBUG"))
     args = [a for a in args if a != "--debug"]
@@ -152,7 +153,9 @@ def main(argv: list[str] | None = None) -> None:
             raise
         if explained := explain(exc):
             say(str(explained))
-            sys.exit(explained.exit_code)
-        say(f"internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback).")
-        code = 70
+            code = explained.exit_code
+        else:
+            say(f"internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback).")
+            code = 70
+    console.drain()
     sys.exit(code if isinstance(code, int) else 0)

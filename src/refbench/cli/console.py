@@ -3,9 +3,15 @@ acceptance results, the examples in a command's help, and the options several gr
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import queue
+import stat
 import sys
+import threading
+import time
 from typing import Any
 
 import typer
@@ -19,9 +25,112 @@ from refbench.formats import fmt
 
 # Piped or captured output gets a wide page instead of Rich's 80 columns, so tables do not wrap.
 def _width(stream: Any) -> int | None:
-    """The terminal's width; COLUMNS when set (a pipe from an 80-column terminal); 160 for a pipe or a file."""
+    """The terminal's width; COLUMNS when set (a pipe from an 80-column terminal); 160 for a pipe, a file or none."""
     columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) > 0 else None if stream.isatty() else 160
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None if _isatty(stream) else 160
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):  # closed
+        return False
+
+
+class _Output(io.TextIOBase):
+    """A standard stream that never stops the run. Its reader gone (EPIPE) or the stream closed, what follows is
+    dropped. With ``drop_when_full`` (progress on stderr, to a pipe), a thread writes it: a reader that does not read
+    fills the pipe, and the lines that do not fit are dropped instead of holding the measurement."""
+
+    QUEUED = 1000  # lines waiting for a slow reader, beyond which they are dropped
+
+    def __init__(self, stream: Any, drop_when_full: bool):
+        super().__init__()
+        self.stream, self.broken = stream, False
+        self.queue: queue.Queue[str | None] | None = queue.Queue(self.QUEUED) if drop_when_full else None
+        if self.queue is not None:
+            self.thread = threading.Thread(target=self._write_queued, name="refbench-stderr", daemon=True)
+            self.thread.start()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return _isatty(self.stream)
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.broken:
+            return len(text)
+        if self.queue is not None:
+            with contextlib.suppress(queue.Full):
+                self.queue.put_nowait(text)
+            return len(text)
+        self._write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.queue is None and not self.broken:
+            self._write("")
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # EPIPE, EIO, a closed stream
+            self.broken = True
+
+    def _write_queued(self) -> None:
+        while (text := self.queue.get()) is not None:
+            if not self.broken:
+                self._write(text)
+            self.queue.task_done()
+        self.queue.task_done()
+
+    def drain(self, timeout_s: float) -> None:
+        """Waits up to ``timeout_s`` for the queued lines to reach the reader (a reader that reads gets them all)."""
+        if self.queue is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while self.queue.unfinished_tasks and time.monotonic() < deadline and not self.broken:
+            time.sleep(0.01)
+
+
+def guard_streams() -> None:
+    """The real stdout and stderr made so that no state of theirs stops a run: a standard descriptor closed at start
+    (`2>&-`) is /dev/null, so that no file refbench opens takes its number; a broken pipe drops what follows; and
+    progress to a pipe is dropped when the pipe is full. Streams a caller replaced (tests) are left alone."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name in ("stdout", "stderr"):
+        stream, real = getattr(sys, name), getattr(sys, f"__{name}__")
+        if stream is None or stream is real:
+            stream = real if real is not None else open(os.devnull, "w")
+            try:
+                piped = stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode) or stat.S_ISSOCK(os.fstat(stream.fileno()).st_mode)
+            except (OSError, ValueError):
+                piped = False
+            setattr(sys, name, _Output(stream, drop_when_full=name == "stderr" and piped))
+
+
+def drain() -> None:
+    """What progress is still queued for stderr, written within a few seconds before refbench exits."""
+    if isinstance(sys.stderr, _Output):
+        sys.stderr.drain(5.0)
+    if isinstance(sys.stdout, _Output):
+        sys.stdout.flush()
 
 
 err = Console(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)  # a path whole, for copying
