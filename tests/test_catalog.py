@@ -286,3 +286,36 @@ def test_the_runs_list_at_80_columns_stacks_rather_than_cuts_a_figure(tmp_path, 
     assert shown.returncode == 0, shown.stderr
     assert "…" not in shown.stdout and all(len(line) <= 80 for line in shown.stdout.splitlines()), shown.stdout
     assert f"run: {run.name}" in shown.stdout and "150,000 ops/s" in shown.stdout
+
+
+@pytest.mark.parametrize("value", ["1e308", "Infinity", "NaN", "[1]", "{}"])
+def test_a_figure_no_measurement_can_be_makes_one_run_damaged_and_the_others_work(runs, value):
+    runs, (slow, middle, fast) = runs
+    record = sorted((runs / slow / "records" / "sleepy").glob("*.json"))[0]
+    record.write_text(re.sub(r'"ops_per_s": [^,}]+', f'"ops_per_s": {value}', record.read_text(), count=1))
+    run = lambda *args: subprocess.run(refbench_command(*args), cwd=runs.parent, env=cli_env(), capture_output=True,
+                                       text=True, timeout=120)
+    listed = run("runs", "--runs-dir", "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    status = {r["run"]: r["status"] for r in json.loads(listed.stdout)}
+    assert status[slow] == f"damaged: {record.relative_to(runs / slow)}: ops_per_s is not " + (
+        "a number (a list)" if value == "[1]" else "a number (a dict)" if value == "{}" else
+        f"a finite number ({float(value):g})")
+    assert status[middle] == status[fast] == "complete"
+    assert run("history", "sleepy.ops_per_s", "--runs-dir", "runs").returncode == 0
+    assert run("compare", f"runs/{middle}", f"runs/{fast}").returncode == 0  # the other runs keep working
+    for command in (("compare", f"runs/{middle}", f"runs/{slow}"), ("report", f"runs/{slow}")):
+        said = run(*command)
+        assert said.returncode == 2 and len(said.stderr.strip().splitlines()) == 1, said.stderr
+        assert f"{record.relative_to(runs.parent)} is damaged: ops_per_s is not" in said.stderr, said.stderr
+
+
+@pytest.mark.parametrize("value", ["lots", None, True])
+def test_a_figure_of_the_wrong_type_is_a_damaged_record_not_an_internal_error(value):
+    from refbench.suites import DamagedFigure, Record, get_suite
+
+    oltp = get_suite("oltp")
+    record = Record({"users": 2, "nopm": value, "tpm": 90.0}, suite="oltp", case_id="u2-r1")
+    for call in (lambda: oltp.summarize([record]), lambda: oltp.headlines([record], [])):
+        with pytest.raises(DamagedFigure, match=r"^records/oltp/u2-r1\.json: nopm is not a finite number "):
+            call()

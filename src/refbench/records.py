@@ -53,6 +53,20 @@ def is_figure(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# No measurement comes near this: a figure beyond it (1e308) is a damaged file, and a sum over it would overflow.
+FIGURE_LIMIT = 1e18
+
+
+def figure_problem(name: str, value: Any) -> str | None:
+    """Why a metric's value is no figure refbench can compute with, or None. A metric may also be text, a flag or
+    none (a device's model, a query that timed out, no New-Order in the window)."""
+    if value is None or isinstance(value, (bool, str)):
+        return None
+    if isinstance(value, (int, float)):
+        return None if math.isfinite(value) and abs(value) <= FIGURE_LIMIT else f"{name} is not a finite number ({value:g})"
+    return f"{name} is not a number (a {type(value).__name__})"
+
+
 def impossible_figures(record: Record) -> list[str]:
     """The record's shares outside their range (0–100 for a percentage, 0–1 for a fraction), as "where = value":
     such a figure is a bug in how it was computed, not a measurement."""

@@ -40,7 +40,7 @@ from refbench.errors import UserError
 from refbench.fileio import atomic_write_json, remove_temp_files, writable_directory
 from refbench.options import TAG, Plan
 from refbench.redaction import merge_secrets, read_private, redact, split_secrets, write_private
-from refbench.records import Finding, Record, impossible_figures
+from refbench.records import Finding, Record, figure_problem, impossible_figures
 
 RUN_FORMAT = "refbench-run/1"
 SET_ASIDE_SUFFIX = ".corrupt"
@@ -59,6 +59,14 @@ class CorruptRunFile(UserError):
         else:
             advice = "the run's plan and status are lost with it: restore the file from a backup or delete the run"
         super().__init__(f"{path} {problem}; {advice}.")
+
+
+class DamagedRecord(CorruptRunFile):
+    """A record whose JSON reads, with a figure in it that cannot be one (1e308, Infinity, a list)."""
+
+    def __init__(self, run_path: Path, path: Path, problem: str):
+        super().__init__(run_path, path, f"is damaged: {problem}")
+        self.where = f"{self.where}: {problem}"
 
 
 def utc_now() -> datetime:
@@ -429,6 +437,8 @@ class Run:
         data = self._read(path)
         if problem := _shape_problem(data, Record, "record"):
             raise CorruptRunFile(self.path, path, problem)
+        if problem := next(filter(None, (figure_problem(k, v) for k, v in data["metrics"].items())), None):
+            raise DamagedRecord(self.path, path, problem)
         fields = {f.name for f in dataclasses.fields(Record)}
         return Record(**{k: v for k, v in data.items() if k in fields})
 

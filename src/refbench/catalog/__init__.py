@@ -33,7 +33,8 @@ from refbench.errors import UserError
 from refbench.estimate import Spread, log_spread, pooled
 from refbench.figures import configuration, figure_cases, figures, repeat_groups
 from refbench.options import TAG
-from refbench.runstore import CorruptRunFile, Run, list_runs
+from refbench.runstore import CorruptRunFile, DamagedRecord, Run, list_runs
+from refbench.suites import DamagedFigure, check_figures, suite_figures
 
 CATALOG_FILE = "catalog.sqlite"
 MEMORY = ":memory:"
@@ -131,10 +132,11 @@ class Catalog:
         fingerprint = fingerprint or _fingerprint(run.path)
         try:
             row, headlines, figures = _read_run(run)
-        except (CorruptRunFile, OSError, ValueError, KeyError, TypeError) as exc:
-            where = exc.where if isinstance(exc, CorruptRunFile) else "its files"
-            warn(str(exc))
-            row, headlines, figures = {"status": f"corrupt: {where}", "problem": str(exc), "suites": "[]", "tags": "{}"}, [], []
+        except (CorruptRunFile, DamagedFigure, OSError, ValueError, KeyError, TypeError) as exc:
+            where = getattr(exc, "where", "its files")
+            warn(f"{run.path}: {exc}" if isinstance(exc, DamagedFigure) else str(exc))
+            status = f"{'damaged' if isinstance(exc, (DamagedRecord, DamagedFigure)) else 'corrupt'}: {where}"
+            row, headlines, figures = {"status": status, "problem": str(exc), "suites": "[]", "tags": "{}"}, [], []
         with self.db:
             self._forget(run.path.name)
             self.db.execute("INSERT INTO runs (run, fingerprint, name, status, problem, profile, host, started_utc, "
@@ -371,6 +373,8 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
     meta = run.meta
     plan = meta["plan"]
     groups = repeat_groups(run)  # reads every record, so a corrupt one ends here
+    for name in run.suites_with_records():  # and a figure its suite computes with that is no number
+        check_figures(run.records(name), suite_figures(name))
     found = figures(run, groups)
     run.findings()
     row = {"name": meta.get("name"), "status": run.status(), "profile": plan.get("profile"), "host": meta.get("host"),

@@ -49,6 +49,32 @@ class Suite(Protocol):
     def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]: ...
 
 
+class DamagedFigure(UserError):
+    """A record holding, where its suite computes with a number, something else ("lots", null)."""
+
+    def __init__(self, record: Record, name: str):
+        self.where = f"records/{record.suite}/{record.case_id}.json: {name} is not a finite number"
+        super().__init__(f"{self.where} ({record.metrics[name]!r}): the record is damaged; remove it, and 'refbench "
+                         "resume' measures that case again.")
+
+
+def check_figures(records: list[Record], names: tuple[str, ...]) -> None:
+    """Raises DamagedFigure for the first record whose metric of ``names`` is present and not a finite number."""
+    for record in records:
+        for name in names:
+            if name in record.metrics and not is_figure(record.metrics[name]):
+                raise DamagedFigure(record, name)
+
+
+def suite_figures(name: str) -> tuple[str, ...]:
+    """The metrics suite ``name`` computes with (its summary's FIGURES); none for a suite not installed here."""
+    try:
+        suite = get_suite(name)
+    except UserError:
+        return ()
+    return getattr(suite, "figures", ())
+
+
 class SuiteBase:
     """What every built-in suite shares: its tables, charts, headlines and engine comparison come from the module
     ``summary`` beside its class (suites/<name>/summary.py), so a suite writes its cases, checks and summary, nothing
@@ -58,13 +84,19 @@ class SuiteBase:
     def _summary(self) -> ModuleType:
         return importlib.import_module(f"{type(self).__module__}.summary")
 
+    @property
+    def figures(self) -> tuple[str, ...]:
+        return getattr(self._summary, "FIGURES", ())
+
     def summarize(self, records: list[Record]) -> list[Table]:
+        check_figures(records, self.figures)
         return self._summary.summarize(records)
 
     def charts(self, tables: list[Table]) -> list[Chart]:
         return self._summary.charts(tables)
 
     def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]:
+        check_figures(records, self.figures)
         return self._summary.headlines(records, tables)
 
     def engines_compared(self, tables: list[Table]) -> list[dict[str, Any]]:
