@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from refbench import accept, removal
 from refbench.catalog import index_run
@@ -50,7 +51,7 @@ def run_metadata() -> dict[str, Any]:
 def start(plan: Plan, argv: list[str], console: Console) -> Run:
     expand(plan)
     run = Run.create(plan, {**run_metadata(), "argv": argv})
-    console.print(f"run directory: {run.path}")
+    console.print(f"run directory: {run.path}", markup=False)
     return run
 
 
@@ -174,29 +175,29 @@ def remove_work_data(run: Run, console: Console) -> list[tuple[Path, int]]:
             continue
         if not run.work_sealed(p):
             console.print(f"kept {p['path']}: its entry in {run.work_file} is not the one this run wrote (edited, or "
-                          "written by an older refbench), so it cannot vouch for what is there", soft_wrap=True)
+                          "written by an older refbench), so it cannot vouch for what is there", soft_wrap=True, markup=False)
             continue
         places.append((Path(p["path"]), p["path"], dict(parent=p.get("parent"), recorded=p.get("found"), owners=owners)))
     for path, claimed, expected in places:
         try:
             place = removal.open_place(path, **expected)
         except removal.Kept as why:
-            console.print(f"kept {path}: {why}", soft_wrap=True)
+            console.print(f"kept {path}: {why}", soft_wrap=True, markup=False)
             continue
         if place is None:
             done.add(claimed)
             continue
         with place:
             if why := _kept_because(path, place, run, claims):
-                console.print(f"kept {path}: {why}", soft_wrap=True)
+                console.print(f"kept {path}: {why}", soft_wrap=True, markup=False)
                 if why.startswith("created again"):
                     done.add(claimed)  # the later run's now: this run must not remove it on another try either
                 continue
             size, problem = removal.remove_as(place, path, as_user)
         if problem:
-            console.print(f"[yellow]could not remove[/yellow] {path}: {problem}", soft_wrap=True)
+            console.print(f"[yellow]could not remove[/yellow] {escape(f'{path}: {problem}')}", soft_wrap=True)
         else:
-            console.print(f"removed {path} ({size / 1e6:,.1f} MB)", soft_wrap=True)
+            console.print(f"removed {path} ({size / 1e6:,.1f} MB)", soft_wrap=True, markup=False)
             removed.append((path, size))
             done.add(claimed)
     run.forget_work(done - {""})
@@ -258,7 +259,7 @@ def clean(runs: list[Run], console: Console, each: bool = False) -> list[tuple[P
         except UserError:
             if not each:
                 raise
-            console.print(f"skipped {found.path}: in use by another refbench process", soft_wrap=True)
+            console.print(f"skipped {found.path}: in use by another refbench process", soft_wrap=True, markup=False)
             continue
         try:
             removed += remove_work_data(found, console)
@@ -318,7 +319,7 @@ def _run_suite(run: Run, plan: Plan, suite: Suite, console: Console, quiet: bool
     run.write_findings(suite.name, findings)
     failed = [f for f in findings if not f.passed]
     for f in failed:
-        console.print(f"[bold red]FAILED[/bold red] {suite.name}: {f.check} — {f.detail}")
+        console.print(f"[bold red]FAILED[/bold red] {escape(f'{suite.name}: {f.check} — {f.detail}')}")
     if findings and not failed:
         console.print(f"{suite.name}: all {len(findings)} correctness checks passed")
 

@@ -85,8 +85,9 @@ def list_runs_cmd(
             style = "bold red"
         # One headline a suite keeps a run to a few lines; --json has them all.
         figures = "\n".join(map(_headline_text, lead_headlines(r["headlines"]))) or ", ".join(r["suites"]) or "(host only)"
-        table.add_row(r["run"], f"[{style}]{r['status']}[/{style}]" if style else r["status"], r["profile"] or "",
-                      r["host"] or "", escape(_tags_text(r["tags"])), escape(figures),
+        status = escape(r["status"])
+        table.add_row(escape(r["run"]), f"[{style}]{status}[/{style}]" if style else status, escape(r["profile"] or ""),
+                      escape(r["host"] or ""), escape(_tags_text(r["tags"])), escape(figures),
                       str(r["records"] if r["records"] is not None else ""), r["started_utc"] or "")
     print_table(table)
     if more:
@@ -146,7 +147,7 @@ def history(
     table = RichTable("run", "started (UTC)", "host", "tags", "series", "value", "spread (repeats: low–high over n)",
                       title=f"{figure} over {len({p['run'] for p in points})} runs", title_justify="left")
     for p in points:
-        table.add_row(p["run"], p["started_utc"] or "", p["host"] or "", escape(_tags_text(p["tags"])),
+        table.add_row(escape(p["run"]), p["started_utc"] or "", escape(p["host"] or ""), escape(_tags_text(p["tags"])),
                       escape(p["series"]), f"{fmt(p['value'])} {escape(p['unit'])}".rstrip(), spread_text(p))
     print_table(table)
     for change in changes:

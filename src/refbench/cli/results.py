@@ -39,7 +39,7 @@ def report(
         path = found.report_path
     else:
         path = build_report(found, err)
-    err.print(f"report: {path}")
+    err.print(f"report: {path}", markup=False)
     plain(str(found.path))
 
 
@@ -239,7 +239,7 @@ def compare(
         known = units(found)
         sys.stdout.write(markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything,
                                   host_said) if chosen == "markdown" else csv_text(names, rows, known))
-        err.print(f"comparison: {path}")
+        err.print(f"comparison: {path}", markup=False)
         return
     if chosen == "json":
         print_json({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
@@ -280,4 +280,4 @@ def compare(
             for r in summary:
                 table.add_row(r["vs"], r["suite"], r["group"], r["metric"], str(r["cases"]), r["against A"])
             print_table(table)
-    err.print(f"comparison: {path}")
+    err.print(f"comparison: {path}", markup=False)

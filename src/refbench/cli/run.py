@@ -75,8 +75,8 @@ def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
     except KeyboardInterrupt:
         done = ("the nodes were told to stop; steps measured by every node are kept" if run.plan.hosts
                 else f"{len(run.records())} case(s) recorded")
-        err.print(f"[yellow]interrupted[/yellow]: {done}. Continue with: refbench resume {run.path} (or remove its "
-                  f"work data with: refbench clean {run.path})")
+        err.print(f"[yellow]interrupted[/yellow]: {done}. Continue with: refbench resume {escape(str(run.path))} (or "
+                  f"remove its work data with: refbench clean {escape(str(run.path))})")
         plain(str(run.path), flush=True)
         raise typer.Exit(130)
     err.print(f"report: {run.report_path}")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 
 from refbench.host.telemetry import Telemetry
 from refbench.options import Plan
@@ -62,7 +63,7 @@ class SuiteContext:
         return path
 
     def log(self, message: str) -> None:
-        self.console.print(f"[dim]{self.suite}:[/dim] {message}", soft_wrap=False)  # folded to the terminal's width
+        self.console.print(f"[dim]{escape(self.suite)}:[/dim] {escape(message)}", soft_wrap=False)  # folded to the terminal's width
 
     def live(self, figures: str) -> None:
         """The measuring case's figures so far ("NOPM 12,345, New-Order p99 4.1 ms so far"): call as often as they
