@@ -314,18 +314,28 @@ def test_the_space_check_names_what_each_engine_needs_where(tmp_path):
 
     o = {"sf": 10.0, "dsn": "", "pg_data_dir": str(tmp_path / "pg"), "shared_buffers": "256MB",
          "pg_settings": ["max_wal_size=2GB"]}
-    needs = space_needed(o, tmp_path / "data", ["duckdb", "postgres", "mariadb"])
+    needs = space_needed(o, tmp_path / "data", ["duckdb", "postgres", "mariadb"], tmp_path / "work")
     assert needs[tmp_path / "data" / "mariadb"] == {"MariaDB tables, indexes and logs": 10 * BYTES_PER_SF["mariadb"]
                                                     + MARIADB_FIXED_BYTES}
     # A DSN's engine is the user's server: nothing of it is written here, and the other server is still managed.
-    driven = space_needed({**o, "dsn": "mysql://bench@db1/tpch"}, tmp_path / "data", ["postgres", "mariadb"])
+    driven = space_needed({**o, "dsn": "mysql://bench@db1/tpch"}, tmp_path / "data", ["postgres", "mariadb"],
+                          tmp_path / "work")
     assert tmp_path / "data" / "mariadb" not in driven and tmp_path / "pg" in driven
     assert needs[tmp_path / "data"] == {"generated CSV": 10 * BYTES_PER_SF["csv"], "DuckDB database": 10 * BYTES_PER_SF["duckdb"]}
     assert needs[tmp_path / "pg"] == {"PostgreSQL tables, indexes, temporary files and WAL":
                                       10 * (BYTES_PER_SF["postgres"] + BYTES_PER_SF["postgres_temp"]) + 2 * 2**30}
     # A complete earlier generation of the same scale factor is reused, so it needs no more space.
     datagen.generate(tmp_path / "small" / "tpch-sf0.01", 0.01)
-    assert "generated CSV" not in space_needed({**o, "sf": 0.01}, tmp_path / "small", ["duckdb"])[tmp_path / "small"]
+    assert "generated CSV" not in space_needed({**o, "sf": 0.01}, tmp_path / "small", ["duckdb"],
+                                               tmp_path / "work")[tmp_path / "small"]
+    # Queries whose answers refbench keeps none of: the answer check's own DuckDB, in the run's work directory.
+    apart = "the answer check's DuckDB (no answers kept for these queries)"
+    assert tmp_path / "work" not in needs  # SF 10, stream 0 alone (dw): kept
+    for seeded in ({"seed": 2, "streams": 0}, {"seed": 1, "streams": 4}, {"sf": 3.0}):
+        assert space_needed({**o, **seeded}, tmp_path / "data", ["postgres"], tmp_path / "work")[tmp_path / "work"] == {
+            apart: ({**o, **seeded}["sf"]) * BYTES_PER_SF["duckdb"]}, seeded
+    assert tmp_path / "work" not in space_needed({**o, "seed": 1, "streams": 3}, tmp_path / "data", ["postgres"],
+                                                 tmp_path / "work")
 
 
 def test_a_scale_factor_that_does_not_fit_is_refused_before_anything_is_written(refbench, tmp_path, reachable_dir):

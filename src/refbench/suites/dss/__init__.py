@@ -35,7 +35,7 @@ from refbench.suites.device.targets import (
 )
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.answers import LOADED, refresh_free, with_rf1
-from refbench.suites.dss.checks import answer_check, check_answers, data_seen, repeat_tag, save_answer
+from refbench.suites.dss.checks import answer_check, check_answers, computed_apart, data_seen, repeat_tag, save_answer
 from refbench.suites.dss.queries import min_streams, stream_queries
 
 MODES = ("individual", "power", "throughput")
@@ -406,13 +406,17 @@ BYTES_PER_SF = {"csv": 1.133e9, "duckdb": 0.28e9, "postgres": 1.89e9, "postgres_
 SCALE_FACTORS = (1, 10, 30, 100, 300, 1000)  # the specification's
 
 
-def space_needed(o: dict[str, Any], where: Path, engines: list[str]) -> dict[Path, dict[str, float]]:
+def space_needed(o: dict[str, Any], where: Path, engines: list[str], work: Path) -> dict[Path, dict[str, float]]:
     """What a run of options ``o`` will write, by directory: the generated CSV and the DuckDB database in the data
-    directory, the managed PostgreSQL (tables, indexes, temporary files, WAL) in its own data directory. What an
+    directory, the managed PostgreSQL (tables, indexes, temporary files, WAL) in its own data directory, and in the
+    run's work directory ``work`` the DuckDB the answer check loads where refbench keeps no answers. What an
     earlier run left there for the same scale factor (the CSV, the DuckDB file, the PostgreSQL data directory)
     is counted as already written."""
     sf, data = o["sf"], where / f"tpch-sf{o['sf']:g}"
     needs: dict[Path, dict[str, float]] = {}
+    if computed_apart(o):
+        needs.setdefault(work, {})["the answer check's DuckDB (no answers kept for these queries)"] = \
+            sf * BYTES_PER_SF["duckdb"]
     if datagen.generated(data, sf) is None:
         needs.setdefault(where, {})["generated CSV"] = sf * BYTES_PER_SF["csv"]
     if "duckdb" in engines:
@@ -457,10 +461,15 @@ def _data_base(suite: str, plan: Plan) -> Path:
     return Path(o["data_dir"] or (plan.targets[0] if plan.targets else "") or plan.work_dir or plan.runs_dir)
 
 
+def _work_base(plan: Plan) -> Path:
+    return Path(plan.work_dir or plan.runs_dir)
+
+
 def space_list(suite: str, plan: Plan, engines: list[str]) -> list[tuple[str, int, str]]:
     """What a dss-style suite writes, as --dry-run lists it: (directory, bytes, what)."""
     return [(str(directory), int(size), f"{suite}: {what}")
-            for directory, parts in space_needed(plan.options[suite], _data_base(suite, plan), engines).items()
+            for directory, parts in space_needed(plan.options[suite], _data_base(suite, plan), engines,
+                                                 _work_base(plan)).items()
             for what, size in parts.items()]
 
 
@@ -468,7 +477,7 @@ def require_space(suite: str, plan: Plan, engines: list[str]) -> None:
     """Refuses a run whose data would not fit, file system by file system, before anything is written."""
     o = plan.options[suite]
     by_fs: dict[int, tuple[Path, dict[str, float]]] = {}
-    for directory, parts in space_needed(o, _data_base(suite, plan), engines).items():
+    for directory, parts in space_needed(o, _data_base(suite, plan), engines, _work_base(plan)).items():
         _, merged = by_fs.setdefault(_file_system(directory), (directory, {}))
         merged.update(parts)
     for directory, parts in by_fs.values():

@@ -292,6 +292,17 @@ class Judge:
         return self.recomputed[key]
 
 
+def computed_apart(o: dict[str, Any]) -> bool:
+    """Whether a run of options ``o`` asks queries refbench keeps no answers for (another scale factor, seed, or more
+    streams than the kept sets'), which the check then computes on a DuckDB of its own."""
+    sf = o["sf"]
+    if sf not in answers.KEPT_SCALE_FACTORS:
+        return True
+    if "streams" not in o:  # dw: it checks stream 0 alone, whose parameters no seed draws
+        return False
+    return o.get("seed", 1) != 1 or (o["streams"] or 0) > min_streams(sf)
+
+
 def answer_check(sf: float) -> str:
     """Which check a run's answers get, in words, for a record's method."""
     apart = "answers computed apart on the same data (the run's data loaded into a DuckDB of the check's own)"
