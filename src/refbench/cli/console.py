@@ -47,7 +47,7 @@ class _Output(io.TextIOBase):
     def __init__(self, stream: Any, drop_when_full: bool):
         super().__init__()
         self.stream, self.broken = stream, False
-        self.queue: queue.Queue[str | None] | None = queue.Queue(self.QUEUED) if drop_when_full else None
+        self.queue: queue.Queue[str] | None = queue.Queue(self.QUEUED) if drop_when_full else None
         if self.queue is not None:
             self.thread = threading.Thread(target=self._write_queued, name="refbench-stderr", daemon=True)
             self.thread.start()
@@ -87,11 +87,11 @@ class _Output(io.TextIOBase):
             self.broken = True
 
     def _write_queued(self) -> None:
-        while (text := self.queue.get()) is not None:
+        while True:  # a daemon thread: it ends with the process
+            text = self.queue.get()
             if not self.broken:
                 self._write(text)
             self.queue.task_done()
-        self.queue.task_done()
 
     def drain(self, timeout_s: float) -> None:
         """Waits up to ``timeout_s`` for the queued lines to reach the reader (a reader that reads gets them all)."""
@@ -119,7 +119,8 @@ def guard_streams() -> None:
         if stream is None or stream is real:
             stream = real if real is not None else open(os.devnull, "w")
             try:
-                piped = stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode) or stat.S_ISSOCK(os.fstat(stream.fileno()).st_mode)
+                mode = os.fstat(stream.fileno()).st_mode
+                piped = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
             except (OSError, ValueError):
                 piped = False
             setattr(sys, name, _Output(stream, drop_when_full=name == "stderr" and piped))

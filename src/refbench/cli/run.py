@@ -79,7 +79,7 @@ def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
                   f"remove its work data with: refbench clean {escape(str(run.path))})")
         plain(str(run.path), flush=True)
         raise typer.Exit(130)
-    err.print(f"report: {run.report_path}")
+    err.print(f"report: {run.report_path}", markup=False)
     thresholds = run.read_json(run.accept_path) or []
     if as_json:
         plain(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.read_json(run.verdict_path) or [],
@@ -158,11 +158,11 @@ def resume(
         err.print(f"[yellow]set aside[/yellow] {escape(str(corrupt.path))} as {escape(corrupt.path.name)}{SET_ASIDE_SUFFIX}: "
                   f"{escape(corrupt.where)} could not be read, so this resume measures (or checks) it again.", soft_wrap=True)
     if status == "complete" and not set_aside:
-        err.print(f"{found.path} is already complete; nothing to resume.")
+        err.print(f"{found.path} is already complete; nothing to resume.", markup=False)
         plain(str(found.path))
         return
     _require_current_options(found)
-    err.print(f"resuming {found.path}: {len(found.records())} case(s) already recorded")
+    err.print(f"resuming {found.path}: {len(found.records())} case(s) already recorded", markup=False)
     _execute(found, quiet=quiet)
 
 

@@ -104,13 +104,11 @@ def disturbed_said(disturbed: list[str]) -> str:
     """The suites' "disturbed" in a line: the first cause and how many of the headline repeats it marked, without the
     cases' ids (`why` and the report name them): "the hypervisor took 6% of the CPU (steal) (t0-seq-w100-qd16-bs128k,
     1 of its 3 repeats)" → "the hypervisor took 6% of the CPU (steal), 1 of 3 repeats"."""
-    first = re.search(r" \(([^()]*)\)$", disturbed[0])
-    cause = (disturbed[0][:first.start()] if first else disturbed[0]).split("; ")[0]
+    causes = [re.sub(r" \([^()]*\)$", "", said).split("; ") for said in disturbed]  # without "(cases, k of its n …)"
     counts = [c for said in disturbed for c in re.findall(r"(\d+) of its (\d+) repeats", said)]
     hit, of = (sum(int(c[i]) for c in counts) for i in (0, 1))
-    causes = {re.sub(r"[\d.,]+", "N", c) for said in disturbed
-              for c in re.sub(r" \([^()]*\)$", "", said).split("; ")}
-    return cause + (" and more" if len(causes) > 1 else "") + (f", {hit} of {of} repeats" if counts else "")
+    kinds = {re.sub(r"[\d.,]+", "N", cause) for each in causes for cause in each}
+    return causes[0][0] + (" and more" if len(kinds) > 1 else "") + (f", {hit} of {of} repeats" if counts else "")
 
 
 def _wrapped(text: str, width: int) -> list[str]:

@@ -86,6 +86,8 @@ class SuiteBase:
 
     @property
     def figures(self) -> tuple[str, ...]:
+        """The metrics its tables, charts and headlines compute with (its summary's FIGURES): a record holding one
+        that is no number is damaged (check_figures)."""
         return getattr(self._summary, "FIGURES", ())
 
     def summarize(self, records: list[Record]) -> list[Table]:

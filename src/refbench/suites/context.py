@@ -63,7 +63,8 @@ class SuiteContext:
         return path
 
     def log(self, message: str) -> None:
-        self.console.print(f"[dim]{escape(self.suite)}:[/dim] {escape(message)}", soft_wrap=False)  # folded to the terminal's width
+        # Folded to the terminal's width; the message as it is, never read as markup (it may hold a run's name).
+        self.console.print(f"[dim]{escape(self.suite)}:[/dim] {escape(message)}", soft_wrap=False)
 
     def live(self, figures: str) -> None:
         """The measuring case's figures so far ("NOPM 12,345, New-Order p99 4.1 ms so far"): call as often as they

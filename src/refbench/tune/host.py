@@ -47,10 +47,12 @@ def state_dir() -> Path:
 
 def make_state_dir(path: Path) -> Path:
     """``path`` made if missing, readable by everyone (0755): the host journal in it is read by every user's refbench
-    (which says when a killed tune left host settings changed); what is private in it is so by its own mode."""
+    (which says when a killed tune left host settings changed); what is private in it is so by its own mode. Untrusted
+    when it is not this user's alone to write (fileio.trusted_state_directory): nothing is written into it then."""
     path.mkdir(mode=0o755, parents=True, exist_ok=True)
     if path.stat().st_uid == os.geteuid() and path.stat().st_mode & 0o755 != 0o755:
         path.chmod(path.stat().st_mode | 0o755)  # made 0700 by an older refbench
+    trusted_state_directory(path)
     return path
 
 
@@ -79,8 +81,8 @@ class HostChanges:
         while another tune holds it or its journal is still out."""
         from refbench.errors import UserError
 
-        make_state_dir(self.journal.parent)
         try:
+            make_state_dir(self.journal.parent)
             fd = open_state_file(self.journal.with_name(lock_path().name), os.O_RDWR | os.O_CREAT)
         except Untrusted as exc:
             raise UserError(f"refbench keeps no host state in {self.journal.parent}: {exc}; set REFBENCH_STATE_DIR "
@@ -133,8 +135,7 @@ class HostChanges:
         return said
 
     def _write_journal(self, entries: list[dict[str, Any]]) -> None:
-        make_state_dir(self.journal.parent)
-        trusted_state_directory(self.journal.parent)  # claim() has checked it: a change since is an error
+        make_state_dir(self.journal.parent)  # claim() has checked it: a change since is an error
         atomic_write_text(self.journal, json.dumps({"owner": owner_identity(), "root": str(self.root.root),
                                                     "changes": entries}, indent=1))
 
@@ -166,8 +167,8 @@ def read_journal(journal: Path, owners: tuple[int, ...] | None = None) -> dict[s
                     for e in data.get("changes", [])):
         raise ValueError(f"{journal} is not a journal of changes")
     for entry in data.get("changes", []):
-        path = os.path.normpath("/" + entry["path"].lstrip("/"))
-        if not path.startswith(HOST_SETTING_TREES) or path != "/" + entry["path"].lstrip("/"):
+        path = "/" + entry["path"].lstrip("/")
+        if not path.startswith(HOST_SETTING_TREES) or os.path.normpath(path) != path:
             raise Untrusted(f"it names {entry['path']!r}, not a setting under /proc/sys or /sys")
     return data
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from refbench.fileio import Untrusted, read_state_file, trusted_state_directory
+from refbench.fileio import Untrusted, read_state_file
 from refbench.redaction import write_private
 from refbench.tune.host import make_state_dir, not_used, owner_identity, owner_running, state_dir
 
@@ -58,7 +58,6 @@ class ServerChanges:
             entries.append({"setting": name, "original": self._saved(name)})
             try:
                 make_state_dir(self.journal.parent)
-                trusted_state_directory(self.journal.parent)
                 write_private(self.journal, json.dumps({"owner": owner_identity(), "engine": self.engine,
                                                         "dsn": self.dsn, "changes": entries}))
             except (OSError, Untrusted) as exc:

@@ -14,8 +14,9 @@ RATIO_NOTE = ("Over the jobs that completed (a failed job's times are in the per
               "The node's value is the mean over its jobs, as the mixed analytics paper's 'frequency mean'.")
 
 
-# The metrics its tables, charts and headlines compute with: a record holding one that is no number is damaged.
-FIGURES = ('mean_cpu_real_ratio', 'write_mb_s', 'read_mb_s', 'write_mb_s_per_core', 'read_mb_s_per_core')
+# suites.SuiteBase.figures
+FIGURES = ("mean_cpu_real_ratio", "write_mb_s", "read_mb_s", "write_mb_s_per_core", "read_mb_s_per_core")
+
 
 def mean_of(jobs: list[dict[str, Any]], key: str) -> float | None:
     values = [j[key] for j in jobs if j.get(key) is not None]

@@ -13,8 +13,9 @@ from refbench.suites.device.sweep import AccessMode, size_label
 LATENCY_NOTE = "p99 completion latency of reads (of writes for 100% write modes)"
 
 
-# The metrics its tables, charts and headlines compute with: a record holding one that is no number is damaged.
-FIGURES = ('iops', 'mb_s')
+# suites.SuiteBase.figures
+FIGURES = ("iops", "mb_s")
+
 
 def _point_row(r: Record) -> dict[str, Any]:
     p, m = r.params, r.metrics

@@ -35,7 +35,7 @@ from refbench.suites.device.targets import (
 )
 from refbench.suites.dss import answers, datagen, refresh
 from refbench.suites.dss.answers import LOADED, refresh_free, with_rf1
-from refbench.suites.dss.checks import answer_check, check_answers, computed_apart, data_seen, repeat_tag, save_answer
+from refbench.suites.dss.checks import answer_check, check_answers, data_seen, needs_answers_apart, repeat_tag, save_answer
 from refbench.suites.dss.queries import min_streams, stream_queries
 
 MODES = ("individual", "power", "throughput")
@@ -414,7 +414,7 @@ def space_needed(o: dict[str, Any], where: Path, engines: list[str], work: Path)
     is counted as already written."""
     sf, data = o["sf"], where / f"tpch-sf{o['sf']:g}"
     needs: dict[Path, dict[str, float]] = {}
-    if computed_apart(o):
+    if needs_answers_apart(o):
         needs.setdefault(work, {})["the answer check's DuckDB (no answers kept for these queries)"] = \
             sf * BYTES_PER_SF["duckdb"]
     if datagen.generated(data, sf) is None:

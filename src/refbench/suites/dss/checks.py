@@ -244,14 +244,7 @@ class Judge:
             if self.apart is None and not self.apart_failed:
                 self.apart = self._load_apart()
             if self.apart is not None:
-                pair = answers.rf1_pair(data)
-                self.apart.run("BEGIN")
-                try:
-                    for statement in refresh.rf1_statements(self.sf, pair, "duckdb") if pair is not None else []:
-                        self.apart.run(statement)
-                    self.computed[key] = answers.as_expected(self.apart.run(a.text)[0])
-                finally:
-                    self.apart.run("ROLLBACK")
+                self.computed[key] = self._asked(self.apart, "duckdb", a.text, answers.rf1_pair(data), None)
         return self.computed[key]
 
     def _load_apart(self) -> Any:
@@ -279,20 +272,26 @@ class Judge:
             engine, pair = self.engines.get(name), answers.rf1_pair(state)
             rows = None
             if engine is not None and pair is not None:
-                engine.run("BEGIN")
                 try:
-                    for statement in refresh.rf1_statements(self.sf, pair, name):
-                        engine.run(statement)
-                    rows = answers.as_expected(engine.run(a.text, self.timeout_s)[0])
+                    rows = self._asked(engine, name, a.text, pair, self.timeout_s)
                 except QueryTimeout:
                     rows = None
-                finally:
-                    engine.run("ROLLBACK")
             self.recomputed[key] = rows
         return self.recomputed[key]
 
+    def _asked(self, engine, name: str, text: str, pair: int | None, timeout_s: float | None) -> list[list[str]]:
+        """``text``'s answer on ``engine`` (named ``name``) for the loaded data, or with refresh pair ``pair``'s RF1
+        rows in it: inserted in a transaction that is rolled back."""
+        engine.run("BEGIN")
+        try:
+            for statement in refresh.rf1_statements(self.sf, pair, name) if pair is not None else []:
+                engine.run(statement)
+            return answers.as_expected(engine.run(text, timeout_s)[0])
+        finally:
+            engine.run("ROLLBACK")
 
-def computed_apart(o: dict[str, Any]) -> bool:
+
+def needs_answers_apart(o: dict[str, Any]) -> bool:
     """Whether a run of options ``o`` asks queries refbench keeps no answers for (another scale factor, seed, or more
     streams than the kept sets'), which the check then computes on a DuckDB of its own."""
     sf = o["sf"]

@@ -11,8 +11,9 @@ from typing import Any
 from refbench.suites import Chart, Headline, Record, Table
 
 
-# The metrics its tables, charts and headlines compute with: a record holding one that is no number is damaged.
-FIGURES = ('power', 'throughput', 'elapsed_s', 'streams', 'cold_s', 'warm_s')
+# suites.SuiteBase.figures
+FIGURES = ("power", "throughput", "elapsed_s", "streams", "cold_s", "warm_s")
+
 
 def summarize(records: list[Record]) -> list[Table]:
     if not records:

@@ -20,8 +20,9 @@ STORES_NOTE = ("Queries/h/TB: queries completed in the interval per hour × raw 
 ORDER = ("postgres", "mariadb", "duckdb")
 
 
-# The metrics its tables, charts and headlines compute with: a record holding one that is no number is damaged.
-FIGURES = ('queries_per_hour_per_tb', 'queries_per_hour')
+# suites.SuiteBase.figures
+FIGURES = ("queries_per_hour_per_tb", "queries_per_hour")
+
 
 def _in_order(records: list[Record]) -> list[Record]:
     return sorted(records, key=lambda r: (r.extra["store"] != "row store", ORDER.index(r.params["engine"])

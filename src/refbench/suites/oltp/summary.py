@@ -8,8 +8,9 @@ from refbench.suites import Chart, Headline, Record, Table, is_figure
 from refbench.suites.oltp.driver import TX
 
 
-# The metrics its tables, charts and headlines compute with: a record holding one that is no number is damaged.
-FIGURES = ('users', 'nopm', 'tpm')
+# suites.SuiteBase.figures
+FIGURES = ("users", "nopm", "tpm")
+
 
 def summarize(records: list[Record]) -> list[Table]:
     if not records:
