@@ -454,12 +454,19 @@ def test_a_dot_plot_places_what_it_can(tmp_path):
 
 
 @pytest.mark.live
-def test_names_reach_the_terminal_literally(tmp_path, refbench):
-    """Run directories renamed by hand, one with Rich's markup in its name: printed as they are, never read as markup."""
+def test_names_reach_a_spreadsheet_inert_markdown_whole_and_the_terminal_literally(tmp_path, refbench):
+    """Run directories renamed by hand: a formula, a sign, markdown's backtick and a newline, Rich's markup."""
     made = [_run(refbench, tmp_path, "--set", "sleepy.cases=2", "--seed", str(seed)) for seed in (1, 2)]
-    a, b = tmp_path / "runs" / "@SUM(1+1)", tmp_path / "runs" / "-2+3 [bold]y[link=x]z"
+    a, b = tmp_path / "runs" / "@SUM(1+1)", tmp_path / "runs" / "-2+3 `x`\n[bold]y[link=x]z"
     made[0].rename(a)
     made[1].rename(b)
+    sheet = refbench("compare", str(a), str(b), "--all", "--format", "csv")
+    assert sheet.code == 0, sheet.stderr
+    rows = list(csv.DictReader(io.StringIO(sheet.stdout)))
+    assert rows and all(r["a_run"] == "'@SUM(1+1)" and r["b_run"] == f"'{b.name}" for r in rows)
+    ticket = refbench("compare", str(a), str(b), "--format", "markdown")
+    assert ticket.stdout.splitlines()[0] == ("**refbench compare**: A = `@SUM(1+1)` · B = "
+                                             "``-2+3 `x` [bold]y[link=x]z``")
     listed = refbench("runs", "--runs-dir", str(tmp_path / "runs"), "--json")
     assert {r["run"] for r in listed.json()} == {a.name, b.name}
     table = subprocess.run(refbench_command("runs", "--runs-dir", str(tmp_path / "runs")), cwd=tmp_path,

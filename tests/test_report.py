@@ -99,3 +99,17 @@ def test_runs_lists_and_run_without_suites_writes_host_report(tmp_path, refbench
     assert "Tuning audit" in (run / "report.html").read_text()
     listing = refbench("runs", "--runs-dir", "runs")
     assert listing.code == 0 and "hostonly" in listing.stdout and "complete" in listing.stdout
+
+
+def test_a_tables_csv_opens_as_text_in_a_spreadsheet_and_its_parquet_keeps_the_values(tmp_path):
+    import csv
+    import pyarrow.parquet as pq
+    from refbench.records import Table
+    from refbench.report import write_table
+
+    rows = [{"case": "=cmd|' /C calc'!A0", "host": "@evil", "tag": "-2+3", "lat_ms": -1.5, "note": "plain"}]
+    write_table(tmp_path, Table("t", "T", rows))
+    with open(tmp_path / "t.csv", newline="") as f:
+        assert list(csv.DictReader(f)) == [{"case": "'=cmd|' /C calc'!A0", "host": "'@evil", "tag": "'-2+3",
+                                            "lat_ms": "-1.5", "note": "plain"}]
+    assert pq.read_table(tmp_path / "t.parquet").to_pylist() == rows

@@ -1,5 +1,5 @@
 """Numbers for people, one way everywhere: the report, the terminal, the rating sheet and the dashboard write a figure
-the same (63,100; 0.46; 1.38×)."""
+the same (63,100; 0.46; 1.38×); and text a spreadsheet opens as text."""
 
 from __future__ import annotations
 
@@ -53,3 +53,9 @@ def figure_said(value: float, unit: str = "", low: float | None = None, high: fl
     spread = high - low if low is not None and high is not None else 0.0
     said = f"{fitted(value, spread)} {unit}".rstrip()
     return said + (f" ({fitted(low, spread)}–{fitted(high, spread)})" if with_range and spread else "")
+
+
+def spreadsheet_text(value: Any) -> Any:
+    """A CSV cell a spreadsheet would run as a formula (text beginning with = + - @, a tab or a carriage return) made
+    text with a leading quote, as OWASP advises against CSV injection; numbers are left as they are."""
+    return f"'{value}" if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value

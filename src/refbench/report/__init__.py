@@ -14,7 +14,7 @@ from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
-from refbench.formats import figure_said
+from refbench.formats import figure_said, spreadsheet_text
 from refbench.report import html as h, waits
 from refbench.report.brief import figure_items
 from refbench.report.verdict import SuiteVerdict, run_verdict
@@ -33,7 +33,7 @@ UNITS_NOTE = (
 
 
 def write_table(directory: Path, table: Table) -> None:
-    """One table as Parquet and CSV, each written atomically."""
+    """One table as Parquet and CSV (its text cells inert in a spreadsheet), each written atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -44,7 +44,7 @@ def write_table(directory: Path, table: Table) -> None:
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: spreadsheet_text(v) for k, v in r.items()} for r in rows)
     atomic_write_text(directory / f"{table.name}.csv", text.getvalue())
 
 

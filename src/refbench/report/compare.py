@@ -13,6 +13,7 @@ from typing import Any
 
 from refbench import estimate as E
 from refbench.fileio import atomic_write_text
+from refbench.formats import spreadsheet_text
 from refbench.report import html as h
 from refbench.report import waits
 from refbench.report.verdict import headline_keys
@@ -678,6 +679,15 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def _code(text: Any) -> str:
+    """A name (a run's directory) as a markdown code span on one line, whatever backticks it holds (CommonMark: a fence
+    longer than any run of them inside, and a space inside it when the name begins or ends with one)."""
+    text = " ".join(str(text).split())
+    fence = "`" * (max(map(len, re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str, Any]], known: dict[tuple[str, str], str],
              changes_said: list[str], everything: bool, host_said: list[str] = ()) -> str:
     """The comparison for a ticket: which run is which, the overall and suite answers, a table of the headline
@@ -685,7 +695,7 @@ def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str,
     and a table of the other figures that changed (every figure with ``everything``). ``rows``: the figures shown
     (selected); ``names``: each side's runs, A first; ``host_said``: where the host changed between the sides."""
     several = len(names) > 2
-    out = ["**refbench compare**: " + " · ".join(f"{letter} = `{name}`" for letter, name in zip(letters_of(len(names)), names)),
+    out = ["**refbench compare**: " + " · ".join(f"{letter} = {_code(name)}" for letter, name in zip(letters_of(len(names)), names)),
            ""]
     for a in found:
         if a["kind"] == "headline":
@@ -747,11 +757,11 @@ def csv_text(names: list[str], rows: list[dict[str, Any]], known: dict[tuple[str
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
     for r in rows:
-        writer.writerow([r["vs"], names[0], by_letter.get(r["vs"], r["run"]), r["suite"], r["case"], r["metric"], r["name"],
+        writer.writerow(map(spreadsheet_text, [r["vs"], names[0], by_letter.get(r["vs"], r["run"]), r["suite"], r["case"], r["metric"], r["name"],
                          "yes" if r["headline"] else "", unit_of(known, r["suite"], r["metric"]), r["A"], r["B"],
                          r["B"] / r["A"] if r["A"] else "", _blank(r["ci_low"]), _blank(r["ci_high"]), r["interval"],
                          r["n"][0], r["n"][1], _blank(r["p"]), "yes" if r["significant"] else "", r["answer"], r["why"],
-                         r["B vs A"], r["basis"]])
+                         r["B vs A"], r["basis"]]))
     return out.getvalue()
 
 
