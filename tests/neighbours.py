@@ -46,6 +46,16 @@ def _running(command: list[str], ready: Path | None = None) -> Iterator[subproce
 
 
 @contextlib.contextmanager
+def _python_holding(code: str, ready: Path) -> Iterator[subprocess.Popen]:
+    """Python running ``code``, which creates ``ready`` once it holds what it holds; ``ready`` removed after."""
+    try:
+        with _running([sys.executable, "-c", code], ready=ready) as process:
+            yield process
+    finally:
+        ready.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
 def cpu_loop(share: float) -> Iterator[subprocess.Popen]:
     """Spins ``share`` (0–1) of the machine's CPU time: that share of all cores, from one process."""
     busy_s = min(1.0, share * (os.cpu_count() or 1)) * PERIOD_S
@@ -89,8 +99,35 @@ def memory_hog(leave_mb: float, ready: Path) -> Iterator[subprocess.Popen]:
             "block[::4096] = b'\\x01' * len(range(0, len(block), 4096))\n"  # touched: resident, not a promise
             f"open({str(ready)!r}, 'w').close()\n"
             "while True: time.sleep(1)\n")
-    try:
-        with _running([sys.executable, "-c", code], ready=ready) as process:
-            yield process
-    finally:
-        ready.unlink(missing_ok=True)
+    with _python_holding(code, ready) as process:
+        yield process
+
+
+@contextlib.contextmanager
+def memory_balloon(leave_mb: float, ready: Path) -> Iterator[subprocess.Popen]:
+    """Keeps the machine's available memory at ``leave_mb`` (MB) until stopped, as a hypervisor's balloon does: it
+    takes what the kernel could give the page cache and gives memory back as the run beside it allocates (a hog of
+    a fixed size left 250 MB too few for a run's own processes, and the kernel's OOM killer stopped the hog).
+    ``ready``: a file of the test's own the balloon creates once the memory left is down to ``leave_mb``."""
+    code = ("import time\n"
+            "CHUNK = 32 * 2**20\n"
+            "held, told = [], False\n"
+            "def spare_mb():\n"
+            "    for line in open('/proc/meminfo'):\n"
+            "        if line.startswith('MemAvailable:'):\n"
+            f"            return int(line.split()[1]) * 1024 / 1e6 - {leave_mb!r}\n"
+            "while True:\n"
+            "    spare = spare_mb()\n"
+            "    if spare > 64:\n"
+            "        for _ in range(max(1, int(min(spare, 4096) * 1e6 // CHUNK))):\n"
+            "            block = bytearray(CHUNK)\n"
+            "            block[::4096] = b'\\x01' * (CHUNK // 4096)\n"  # touched: resident, not a promise
+            "            held.append(block)\n"
+            "    elif spare < -16 and held:\n"
+            "        del held[-max(1, int(-spare * 1e6 // CHUNK)):]\n"
+            "    elif not told:\n"
+            f"        open({str(ready)!r}, 'w').close()\n"
+            "        told = True\n"
+            "    time.sleep(0.2)\n")
+    with _python_holding(code, ready) as process:
+        yield process

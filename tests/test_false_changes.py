@@ -288,9 +288,9 @@ def test_same_configuration_pairs_rarely_answer_faster_or_slower(tmp_path):
 @pytest.mark.timeout(2 * RUN_TIMEOUT_S)
 def test_a_memory_hog_that_takes_a_cache_bounds_memory_is_named(tmp_path, reachable_dir):
     """oltp alone at 8 warehouses and 4 users (about 900 MB of data) behind a 1,024 MB cache bound: quiet, then beside
-    a process holding all of the memory but 250 MB. The reads the bound no longer holds go to the device, the kernel
-    reclaims beside the run; the run says why. (At 4 warehouses the users' rows still fitted in what the hog left:
-    it cost 1–16%.)"""
+    a process that keeps 250 MB of memory available, no more (neighbours.memory_balloon). The reads the bound no
+    longer holds go to the device, the kernel reclaims beside the run; the run says why. (At 4 warehouses the users'
+    rows still fitted in what the hog left: it cost 1–16%.)"""
     runs, env = tmp_path / "runs", cli_env(REFBENCH_STATE_DIR=str(tmp_path / "state"), REFBENCH_DISTURBED="")
     code = proof.fingerprints()
     data = reachable_dir / "data"
@@ -305,7 +305,7 @@ def test_a_memory_hog_that_takes_a_cache_bounds_memory_is_named(tmp_path, reacha
         return Path(p.stdout.strip().splitlines()[-1])
 
     quiet = oltp()
-    with neighbours.memory_hog(250, tmp_path / "hog-ready"):
+    with neighbours.memory_balloon(250, tmp_path / "hog-ready"):
         hogged = oltp()
     nopm = {run: {p.stem: json.loads(p.read_text())["metrics"]["nopm"] for p in (run / "records/oltp").glob("u4*.json")}
             for run in (quiet, hogged)}
