@@ -6,10 +6,7 @@ Imports nothing of refbench, so the run store and the engines can both use it.""
 from __future__ import annotations
 
 import bisect
-import os
 import re
-import tempfile
-from pathlib import Path
 from typing import Any
 
 MASK = "***"
@@ -112,28 +109,3 @@ def merge_secrets(data: Any, secrets: list[tuple[list[str | int], str]]) -> Any:
         except (KeyError, IndexError, TypeError):
             continue  # the masked value is gone: nothing to restore
     return data
-
-
-def write_private(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` atomically, readable by its owner only (0600, in a 0700 directory it creates)."""
-    path = Path(path)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")  # mkstemp: 0600 whatever the umask
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_private(path: Path) -> str | None:
-    """What ``write_private`` wrote, or None if there is no such file or it is not ours to read (another user's run:
-    its report and listing still work, with the passwords masked)."""
-    try:
-        return Path(path).read_text()
-    except (FileNotFoundError, PermissionError):
-        return None

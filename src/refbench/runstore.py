@@ -37,9 +37,10 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from refbench import removal
 from refbench.errors import UserError
-from refbench.fileio import atomic_write_json, remove_temp_files, writable_directory
+from refbench.fileio import (NotRegular, atomic_write_json, is_regular, odd_file, open_own_file, open_regular, read_private,
+                             read_regular, remove_temp_files, writable_directory, write_private)
 from refbench.options import TAG, Plan
-from refbench.redaction import merge_secrets, read_private, redact, split_secrets, write_private
+from refbench.redaction import merge_secrets, redact, split_secrets
 from refbench.records import Finding, Record, figure_problem, impossible_figures
 
 RUN_FORMAT = "refbench-run/1"
@@ -127,7 +128,7 @@ class Run:
         candidates = [Path(ref), Path(runs_dir) / ref]
         for path in candidates:
             try:
-                if (path / "run.json").is_file():
+                if is_regular(path / "run.json"):
                     return cls(path)
             except (OSError, ValueError):  # a name too long for the file system, or with a NUL: not a run
                 continue
@@ -163,7 +164,7 @@ class Run:
     def _read(self, path: Path) -> Any:
         """A run file's JSON; a file that is not JSON ends with a CorruptRunFile naming it and the line at fault."""
         try:
-            text = path.read_text()
+            text = read_regular(path).decode()
         except UnicodeDecodeError:
             raise CorruptRunFile(self.path, path, "is not text (not UTF-8)") from None
         except OSError as exc:
@@ -221,7 +222,7 @@ class Run:
     def lock(self) -> None:
         path = self.path / "run.lock"
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_own_file(path, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -258,8 +259,12 @@ class Run:
         if self._lock_fd is not None:
             return True
         try:
-            fd = os.open(self.path / "run.lock", os.O_RDONLY)
+            fd = open_regular(self.path / "run.lock")
         except FileNotFoundError:
+            return False
+        except NotRegular as odd:
+            odd_file(self.path / "run.lock", f"is {odd.kind}, not a lock refbench made: the run is taken as held by "
+                     "no process")
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -424,7 +429,7 @@ class Run:
     def _record_files(self, suite: str | None = None) -> list[Path]:
         # Not the .tmp-* files of a write a kill -9 cut short (pathlib's * matches dot files): resume removes them.
         base = self.path / "records"
-        return sorted((base / suite).glob("[!.]*.json") if suite else base.glob("*/[!.]*.json"))
+        return _regular_files((base / suite).glob("[!.]*.json") if suite else base.glob("*/[!.]*.json"))
 
     def records(self, suite: str | None = None) -> list[Record]:
         """The finished cases; a corrupt record file ends with a CorruptRunFile naming it."""
@@ -503,8 +508,14 @@ class Run:
         atomic_write_json(path, data)
 
     def read_json(self, path: Path) -> Any:
-        """A run file written by write_json, or None when there is none; a corrupt one ends with CorruptRunFile."""
-        return self._read(path) if path.exists() else None
+        """A run file written by write_json, or None when there is none (or something else than a file, which is
+        said); a corrupt one ends with CorruptRunFile."""
+        if not os.path.lexists(path):
+            return None
+        if not is_regular(path):
+            odd_file(path, f"is {_kind(path)}, not a file refbench wrote: skipped")
+            return None
+        return self._read(path)
 
     @property
     def tags_path(self) -> Path:
@@ -526,7 +537,7 @@ class Run:
         atomic_write_json(self.path / "findings" / f"{suite}.json", [dataclasses.asdict(f) for f in findings])
 
     def _findings_files(self) -> list[Path]:
-        return sorted((self.path / "findings").glob("[!.]*.json"))
+        return _regular_files((self.path / "findings").glob("[!.]*.json"))
 
     def findings(self) -> dict[str, list[Finding]]:
         """Each suite's correctness verdicts; a corrupt findings file ends with a CorruptRunFile naming it."""
@@ -562,12 +573,37 @@ def parse_tags(words: list[str]) -> dict[str, str]:
     return tags
 
 
+def _kind(path: Path) -> str:
+    from refbench.fileio import file_kind
+
+    try:
+        return file_kind(os.lstat(path).st_mode)
+    except OSError:
+        return "not readable"
+
+
+def _regular_files(paths: Iterator[Path]) -> list[Path]:
+    """The regular files among ``paths``, sorted; each other thing (a FIFO, a link) is said once and skipped."""
+    found = []
+    for path in paths:
+        if is_regular(path):
+            found.append(path)
+        else:
+            odd_file(path, f"is {_kind(path)}, not a file refbench wrote: skipped")
+    return sorted(found)
+
+
 def list_runs(runs_dir: str | Path) -> list[Run]:
     base = Path(runs_dir)
     try:
         if not base.is_dir():
             return []
-        runs = [Run(p) for p in base.iterdir() if (p / "run.json").is_file()]
+        runs = []
+        for p in base.iterdir():
+            if is_regular(p / "run.json"):
+                runs.append(Run(p))
+            elif os.path.lexists(p / "run.json"):
+                odd_file(p / "run.json", f"is {_kind(p / 'run.json')}, not a file refbench wrote: not listed")
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read the runs directory {base}: {getattr(exc, 'strerror', None) or exc}.") from None
     return sorted(runs, key=lambda r: r.path.name)

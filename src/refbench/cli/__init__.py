@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperArgument, TyperOption
 
-from refbench import __version__
+from refbench import __version__, fileio
 from refbench.cli import catalog, cluster, console, dashboard, host, results, run, tune
 from refbench.cli.console import epilog, plain, say
 from refbench.errors import UserError
@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     # by others whatever the umask (077 made the report 0600); what must stay private sets its own mode (secrets/
     # 0700, the managed server's socket and data directories). Write permission stays as the umask says.
     os.umask(os.umask(0) & ~0o055)
+    fileio.on_odd_file(console.warn)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt)
     try:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from refbench.children import die_with_parent
 from refbench.errors import UserError
+from refbench.fileio import atomic_write_text, make_directories
 
 PERCENTILES = "50:99:99.9"
 PERCENTILE_KEYS = {"p50": "50.000000", "p99": "99.000000", "p999": "99.900000"}
@@ -149,13 +150,13 @@ def run_fio(
     reader.join(timeout=5)
     stderr = "".join(stderr_chunks)
     if raw_dir is not None:
-        raw_dir.mkdir(parents=True, exist_ok=True)
-        (raw_dir / "fio-command.txt").write_text(" ".join(argv) + "\n")
+        make_directories(raw_dir)
+        atomic_write_text(raw_dir / "fio-command.txt", " ".join(argv) + "\n")
         if last_report is not None:
-            (raw_dir / "fio.json").write_text(json.dumps(last_report, indent=1))
-            (raw_dir / "fio-iops-per-second.json").write_text(json.dumps(samples))
+            atomic_write_text(raw_dir / "fio.json", json.dumps(last_report, indent=1))
+            atomic_write_text(raw_dir / "fio-iops-per-second.json", json.dumps(samples))
         if stderr:
-            (raw_dir / "fio-stderr.txt").write_text(stderr)
+            atomic_write_text(raw_dir / "fio-stderr.txt", stderr)
     if last_report is None or (proc.returncode != 0 and stopped_at is None):
         message = _first_error(stderr) or f"fio exited with status {proc.returncode}"
         raise FioError(message)

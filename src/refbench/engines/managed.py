@@ -20,7 +20,7 @@ from typing import Any
 
 from refbench.children import die_with_parent, owned_temp_dir, watchdog
 from refbench.errors import UserError
-from refbench.redaction import read_private, write_private
+from refbench.fileio import read_private, write_private
 
 
 def as_account(account: pwd.struct_passwd | None) -> dict[str, Any]:

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from refbench.fileio import make_directories
+
 CPU_LOOPS, LOOP_N = 5, 20_000
 FSYNCS = READS = 8
 BLOCK = 4096
@@ -32,7 +34,7 @@ def probe(directory: Path) -> dict[str, Any]:
     """One canary in ``directory`` (created if missing): {"cpu_ms", "fsync_ms", "read_ms", "cost_ms"}; a figure
     is None where the file system cannot give it (no O_DIRECT on tmpfs)."""
     started = time.perf_counter()
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directories(directory)
     out = {"cpu_ms": _cpu_ms(), "fsync_ms": _fsync_ms(directory / "canary-fsync"),
            "read_ms": _direct_read_ms(directory / "canary-read")}
     return {k: None if v is None else round(v, 3) for k, v in out.items()} | \
@@ -53,7 +55,7 @@ def _cpu_ms() -> float:
 def _fsync_ms(path: Path) -> float | None:
     block, times = b"\0" * BLOCK, []
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError:
         return None
     try:
@@ -72,7 +74,8 @@ def _fsync_ms(path: Path) -> float | None:
 def _direct_read_ms(path: Path) -> float | None:
     if not path.exists() or path.stat().st_size != FILE_BYTES:
         try:
-            with path.open("wb") as f:
+            path.unlink(missing_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as f:
                 f.write(os.urandom(FILE_BYTES))
                 f.flush()
                 os.fsync(f.fileno())

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from refbench.fileio import NotRegular, make_directories, odd_file, open_own_file, open_regular
+
 SECTOR_BYTES = 512  # /proc/diskstats counts 512-byte sectors whatever the device's sector size
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 DISK_METRICS = ("r_iops", "w_iops", "read_mb_s", "write_mb_s", "busy_pct", "avg_queue", "r_await_ms", "w_await_ms")
@@ -119,10 +121,10 @@ def sample_forever(out: Path, interval_s: float, proc: Path, parent_pid: int | N
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the runner, which stops us cleanly
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_directories(out.parent)
     prev_t, prev_cpu, prev_disks = time.time(), read_cpu(proc), read_disks(proc)
     next_tick = time.monotonic() + interval_s
-    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_own_file(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     cut = False  # a write that failed part-way (a full disk) left half a line: the next one starts on a new line
     try:
         while not stop:
@@ -200,6 +202,17 @@ class Telemetry:
         # (epoch, offset, inode): no sample whose interval's midpoint is later than epoch begins before offset.
         self._resume: tuple[float, int, int] | None = None
 
+    def _open(self, buffering: int) -> Any:
+        """The samples file, or None when there is none, or something else than a file (said: a FIFO would hold
+        every reader)."""
+        try:
+            return os.fdopen(open_regular(self.path), "rb", buffering=buffering)
+        except FileNotFoundError:
+            return None
+        except NotRegular as odd:
+            odd_file(self.path, f"is {odd.kind}, not a file refbench wrote: skipped")
+            return None
+
     def samples(self) -> Iterator[dict[str, Any]]:
         """Every sample in time order."""
         for _, sample in self._lines(None):
@@ -207,9 +220,7 @@ class Telemetry:
 
     def _lines(self, after_epoch_s: float | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """(offset, sample) in time order, from the first sample whose midpoint is after ``after_epoch_s``."""
-        try:
-            f = open(self.path, "rb", buffering=self.READ_BYTES)
-        except FileNotFoundError:
+        if (f := self._open(self.READ_BYTES)) is None:
             return
         with f:
             offset = 0 if after_epoch_s is None else self._offset_before(f, after_epoch_s)
@@ -251,9 +262,7 @@ class Telemetry:
 
     def last_sample(self) -> dict[str, Any] | None:
         """The newest complete sample, read from the end of the file."""
-        try:
-            f = open(self.path, "rb", buffering=0)
-        except FileNotFoundError:
+        if (f := self._open(0)) is None:
             return None
         with f:
             end = os.fstat(f.fileno()).st_size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import multiprocessing
 import os
@@ -31,6 +32,7 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 # SVG text stays text (selectable, smaller) instead of one path per glyph: a third less time per chart.
 matplotlib.rcParams["svg.fonttype"] = "none"
 
+from refbench.fileio import atomic_write_bytes, make_directories  # noqa: E402
 from refbench.formats import fmt  # noqa: E402
 from refbench.suites import Chart  # noqa: E402
 
@@ -66,7 +68,7 @@ def render_all(charts: list[Chart], directory: Path) -> list[Rendered]:
     workers = min(len(charts), os.cpu_count() or 1)
     if len(charts) < PARALLEL_FROM or workers < 2:
         return [render_figure(c, directory) for c in charts]
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directories(directory)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(render_figure, charts, [directory] * len(charts)))
 
@@ -75,7 +77,7 @@ def render_figure(chart: Chart, directory: Path, links: dict[str, list[str]] | N
     """Writes <name>.png and <name>.svg into ``directory`` (plain files, for slides) and returns them with the hover
     layer the report lays over the inline SVG. ``links``: series -> a URL per point of a line chart (the dashboard's
     trend: each point's run); every such point is then a link, and its line is named by an id."""
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directories(directory)
     # A Figure of its own rather than pyplot's: no global state, and pyplot's import cost more than a chart does.
     fig = Figure(figsize=(8, 4.5), dpi=110)
     ax = fig.subplots()
@@ -139,10 +141,18 @@ def render_figure(chart: Chart, directory: Path, links: dict[str, list[str]] | N
     # each file when there is one: without it, a chart is drawn three times instead of five.
     fig.set_layout_engine(None)
     png, svg = directory / f"{chart.name}.png", directory / f"{chart.name}.svg"
-    fig.savefig(png)
-    fig.savefig(svg)
+    _save(fig, png)
+    _save(fig, svg)
     layer = _hover_layer(fig, ax, hover)
     return Rendered(png, svg, layer)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    """As savefig, written as every file of a run is (atomic_write_bytes: into a directory reached through no other
+    user's link, replacing what was there)."""
+    out = io.BytesIO()
+    fig.savefig(out, format=path.suffix[1:])
+    atomic_write_bytes(path, out.getvalue())
 
 
 def _category_ticks(ax, categories: list) -> None:
@@ -264,7 +274,7 @@ def render_ratios(rows: list[Ratio], title: str, directory: Path, name: str = "r
     (its name and words) for hovering and for screen readers. Ratios not above 0 cannot be placed and are left
     out; an interval's end at or below 0, or infinite, is drawn to the axis's edge. The lines and dots carry ids
     (NAME-ci-I, NAME-dot-I), the 1× line NAME-one."""
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directories(directory)
     rows = [r for r in rows if r.ratio is not None and 0 < r.ratio < math.inf]
     fig = Figure(figsize=(8, 1.3 + 0.34 * max(len(rows), 1)), dpi=110)
     ax = fig.subplots()
@@ -299,7 +309,7 @@ def render_ratios(rows: list[Ratio], title: str, directory: Path, name: str = "r
     ax.set_xlabel("B / A (log scale): the dot, and its interval")
     _ratio_margins(fig, names, words, title_lines=ax.get_title().count("\n") + 1)
     svg = directory / f"{name}.svg"
-    fig.savefig(svg)
+    _save(fig, svg)
     return Rendered(None, svg, _ratio_layer(fig, ax, rows, ys))
 
 

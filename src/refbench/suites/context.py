@@ -12,6 +12,7 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.markup import escape
 
+from refbench.fileio import make_directories
 from refbench.host.telemetry import Telemetry
 from refbench.options import Plan
 from refbench.progress import RunProgress
@@ -36,8 +37,7 @@ class SuiteContext:
         base = Path(self.plan.work_dir) if self.plan.work_dir else self.run.path / "work"
         path = base / self.suite
         self.claim(path)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return make_directories(path)
 
     def claim(self, *paths: Path) -> None:
         """Call before writing ``paths`` outside the run directory (in a target, a *_dir option's place): what this
@@ -58,9 +58,7 @@ class SuiteContext:
 
     def raw_dir(self, case: Case | str) -> Path:
         """Where raw tool output of a case (or of a named preparation step) goes."""
-        path = self.run.raw_dir(self.suite, case.id if isinstance(case, Case) else case)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return make_directories(self.run.raw_dir(self.suite, case.id if isinstance(case, Case) else case))
 
     def log(self, message: str) -> None:
         # Folded to the terminal's width; the message as it is, never read as markup (it may hold a run's name).

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from refbench.fileio import Untrusted, read_state_file
-from refbench.redaction import write_private
+from refbench.fileio import Untrusted, read_state_file, write_private
 from refbench.tune.host import make_state_dir, not_used, owner_identity, owner_running, state_dir
 
 RELOADABLE = ("user", "superuser", "sighup")  # PostgreSQL contexts a reload applies to new sessions

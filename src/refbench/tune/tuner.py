@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from refbench.errors import UserError
-from refbench.fileio import atomic_write_text, writable_directory
+from refbench.fileio import atomic_write_text, writable_directory, write_private
 from refbench.removal import remove_quietly
 from refbench.formats import figure_said, fmt
-from refbench.redaction import redact, write_private
+from refbench.redaction import redact
 from refbench.report.advice import limit_name
 from refbench.engines.knobs import setting_said, settings_said
 from refbench.timings import duration

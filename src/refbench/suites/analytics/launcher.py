@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from refbench.children import die_with_parent
+from refbench.fileio import make_directories
 from refbench.host.telemetry import read_process_io
 from refbench.removal import remove_quietly
 from refbench.suites.analytics.catalog import LOCATIONS, AnalyticsTest
@@ -65,7 +66,7 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
         on_live: Callable[[list[str], int], None] | None = None) -> dict[str, Any]:
     """Runs every job, ``concurrency`` at a time; returns per-job figures and the workload's timeline.
     ``on_end(job's figures)`` as each job ends; ``on_live(the jobs running, how many ended)`` about once a second."""
-    logs.mkdir(parents=True, exist_ok=True)
+    make_directories(logs)
     queue, running, finished = list(jobs), [], []
     timeline: list[tuple[float, int]] = []  # (seconds since start, jobs running)
     peak_space = {name: 0 for name in LOCATIONS}
@@ -80,9 +81,10 @@ def run(jobs: list[Job], concurrency: int, locations: dict[str, Path], spec: dic
             dirs[name].mkdir(parents=True)
         result, log = logs / f"{job.id}.json", logs / f"{job.id}.log"
         result.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)  # made anew below, so that a link left in its place is not written through
         job_spec = {**spec, "test": job.test.name, "module": job.test.run.__module__, "data": str(dirs["DATA"]), "work": str(dirs["WORK"]),
                     "util": str(dirs["UTIL"]), "threads": threads if job.test.threaded else 1, "result": str(result)}
-        with open(log, "wb") as out:
+        with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as out:
             process = subprocess.Popen([sys.executable, "-m", "refbench.suites.analytics.job", json.dumps(job_spec)],
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                        preexec_fn=die_with_parent)

@@ -16,6 +16,7 @@ from typing import Any
 
 from refbench.engines.fio import FioError, FioResult, fio_binary, run_fio
 from refbench.errors import UserError
+from refbench.fileio import atomic_write_text
 from refbench.options import Option, Plan, PlanError
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase
 from refbench.suites.device import checks
@@ -200,7 +201,7 @@ class DeviceSuite(SuiteBase):
                 run_fio(job, ctx.raw_dir(f"{target.label}-fill"),
                         on_sample=lambda s, r: task.update(int(r["jobs"][0]["write"]["io_bytes"]) / target.size_bytes) or False)
             state["filled"] = True
-        state_file.write_text(json.dumps(state))
+        atomic_write_text(state_file, json.dumps(state))
 
     # ---- measuring ------------------------------------------------------------------------------------
 

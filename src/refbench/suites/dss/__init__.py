@@ -25,6 +25,7 @@ from refbench.engines.settings import (
     optional, pg_setting_problem, pg_size_bytes, pg_size_problem, server_dsn_problem, setting_origins, settings_dict,
 )
 from refbench.errors import UserError
+from refbench.fileio import atomic_write_text
 from refbench.host import pagecache
 from refbench.redaction import redact
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
@@ -608,7 +609,7 @@ def prepare_data_and_engines(ctx) -> None:
         else:
             with ctx.task(f"loading SF {o['sf']:g} into {name}"):
                 loads[name] = {**engine.load(data, o["sf"]), "reused": False}
-            loads_file.write_text(json.dumps(loads))
+            atomic_write_text(loads_file, json.dumps(loads))
         engine.open()
         loads[name] |= {"sizes": engine.sizes(), "settings": engine.settings(), "kind": engine.kind}
     ctx.state["loads"] = loads

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines import Placement, QueryTimeout, open_engine
+from refbench.fileio import atomic_write_text
 from refbench.suites import Finding
 from refbench.suites.dss import answers, refresh
 from refbench.suites.dss.answers import LOADED
@@ -70,8 +71,7 @@ def save_answer(ctx, engine: str, where: str, query: int, text: str, data: str |
     """Keeps a query's answer at full precision for the checks, with its SQL text and the data it was computed on
     (data_seen); rows None (JSON null) says it ran past the time limit."""
     path = answer_path(ctx.work_dir, engine, where, query)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"sf": ctx.options["sf"], "text": text, "data": data, "could_see": list(could_see),
+    atomic_write_text(path, json.dumps({"sf": ctx.options["sf"], "text": text, "data": data, "could_see": list(could_see),
                                 "rows": None if rows is None else answers.as_expected(rows)}))
 
 

@@ -24,6 +24,7 @@ from refbench.engines.settings import (
     check_server_settings, mariadb_setting_problem, pg_setting_problem, pg_size_bytes, pg_size_problem,
     server_dsn_problem, setting_origins, settings_dict,
 )
+from refbench.fileio import atomic_write_text
 from refbench.options import PROFILES, SETTINGS_HELP, Option, Plan, PlanError
 from refbench.redaction import redact
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
@@ -321,7 +322,7 @@ class OltpSuite(SuiteBase):
         ctx.state["load"] = info
         state_file = ctx.work_dir / "load.json"
         if not info["reused"] or not state_file.exists():
-            state_file.write_text(json.dumps(info))  # the first build's cost is what the report shows
+            atomic_write_text(state_file, json.dumps(info))  # the first build's cost is what the report shows
 
     def close(self, ctx) -> None:
         ctx.state.pop("side", None)
