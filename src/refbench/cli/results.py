@@ -73,7 +73,7 @@ def verdict(
     """Per suite its headline figures with the range of their repeats, its checks, what limits it and the next step
     with its command; `refbench why RUN` says why."""
     found = Run.find(run_ref, runs_dir)
-    if not found.verdict_path.is_file():
+    if found.read_json(found.verdict_path) is None:
         raise UserError(f"{found.path} has no verdict yet: refbench report {found.path} writes it.")
     print_verdict(found, found.read_json(found.accept_path) or [])
 
