@@ -10,14 +10,20 @@ import os
 import random
 import statistics
 import time
+from typing import TypedDict
 
 from refbench.plan import Option
 from refbench.suites import Case, Chart, Estimate, Finding, Headline, Record, Table
 from refbench.tune.knobs import Knob
 
 
+class SleepyExtra(TypedDict):
+    samples: dict[str, list[float]]
+
+
 class SleepySuite:
     name = "sleepy"
+    extra_fields = SleepyExtra
     node_figures = {"ops_per_s": "sum", "lat_ms": "mean"}
     summary = "A test suite: each case sleeps and writes a little."
     options = {

@@ -6,10 +6,14 @@ them), kept at the ground so that none of those floors needs another to name the
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
+import types
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 @dataclass(frozen=True)
@@ -164,3 +168,222 @@ class Estimate:
     seconds: float
     method: str  # the reckoning in words, e.g. "2 × (3 s ramp-up + 8 s measured) + the load"
     space: list[tuple[str, int, str]] = field(default_factory=list)  # (directory, bytes, what goes there)
+
+
+# ---- what each file of a run holds, field by field --------------------------------------------------------------
+# The writers declare what they write here (a key not declared is refused as it is written: RecordExtra, RunMeta,
+# SuiteVerdict), and the readers check each file against the same declaration as they read it: a field of another type
+# is the run's one "damaged" sentence, never an error inside whatever reads it next.
+
+class Canary(TypedDict, total=False):  # {} where nothing was watched
+    cpu_ms: float | None
+    fsync_ms: float | None
+    read_ms: float | None
+    cost_ms: float
+
+
+class RecordExtra(TypedDict, total=False):
+    """What a record's ``extra`` may hold: the runner's own keys (canary, disturbed, host_changed) and the suites'."""
+
+    # the runner's
+    canary: dict[Literal["before", "after"], Canary]
+    disturbed: str
+    host_changed: str
+    # shared by several suites (the report, verdict, compare and tune read them)
+    storage: dict[str, Any]
+    settings: dict[str, Any]
+    load: dict[str, Any]
+    engine: str
+    store: str
+    system: dict[str, Any]
+    device: str
+    directory: str
+    target_description: str | None
+    target_kind: str
+    target_path: str
+    target_spec: str
+    interval_epoch_s: list[float]
+    detail: str
+    warning: str
+    repeats: list[Any]
+    series: list[dict[str, Any]]
+    # oltp
+    consistency_before: dict[str, Any]
+    database: str
+    errors: dict[str, Any]
+    # dss and dw
+    answer_check: str
+    data: dict[str, Any]
+    stream_orders: dict[str, list[int]]
+    capacity_inputs: dict[str, Any]
+    data_files: int
+    queries: dict[str, Any]
+    reference: dict[str, Any] | None
+    run: str
+    sf: float
+    # device
+    own_written_bytes: int
+    # analytics
+    block: str
+    file_mib: float
+    files_exceed_memory: bool
+    inputs: dict[str, Any]
+    jobs: list[dict[str, Any]]
+    locations: dict[str, Any] | str
+    read_from_device_pct: float
+    read_mb_s: float
+    read_mb_s_per_core: float
+    read_phase_s: float
+    read_verdict: str
+    storage_series: list[dict[str, Any]]
+    tests: dict[str, Any]
+    timeline: list[list[float]]
+    tuning: list[dict[str, Any]]
+    write_mb_s: float
+    write_mb_s_per_core: float
+    write_verdict: str
+    writers: int
+    zero_buffers: bool
+
+
+class VerdictHeadline(TypedDict):
+    label: str
+    value: float
+    unit: str
+    case: str
+    metric: str
+    note: str
+    figure: str
+    of: str
+    unrated: str
+    spread: float
+    low: float | None
+    high: float | None
+    threshold: NotRequired[str]
+    said: NotRequired[str]
+
+
+class SuiteVerdict(TypedDict):
+    """One suite's entry of verdict.json (report.verdict.SuiteVerdict.to_dict; a cluster run's summary)."""
+
+    suite: str
+    headlines: list[VerdictHeadline]
+    checks_passed: int
+    checks_failed: int
+    correctness: str
+    bottleneck: str
+    scope: NotRequired[str]
+    engines: NotRequired[list[dict[str, Any]]]
+    bottleneck_repeats: NotRequired[list[dict[str, Any]]]
+    disturbed: NotRequired[str]
+    advice: NotRequired[list[dict[str, Any]]]
+    limit: NotRequired[str]
+    next: NotRequired[dict[str, Any]]
+
+
+def json_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "text"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    return "a number"
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """A TypedDict's or dataclass's fields with their types, and which must be there. (A TypedDict's own
+    __required_keys__ cannot be read under postponed annotations before Python 3.12: read from the hints instead.)"""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    if typing.is_typeddict(cls):
+        marked = {k: typing.get_origin(h) for k, h in hints.items()}
+        required = {k for k, m in marked.items() if m is typing.Required or (cls.__total__ and m is not typing.NotRequired)}
+    else:
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return hints, frozenset(required)
+
+
+def shape_problem(value: Any, hint: Any, where: str, strict: bool = False) -> str | None:
+    """Why ``value`` (parsed JSON) is not of the type ``hint`` (a TypedDict, a dataclass, list[…], dict[…, …], a union,
+    Literal, a plain type or Any), as "WHERE is text, not a number"; None when it is. ``strict``: a key a TypedDict does
+    not declare is a problem too (for the writers: what they write is declared)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.NotRequired or origin is typing.Required:
+        return shape_problem(value, args[0], where, strict)
+    if hint is Any:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        problems = [shape_problem(value, arm, where, strict) for arm in args]
+        if None in problems:
+            return None
+        # Of the same kind as one of the arms (an object), what is wrong inside it says more than "not one of".
+        inner = [p for arm, p in zip(args, problems) if p and not p.startswith(f"{where} is ")]
+        return inner[0] if inner else _mismatch(value, hint, where)
+    if hint is None or hint is type(None):
+        return None if value is None else _mismatch(value, hint, where)
+    if origin is Literal:
+        return None if value in args else f"{where} is {value!r}, not one of {', '.join(map(repr, args))}"
+    if typing.is_typeddict(hint) or dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            return _mismatch(value, hint, where)
+        fields, required = _fields(hint)
+        for key in required:
+            if key not in value:
+                return f"{where} has no '{key}'"
+        for key, item in value.items():
+            if key in fields:
+                if problem := shape_problem(item, fields[key], f"{where}.{key}", strict):
+                    return problem
+            elif strict:
+                return f"{where}.{key} is not declared (refbench.records.{hint.__name__})"
+        return None
+    if origin is list or hint is list:
+        if not isinstance(value, list):
+            return _mismatch(value, hint, where)
+        for i, item in enumerate(value):
+            if args and (problem := shape_problem(item, args[0], f"{where}[{i}]", strict)):
+                return problem
+        return None
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            return _mismatch(value, hint, where)
+        for key, item in value.items():
+            if args and (problem := shape_problem(key, args[0], f"{where} key {key!r}", strict)
+                         or shape_problem(item, args[1], f"{where}.{key}", strict)):
+                return problem
+        return None
+    if hint is float:
+        return None if is_figure(value) else _mismatch(value, hint, where)
+    if hint is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else _mismatch(value, hint, where)
+    if hint in (str, bool):
+        return None if isinstance(value, hint) else _mismatch(value, hint, where)
+    return None
+
+
+_KINDS = {str: "text", int: "a whole number", float: "a finite number", bool: "true or false", type(None): "null",
+          list: "a list", dict: "an object"}
+
+
+def _kind_of(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_kind_of(arm) for arm in typing.get_args(hint)))
+    if hint is None:
+        return "null"
+    if typing.is_typeddict(hint) or dataclasses.is_dataclass(hint) or origin is dict:
+        return "an object"
+    return _KINDS.get(origin or hint, getattr(hint, "__name__", str(hint)))
+
+
+def _mismatch(value: Any, hint: Any, where: str) -> str:
+    said = json_kind(value)
+    if said == "a number" and not is_figure(value):
+        said = f"{value!r}, not a finite number"
+    return f"{where} is {said}, not {_kind_of(hint)}"

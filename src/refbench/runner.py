@@ -359,7 +359,7 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     if said := disturbed(storage.get("machine") or split, storage):
         record.extra["disturbed"] = said
         ctx.log(f"disturbed: {said} while {case.id} was measured; its figures are kept and marked")
-    run.write_record(record)
+    run.write_record(record, getattr(suite, "extra_fields", None))
 
 
 def findings_passed(findings: dict[str, list[Finding]]) -> bool:

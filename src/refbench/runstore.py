@@ -33,7 +33,7 @@ import typing
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypedDict, TypeVar
 
 from refbench import removal
 from refbench.errors import UserError
@@ -41,7 +41,8 @@ from refbench.fileio import (NotRegular, atomic_write_json, is_regular, odd_file
                              read_regular, remove_temp_files, writable_directory, write_private)
 from refbench.options import TAG, Plan
 from refbench.redaction import merge_secrets, redact, split_secrets
-from refbench.records import Finding, Record, figure_problem, impossible_figures
+from refbench.records import (Finding, Record, RecordExtra, SuiteVerdict, figure_problem, impossible_figures,
+                              shape_problem)
 
 RUN_FORMAT = "refbench-run/1"
 SET_ASIDE_SUFFIX = ".corrupt"
@@ -68,6 +69,32 @@ class DamagedRecord(CorruptRunFile):
     def __init__(self, run_path: Path, path: Path, problem: str):
         super().__init__(run_path, path, f"is damaged: {problem}")
         self.where = f"{self.where}: {problem}"
+
+
+class RunMeta(TypedDict, total=False):
+    """What run.json holds (Run.create writes it with the runner's run_metadata, Run.update changes it)."""
+
+    format: str
+    name: str
+    status: str
+    started_utc: str
+    ended_utc: str | None
+    plan: dict[str, Any]
+    host: str
+    inventory: dict[str, Any]
+    audit: list[dict[str, Any]]
+    tools: dict[str, Any]
+    argv: list[str]
+    error: str
+    cluster: dict[str, Any]
+    node: str
+
+
+def _written_as_declared(data: Any, declared: Any, what: str) -> None:
+    """A writer's own check: what it writes is declared, field by field (records.py, RunMeta), so that its readers
+    check every field of it."""
+    if problem := shape_problem(data, declared, what, strict=True):
+        raise ValueError(f"refbench wrote a {what} that is not as declared: {problem}")
 
 
 def utc_now() -> datetime:
@@ -115,11 +142,8 @@ class Run:
             meta = {**meta, "argv": [redact(arg) for arg in meta["argv"]]}
         if plan.tags:
             run.set_tags(parse_tags(plan.tags))
-        atomic_write_json(
-            run.run_file,
-            {"format": RUN_FORMAT, "name": plan.name, "status": "running", "started_utc": iso(started),
-             "ended_utc": None, "plan": shown, **meta},
-        )
+        run._write_meta({"format": RUN_FORMAT, "name": plan.name, "status": "running", "started_utc": iso(started),
+                         "ended_utc": None, "plan": shown, **meta})
         return run
 
     @classmethod
@@ -157,6 +181,8 @@ class Run:
             problem = "has no run name or status"
         else:
             problem = _shape_problem(meta.get("plan"), Plan, "plan")
+            if not problem and (field := shape_problem(meta, RunMeta, "run")):
+                problem = f"is damaged: {field}"
         if problem:
             raise CorruptRunFile(self.path, self.run_file, problem)
         return meta
@@ -192,8 +218,10 @@ class Run:
             return None
 
     def update(self, **fields: Any) -> None:
-        meta = self.meta
-        meta.update(fields)
+        self._write_meta({**self.meta, **fields})
+
+    def _write_meta(self, meta: dict[str, Any]) -> None:
+        _written_as_declared(meta, RunMeta, "run.json")
         atomic_write_json(self.run_file, meta)
 
     @property
@@ -421,9 +449,15 @@ class Run:
     def has_record(self, suite: str, case_id: str) -> bool:
         return self.record_path(suite, case_id).is_file()
 
-    def write_record(self, record: Record) -> None:
+    def write_record(self, record: Record, own_extra: Any = None) -> None:
+        """``own_extra``: the TypedDict of the keys of ``extra`` its suite alone writes and reads (a suite's
+        ``extra_fields``); every other key is one of RecordExtra's."""
         if impossible := impossible_figures(record):
             raise ValueError(f"{record.suite} {record.case_id}: figures that cannot be: {'; '.join(impossible)}")
+        shared = {k: v for k, v in record.extra.items() if not own_extra or k not in typing.get_type_hints(own_extra)}
+        _written_as_declared(shared, RecordExtra, "record's extra")
+        if own_extra:
+            _written_as_declared({k: v for k, v in record.extra.items() if k not in shared}, own_extra, "record's extra")
         atomic_write_json(self.record_path(record.suite, record.case_id), dataclasses.asdict(record))
 
     def _record_files(self, suite: str | None = None) -> list[Path]:
@@ -442,7 +476,8 @@ class Run:
         data = self._read(path)
         if problem := _shape_problem(data, Record, "record"):
             raise CorruptRunFile(self.path, path, problem)
-        if problem := next(filter(None, (figure_problem(k, v) for k, v in data["metrics"].items())), None):
+        if problem := next(filter(None, (figure_problem(k, v) for k, v in data["metrics"].items())), None) or \
+                shape_problem(data.get("extra", {}), RecordExtra, "extra"):
             raise DamagedRecord(self.path, path, problem)
         fields = {f.name for f in dataclasses.fields(Record)}
         return Record(**{k: v for k, v in data.items() if k in fields})
@@ -516,6 +551,23 @@ class Run:
             odd_file(path, f"is {_kind(path)}, not a file refbench wrote: skipped")
             return None
         return self._read(path)
+
+    def verdicts(self) -> list[SuiteVerdict]:
+        """verdict.json: each suite's verdict; [] when the run has none yet. One of another shape is a DamagedRecord
+        naming the field."""
+        data = self._read_once(self.verdict_path, self._parse_verdicts) if is_regular(self.verdict_path) else \
+            self.read_json(self.verdict_path)  # says what is there instead of a file
+        return data or []
+
+    def _parse_verdicts(self, path: Path) -> list[SuiteVerdict]:
+        data = self._read(path)
+        if problem := shape_problem(data, list[SuiteVerdict], "verdict"):
+            raise DamagedRecord(self.path, path, problem)
+        return data
+
+    def write_verdicts(self, verdicts: list[dict[str, Any]]) -> None:
+        _written_as_declared(verdicts, list[SuiteVerdict], "verdict")
+        atomic_write_json(self.verdict_path, verdicts)
 
     @property
     def tags_path(self) -> Path:

@@ -386,7 +386,7 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
     case_of = figure_cases(run, groups) if not plan.get("hosts") else {}
     headlines = []
     indexed: set[str] = set()
-    for v in run.read_json(run.verdict_path) or []:
+    for v in run.verdicts():
         # A cluster run's figures are its totals on the most nodes (its verdict's first entry per suite), not each node's.
         if v["suite"] in indexed or not v.get("scope", "total").startswith("total"):
             continue

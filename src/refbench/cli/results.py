@@ -50,7 +50,7 @@ def print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
 
     from refbench.report.brief import brief_lines
 
-    verdicts = run.read_json(run.verdict_path) or []
+    verdicts = run.verdicts()
     if verdicts:
         lines = brief_lines(verdicts, run.path.name, str(run.path), out.width, fold_commands=out.is_terminal)
         if out.is_terminal:
@@ -73,7 +73,7 @@ def verdict(
     """Per suite its headline figures with the range of their repeats, its checks, what limits it and the next step
     with its command; `refbench why RUN` says why."""
     found = Run.find(run_ref, runs_dir)
-    if found.read_json(found.verdict_path) is None:
+    if not found.verdicts():
         raise UserError(f"{found.path} has no verdict yet: refbench report {found.path} writes it.")
     print_verdict(found, found.read_json(found.accept_path) or [])
 
@@ -94,7 +94,7 @@ def why(
     from refbench.cli.console import cut, stacked
 
     found = Run.find(run_ref, runs_dir)
-    verdicts = [v for v in found.read_json(found.verdict_path) or [] if suite in (None, v["suite"])]
+    verdicts = [v for v in found.verdicts() if suite in (None, v["suite"])]
     if not verdicts:
         raise UserError(f"{found.path} has no verdict for {suite}." if suite else f"{found.path} has no verdict yet: "
                         f"refbench report {found.path} writes it.")

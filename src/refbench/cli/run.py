@@ -82,7 +82,7 @@ def _execute(run: Run, as_json: bool = False, quiet: bool = False) -> None:
     err.print(f"report: {run.report_path}", markup=False)
     thresholds = run.read_json(run.accept_path) or []
     if as_json:
-        plain(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.read_json(run.verdict_path) or [],
+        plain(json.dumps({"run": str(run.path), "correctness_passed": passed, "verdict": run.verdicts(),
                           "accept": thresholds}), flush=True)
     else:
         print_verdict(run, thresholds)

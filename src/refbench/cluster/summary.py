@@ -81,7 +81,7 @@ def build_cluster_report(run: Run) -> bool:
     checks = findings(run)
     passed, failed = sum(f.passed for _, f in checks), sum(not f.passed for _, f in checks)
     verdict = verdicts(run)
-    run.write_json(run.verdict_path, verdict)
+    run.write_verdicts(verdict)
     body = [f"<h1>refbench cluster report — {h.esc(meta['name'])}</h1>",
             f'<p class="sub">{h.esc(run.path.name)} · status <b>{h.esc(run.status())}</b> · scheduler '
             f"{h.esc(meta.get('cluster', {}).get('scheduler'))} · steps {h.esc(meta['plan'].get('hosts'))} · "

@@ -105,7 +105,7 @@ def verdicts(run: Run) -> list[dict[str, Any]]:
         by_suite: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for node, outcome in sorted(steps[step].items()):
             node_run = runs.get((step, node))
-            for v in (node_run.read_json(node_run.verdict_path) or []) if node_run else []:
+            for v in (node_run.verdicts()) if node_run else []:
                 by_suite.setdefault(v["suite"], []).append((node, v))
                 each.append({**v, "scope": f"{node}, {step} node(s)"})
         incomplete = sum(o["status"] != "ok" for o in steps[step].values())

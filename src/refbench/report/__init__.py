@@ -104,7 +104,7 @@ def build_report(run: Run, console: Console | None = None) -> Path:
     failed = sum(not f.passed for fs in findings.values() for f in fs)
     outputs = {name: suite_outputs(run, name, console) for name in suites}
     verdicts = {v.suite: v for v in run_verdict(run, {name: o[0] for name, o in outputs.items()})}
-    run.write_json(run.verdict_path, [v.to_dict() for v in verdicts.values()])
+    run.write_verdicts([v.to_dict() for v in verdicts.values()])
 
     # The run's own last step writes the report while its status still says running: it has measured everything.
     status, ended = (("complete", iso(utc_now())) if run.status() == "running" and run.held_here

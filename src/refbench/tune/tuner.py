@@ -409,7 +409,7 @@ class Tuner:
         (what the verdict's advice read too: the trials it names are the first of candidates())."""
         from refbench.report.verdict import tune_reading_of
 
-        verdict = next((v for v in _read_json(run.verdict_path) if v.get("suite") == self.request.suite), None)
+        verdict = next((v for v in run.verdicts() if v.get("suite") == self.request.suite), None)
         headline = next((h for h in (verdict or {}).get("headlines", []) if h.get("case") and not h.get("unrated")), None)
         if headline is None:
             raise UserError(f"the baseline {run.path} has no rated {self.request.suite} headline figure to tune for.")
@@ -821,15 +821,6 @@ def window_words(options: dict[str, Any]) -> str:
         return ""
     ramp = options.get("rampup_s")
     return (f"{ramp:g} s warm-up + " if ramp is not None else "") + f"{options['duration_s']:g} s"
-
-
-def _read_json(path: Path) -> Any:
-    import json
-
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
 
 
 def _figure(headline: dict[str, Any]) -> str:
