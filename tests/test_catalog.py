@@ -319,3 +319,80 @@ def test_a_figure_of_the_wrong_type_is_a_damaged_record_not_an_internal_error(va
     for call in (lambda: oltp.summarize([record]), lambda: oltp.headlines([record], [])):
         with pytest.raises(DamagedFigure, match=r"^records/oltp/u2-r1\.json: nopm is not a finite number "):
             call()
+
+
+def _edit_json(path: Path, change) -> None:
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+
+FIELD_DAMAGE = {
+    # name: (the file, how, the field the sentence names)
+    "disturbed an object": ("records/sleepy/case-000.json", lambda d: {**d, "extra": {**d["extra"], "disturbed": {"a": 1}}},
+                            "extra.disturbed is an object, not text"),
+    "disturbed a list": ("records/sleepy/case-000.json", lambda d: {**d, "extra": {**d["extra"], "disturbed": [1]}},
+                         "extra.disturbed is a list, not text"),
+    "canary's figure text": ("records/sleepy/case-000.json",
+                             lambda d: {**d, "extra": {**d["extra"], "canary": {"before": {"cpu_ms": "fast"}}}},
+                             "extra.canary.before.cpu_ms is text, not a finite number or null"),
+    "run.json's audit text": ("run.json", lambda d: {**d, "audit": "none"}, "run.audit is text, not a list"),
+}
+
+
+@pytest.mark.parametrize("kind", FIELD_DAMAGE)
+def test_a_field_of_the_wrong_type_is_the_runs_one_damaged_sentence_everywhere(runs, kind):
+    from test_dashboard import Server, _get
+
+    runs, (slow, middle, fast) = runs
+    relative, change, problem = FIELD_DAMAGE[kind]
+    _edit_json(runs / slow / relative, change)
+    (runs / CATALOG_FILE).unlink()
+    run = lambda *args: subprocess.run(refbench_command(*args), cwd=runs.parent, env=cli_env(), capture_output=True,
+                                       text=True, timeout=120)
+    listed = run("runs", "--runs-dir", "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    status = {r["run"]: r["status"] for r in json.loads(listed.stdout)}
+    assert problem in status[slow] and status[middle] == status[fast] == "complete", status
+    assert len(listed.stderr.strip().splitlines()) == 1 and problem in listed.stderr, listed.stderr
+    assert run("history", "sleepy.ops_per_s", "--runs-dir", "runs").returncode == 0
+    for command in (("report", f"runs/{slow}"), ("compare", f"runs/{middle}", f"runs/{slow}")):
+        said = run(*command)
+        assert said.returncode == 2 and len(said.stderr.strip().splitlines()) == 1, said.stderr
+        assert problem in said.stderr and "internal error" not in said.stderr, said.stderr
+    server = Server(runs.parent)
+    try:
+        status, page = _get(server.base + (f"?token={server.token}" if server.token else ""))
+        assert status == 200 and slow in page and fast in page
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("verdict, problem", [('{"suite": "sleepy"}', "verdict is an object, not a list"),
+                                              ('[{"suite": 1}]', "verdict[0] has no 'headlines'"),
+                                              ('[{"suite": "sleepy", "headlines": "fast"}]', None)])
+def test_a_verdict_of_the_wrong_shape_is_one_sentence_in_why_and_verdict(runs, verdict, problem):
+    runs, (slow, _, _) = runs
+    (runs / slow / "verdict.json").write_text(verdict)
+    for command in ("why", "verdict"):
+        said = subprocess.run(refbench_command(command, f"runs/{slow}"), cwd=runs.parent, env=cli_env(),
+                              capture_output=True, text=True, timeout=120)
+        assert said.returncode == 2 and len(said.stderr.strip().splitlines()) == 1, said.stderr
+        assert "internal error" not in said.stderr and "verdict.json is damaged: verdict" in said.stderr, said.stderr
+        assert problem is None or problem in said.stderr, said.stderr
+
+
+def test_a_writer_writes_only_fields_it_declared(tmp_path):
+    """What readers check is the writers' own declaration: a key a writer did not declare is refused as it is written,
+    so that a new field is declared, and so checked, the day it is added."""
+    from refbench.records import Record
+    from refbench.runstore import Run
+
+    (tmp_path / "r").mkdir()
+    run = Run(tmp_path / "r")
+    with pytest.raises(ValueError, match=r"record's extra\.colour is not declared \(refbench\.records\.RecordExtra\)"):
+        run.write_record(Record({"ops_per_s": 1.0}, extra={"colour": "blue"}, suite="sleepy", case_id="c"))
+    with pytest.raises(ValueError, match=r"record's extra\.disturbed is a number, not text"):
+        run.write_record(Record({"ops_per_s": 1.0}, extra={"disturbed": 3}, suite="sleepy", case_id="c"))
+    with pytest.raises(ValueError, match=r"verdict\[0\]\.mood is not declared"):
+        run.write_verdicts([{"suite": "s", "headlines": [], "checks_passed": 0, "checks_failed": 0, "correctness": "",
+                             "bottleneck": "", "mood": "good"}])
+    assert not list((tmp_path / "r").rglob("*.json"))

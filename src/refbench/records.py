@@ -333,7 +333,7 @@ def shape_problem(value: Any, hint: Any, where: str, strict: bool = False) -> st
         if not isinstance(value, dict):
             return _mismatch(value, hint, where)
         fields, required = _fields(hint)
-        for key in required:
+        for key in (k for k in fields if k in required):
             if key not in value:
                 return f"{where} has no '{key}'"
         for key, item in value.items():

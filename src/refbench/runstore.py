@@ -58,6 +58,8 @@ class CorruptRunFile(UserError):
         if path.parent.parent.name == "records" or path.parent.name == "findings":
             again = "measures that case again" if path.parent.parent.name == "records" else "checks that suite again"
             advice = f"'refbench resume {run_path}' sets it aside (as {path.name}{SET_ASIDE_SUFFIX}) and {again}"
+        elif path.name == "verdict.json":
+            advice = f"'refbench report {run_path}' writes it again"
         else:
             advice = "the run's plan and status are lost with it: restore the file from a backup or delete the run"
         super().__init__(f"{path} {problem}; {advice}.")
@@ -182,7 +184,7 @@ class Run:
         else:
             problem = _shape_problem(meta.get("plan"), Plan, "plan")
             if not problem and (field := shape_problem(meta, RunMeta, "run")):
-                problem = f"is damaged: {field}"
+                raise DamagedRecord(self.path, self.run_file, field)
         if problem:
             raise CorruptRunFile(self.path, self.run_file, problem)
         return meta
