@@ -376,10 +376,12 @@ def test_sixteen_mariadb_users_on_one_warehouse_queue_for_its_row(refbench, tmp_
     line = json.loads((run / "verdict.json").read_text())[0]["bottleneck"]
     assert not line.startswith("CPU: "), line  # not "98% of session time running"
     # The row-lock waits seen, by table, and the one row most of them queue for. On two cores 16 sessions also queue
-    # for a CPU (beside other tests, more than they wait for the row): the line names the row when locks are in it.
+    # for a CPU, and beside other work they queue for it more than they wait for the row (alone, locks are 15-24% of
+    # session time; beside two CPU loops, 5%): of the time they were not about a CPU, the row locks are the most.
     waits = json.loads(next(run.glob("records/oltp/*.json")).read_text())["extra"]["storage"]["waits"]
-    locks = sum(e["share_pct"] for e in waits["events"] if e["class"] == "Lock")
-    assert locks >= 5 and waits["lock_rows"][0]["row"] == "`refbench`.`warehouse` row 1", waits
+    beside_cpu = {c: share for c, share in waits["classes"].items() if c not in ("CPU", "CPU wait", "Unseen")}
+    assert max(beside_cpu, key=beside_cpu.get) == "Lock" and beside_cpu["Lock"] >= 1, waits
+    assert waits["lock_rows"][0]["row"] == "`refbench`.`warehouse` row 1", waits
     assert "row locks" not in line.split("; host:")[0] or "of them on `refbench`.`warehouse` row 1" in line, line
 
 
