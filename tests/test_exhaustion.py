@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -203,3 +204,24 @@ def test_running_out_of_database_connections_is_one_sentence_and_resumable(tmp_p
         for conn in hogs:
             conn.close()
         server.stop()
+
+
+@needs_root
+@pytest.mark.parametrize("how", ["read-only", "full"])
+def test_a_read_only_or_full_runs_directory_is_one_sentence_and_the_resource_status(small_fs, tmp_path, refbench, how):
+    made = [refbench("sleepy", "--runs-dir", str(small_fs / "runs"), "--set", "sleepy.sleep_s=0", "--set",
+                     "sleepy.cases=2") for _ in range(2)]
+    assert all(m.code == 0 for m in made), [m.stderr for m in made]
+    run, other = (Path(m.last_line) for m in made)
+    shutil.rmtree(run / "tables")  # what report writes again
+    if how == "read-only":
+        subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    else:
+        fill(small_fs)
+    for args in (("report", str(run)), ("compare", str(run), str(other), "--out", str(small_fs / "c.html")),
+                 ("tag", str(run), "firmware=2.1"), ("clean", str(run))):
+        done = refbench(*args)
+        assert done.code == 75, (args, done.code, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(small_fs) in lines[0] and "internal error" not in lines[0], (args, done.stderr)
+        assert ("is read-only; remount it read-write" if how == "read-only" else "out of disk space") in lines[0], lines

@@ -50,9 +50,16 @@ def resource_of(exc: BaseException) -> str | None:
     return None
 
 
-def explain(exc: BaseException, run_path: Path | None = None, places: list[Path] = ()) -> ResourceExhausted | None:
+def explain(exc: BaseException, run_path: Path | None = None, places: list[Path] = ()) -> UserError | None:
     """The one sentence for a run stopped by ``exc``, or None when no resource ran out. ``places`` are the
-    directories the run writes to: when the error does not name the file, the full one among them is named."""
+    directories the run writes to: when the error does not name the file, the full one among them is named. A file
+    system mounted read-only is a resource too (it may be remounted); a file this user may not write is not."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename:
+        if exc.errno == errno.EROFS:
+            return ResourceExhausted(f"cannot write {exc.filename}: its file system is read-only; remount it "
+                                     "read-write, or give another --runs-dir.")
+        return UserError(f"cannot write {exc.filename}: {exc.strerror.lower()}; run as its owner, or give another "
+                         "--runs-dir.")
     what = resource_of(exc)
     if what is None:
         return None

@@ -31,7 +31,10 @@ def atomic_writer(path: Path, mode: int = SHARED_MODE) -> Iterator[BinaryIO]:
     try:
         odd = _odd_kind(path.name, dir_fd)
         tmp = f".tmp-{secrets.token_hex(8)}{path.suffix}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        except OSError as exc:  # named by the file it was for, not the temporary name
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         try:
             os.fchmod(fd, mode)
             _own_as_directory(fd, dir_fd)
@@ -183,6 +186,8 @@ def open_directory(path: Path, create: bool = False, mode: int = 0o755) -> int:
                     os.mkdir(name, mode, dir_fd=fd)
                 except FileExistsError:  # made meanwhile by another process: opened as it is, below
                     pass
+                except OSError as exc:
+                    raise OSError(exc.errno, exc.strerror, str(walked / name)) from None
                 else:
                     made = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                     _own_as_directory(made, fd)
@@ -292,7 +297,7 @@ def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int
                 raise NotRegular(path, "a link") from None
             if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket; a directory opened for writing
                 raise NotRegular(path, file_kind(os.lstat(name, dir_fd=dir_fd).st_mode)) from None
-            raise
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         if made and dir_fd is not None:
             _own_as_directory(fd, dir_fd)
     finally:

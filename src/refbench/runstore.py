@@ -265,8 +265,12 @@ class Run:
             except FileNotFoundError:
                 pass
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError as exc:
+            os.close(fd)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         self._lock_fd = fd
 
     def unlock(self) -> None:
