@@ -6,6 +6,8 @@ value, a missing row, two rows swapped) fail that engine's check and no other, n
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -375,6 +377,27 @@ def test_without_a_kept_answer_each_is_computed_apart_and_the_wrong_engine_fails
     assert not lost.passed and lost.detail == (
         f"0 of {n} answers compared at full precision; not compared: {n} had no answer to be compared with (the run's "
         "generated data is not known) (every answer must be compared)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_disk_under_the_checks_own_duckdb_stops_the_run_instead_of_failing_its_checks(tmp_path, engine, unkept,
+                                                                                             sf_001_data):
+    from refbench.exhaustion import resource_of
+    from test_exhaustion import fill
+
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "refbench-test", str(small)], check=True)
+    try:
+        save(small, "duckdb", unkept)
+        fill(small)
+        ctx = SimpleNamespace(options={"sf": SF}, state={"engines": {"duckdb": engine}, "data_dir": sf_001_data},
+                              work_dir=small)
+        with pytest.raises(Exception) as stopped:
+            findings_of(ctx)
+        assert resource_of(stopped.value) == "disk space", repr(stopped.value)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def test_each_repeats_answers_are_kept_and_checked(tmp_path, engine, runs):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines import Placement, QueryTimeout, open_engine
+from refbench.exhaustion import resource_of
 from refbench.fileio import atomic_write_text
 from refbench.suites import Finding
 from refbench.suites.dss import answers, refresh
@@ -260,6 +261,8 @@ class Judge:
             engine.open()
             return engine
         except Exception as exc:  # noqa: BLE001  any failure here is the check's, said in its finding
+            if resource_of(exc):  # a full disk stopped the check, which found nothing wrong: the run stops, resumably
+                raise
             self.apart_failed = (f"loading the data into a DuckDB apart failed: "
                                  f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
             return None
