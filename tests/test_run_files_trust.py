@@ -75,6 +75,13 @@ def test_root_writes_through_no_link_in_another_users_run(made_runs, tmp_path, o
     (run / "run.json").write_text(json.dumps({**meta, "status": "running"}))  # killed: what resume continues
     _chown_tree(run, other_user)
 
+    for name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"):  # SQLite would follow these
+        (runs / name).symlink_to(secret)
+        os.chown(runs / name, other_user.pw_uid, other_user.pw_gid, follow_symlinks=False)
+    done = _command(tmp_path, "runs", "--runs-dir", str(runs))
+    assert done.returncode == 0 and run.name in done.stdout, done.stderr
+    assert secret.read_text() == "root's\n"
+
     done = _command(tmp_path, "report", str(run))
     assert done.returncode == 2, done.stderr
     assert f"refbench: {run}/tables is a link that another user could have made (its owner is uid " \

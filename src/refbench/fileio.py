@@ -151,6 +151,14 @@ class LinkRefused(OSError, UserError):
         return self.strerror
 
 
+def changeable_by_others(directory: Path) -> bool:
+    """Whether a user other than root and this one may change ``directory`` (see _changeable_by_others)."""
+    try:
+        return _changeable_by_others(os.stat(directory))
+    except OSError:
+        return False
+
+
 def _changeable_by_others(st: os.stat_result) -> bool:
     """Whether a user other than root and this one may change the directory. A group's write counts for root (whose
     writes are what a link could misdirect), not for a user in a group of their own (a home directory of 0775)."""

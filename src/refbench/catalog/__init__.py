@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from refbench.errors import UserError
+from refbench.fileio import changeable_by_others
 from refbench.estimate import Spread, log_spread, pooled
 from refbench.figures import configuration, figure_cases, figures, repeat_groups
 from refbench.options import TAG
@@ -79,6 +80,11 @@ class Catalog:
         from the run directories."""
         self.runs_dir = Path(runs_dir)
         self.path = database or self.runs_dir / CATALOG_FILE
+        if database is None and changeable_by_others(self.runs_dir):
+            # SQLite opens its file, journal and WAL following links: in a directory another user may change, one of
+            # them could point where that user chose, and this user's writes would go there.
+            raise sqlite3.OperationalError(f"{self.runs_dir} may be changed by another user, and refbench keeps no "
+                                           "database there")
         # A file this user may not write is opened read-only by SQLite itself: read as it is while nothing needs
         # indexing, and an error ("attempt to write a readonly database") the moment something does.
         self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
