@@ -186,7 +186,7 @@ class RecordExtra(TypedDict, total=False):
     """What a record's ``extra`` may hold: the runner's own keys (canary, disturbed, host_changed) and the suites'."""
 
     # the runner's
-    canary: dict[Literal["before", "after"], Canary]
+    canary: dict[str, Canary]  # before and after
     disturbed: str
     host_changed: str
     # shared by several suites (the report, verdict, compare and tune read them)
@@ -284,7 +284,7 @@ class SuiteVerdict(TypedDict):
 def json_kind(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "a list"
     if isinstance(value, str):
         return "text"
@@ -344,7 +344,7 @@ def shape_problem(value: Any, hint: Any, where: str, strict: bool = False) -> st
                 return f"{where}.{key} is not declared (refbench.records.{hint.__name__})"
         return None
     if origin is list or hint is list:
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a tuple written is a list read
             return _mismatch(value, hint, where)
         for i, item in enumerate(value):
             if args and (problem := shape_problem(item, args[0], f"{where}[{i}]", strict)):
@@ -353,9 +353,8 @@ def shape_problem(value: Any, hint: Any, where: str, strict: bool = False) -> st
     if origin is dict or hint is dict:
         if not isinstance(value, dict):
             return _mismatch(value, hint, where)
-        for key, item in value.items():
-            if args and (problem := shape_problem(key, args[0], f"{where} key {key!r}", strict)
-                         or shape_problem(item, args[1], f"{where}.{key}", strict)):
+        for key, item in value.items():  # not its keys: JSON makes every key text, whatever the writer had
+            if args and (problem := shape_problem(item, args[1], f"{where}.{key}", strict)):
                 return problem
         return None
     if hint is float:

@@ -31,6 +31,7 @@ from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFai
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
 from refbench.errors import UserError
+from refbench.fileio import atomic_write_text
 from refbench.engines.waits import POSTGRES_ACTIVE_SESSIONS, RunQueueWatch, SessionSampler
 from refbench.host.cachebound import Bound
 from refbench.host.pagecache import files_under
@@ -193,8 +194,7 @@ class ManagedPostgres(ManagedProcess):
 
     def _write_hba(self) -> None:
         path = self.data_dir / "pg_hba.conf"
-        path.write_text(HBA)
-        path.chmod(0o600)
+        atomic_write_text(path, HBA, mode=0o600)
         self._own(path)
 
     def _set_password(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from refbench.engines import Dataset
 from refbench.errors import UserError
+from refbench.fileio import atomic_write_text
 
 TABLES = ["region", "nation", "part", "supplier", "partsupp", "customer", "orders", "lineitem"]
 # The tables as the engines load them, with the suite's SQL (sql/schema.sql, indexes.sql, keys.sql).
@@ -84,7 +85,7 @@ def generate(directory: Path, scale_factor: float) -> dict[str, Any]:
     info = {"scale_factor": scale_factor, "generator": f"tpchgen-cli {generator_version(path)}",
             "generate_s": round(time.monotonic() - t0, 2),
             "bytes": {t: (directory / f"{t}.csv").stat().st_size for t in TABLES}}
-    (directory / MARKER).write_text(json.dumps(info))  # last: its presence says the set is complete
+    atomic_write_text(directory / MARKER, json.dumps(info))  # last: its presence says the set is complete
     return {**info, "reused": False}
 
 
