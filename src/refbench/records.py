@@ -146,6 +146,8 @@ class Headline:
     spread: float = 0.0  # high − low of its repeats, when it was measured more than once: how many digits it has
     low: float | None = None  # its repeats' lowest and highest value, when it was measured more than once
     high: float | None = None
+    repeats: int = 0  # measured more than once: how many repeats its value is the median of (suites.repeats)
+    repeat: str = ""  # and the repeat that measured that median value (its case id): its own, whatever the others'
 
     @property
     def compared_as(self) -> str:
