@@ -55,15 +55,21 @@ def why_lines(verdicts: list[dict[str, Any]], run_name: str, width: int) -> list
 
 def headline_items(headlines: list[dict[str, Any]], common: int | None) -> list[str]:
     """Each headline with its figure and note ("peak IOPS, random read, 4 KiB, QD 16: 80,600 IOPS (73,700–82,500);
-    read p99 1,548 µs"); those not rated at this size for one reason in one line, each engine's measured value in it."""
+    read p99 1,548 µs"), a note the headlines before it share said once, after the last of them ("all 3: 2
+    streams"); those not rated at this size for one reason in one line, each engine's measured value in it."""
     out: list[str] = []
     unrated: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    rated = [h for h in headlines if not h.get("unrated")]
     for h in headlines:
         if h.get("unrated"):
             label = h["label"].replace(f"{h['of']}: ", "") if h.get("of") else h["label"]
             unrated.setdefault((label, h["unrated"], h["unit"]), []).append(h)
-            continue
+    for i, h in enumerate(rated):
         note = note_of(h)
+        if i + 1 < len(rated) and note_of(rated[i + 1]) == note:
+            note = ""  # the next one's too: said with the last of them
+        elif (shared := _shared_before(rated, i)) > 1:
+            note = f"{'both' if shared == 2 else f'all {shared}'}: {note}"
         out.append(f"{h['label']}: {figure_with_rule(h, common)}" + (f"; {note}" if note else ""))
     for (label, reason, unit), group in unrated.items():
         values = [fmt(h["value"]) for h in group]
@@ -72,6 +78,14 @@ def headline_items(headlines: list[dict[str, Any]], common: int | None) -> list[
         tail = "" if len(group) == 1 and values[0] in reason else f"; measured {measured} {unit}".rstrip()
         out.append(f"{label}: not rated at this size ({reason}{tail})")
     return out
+
+
+def _shared_before(rated: list[dict[str, Any]], i: int) -> int:
+    """How many headlines up to the i-th one in a row have its note."""
+    n = 1
+    while i - n >= 0 and note_of(rated[i - n]) == note_of(rated[i]):
+        n += 1
+    return n
 
 
 def engines_lines(v: dict[str, Any], width: int) -> list[str]:
