@@ -16,7 +16,7 @@ from refbench.fileio import atomic_write_bytes, atomic_write_text
 from refbench.formats import figure_said, spreadsheet_text
 from refbench.report import html as h, waits
 from refbench.report.brief import figure_items, figure_with_rule, figures_rule, note_of
-from refbench.report.why import INDENT, limits_once, next_steps
+from refbench.report.why import limits_once, next_steps
 from refbench.report.verdict import run_verdict
 from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run, iso, utc_now
@@ -315,8 +315,9 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
     facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]
     facts.append(_correctness(findings))
     if verdict:  # the verdict's limit and next step, with their evidence: `refbench why`'s words, folded
-        limits = "<br>".join(("&emsp;" if line.startswith(INDENT) else "") + h.esc(line.strip())
-                             for line in limits_once(verdict))
+        lines = limits_once(verdict)
+        limits = "<br>".join([f"<b>Bottleneck</b>{h.esc(lines[0].removeprefix('bottleneck'))}"]
+                             + [f"&emsp;{h.esc(line.strip())}" for line in lines[1:]])
         facts.append(f'<details class="why"><summary><b>Why</b>: {h.esc(verdict["limit"] or verdict["bottleneck"])}'
                      f"</summary><p>{limits}</p>"
                      + "".join(f"<p><b>Next</b>: {_step(said, command)}</p>" for said, command in next_steps(verdict, set()))
