@@ -15,7 +15,7 @@ from rich.table import Table as RichTable
 from refbench import accept
 from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, plain, print_json, print_table, print_thresholds
 from refbench.errors import UserError
-from refbench.formats import figure_said, fmt
+from refbench.formats import fmt
 from refbench.runstore import Run
 
 commands = typer.Typer()

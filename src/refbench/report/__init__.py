@@ -13,7 +13,7 @@ from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
-from refbench.formats import figure_said, spreadsheet_text
+from refbench.formats import spreadsheet_text
 from refbench.report import html as h, waits
 from refbench.report.brief import figure_items, figure_with_rule, figures_rule, note_of
 from refbench.report.why import limits_once, next_steps

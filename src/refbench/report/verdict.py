@@ -20,7 +20,7 @@ from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT, Reading, cpu_wait_cause, limit_name, quota_throttled
 from refbench.suites.repeats import median_repeat, one_per_configuration
 from refbench.runstore import Run
-from refbench.suites import Headline, Record, Table, get_suite
+from refbench.suites import Headline, Record, Table, get_suite, is_figure
 
 SATURATED_DEVICE_PCT = 80.0  # busy %: the device had a request in flight nearly all the time
 SATURATED_CPU_PCT = 85.0  # user + system + steal; beyond it, the work queues for a CPU
@@ -156,8 +156,8 @@ def _with_repeats(headline: Headline, records: list[Record], measured: list[Reco
     if not repeats:
         return headline
     by_id = {r.case_id: r for r in measured}
-    values = [(c, by_id[c].metrics.get(headline.metric)) for c in repeats.get("cases", []) if c in by_id]
-    values = [(c, v) for c, v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    values = [(c, by_id[c].metrics[headline.metric]) for c in repeats.get("cases", [])
+              if c in by_id and is_figure(by_id[c].metrics.get(headline.metric))]
     if len(values) < 2:
         return headline
     low, high = min(v for _, v in values), max(v for _, v in values)

@@ -95,19 +95,16 @@ def engines_lines(v: dict[str, Any], width: int) -> list[str]:
     if len(engines) < 2:
         return []
     figures = {(h.get("of"), h["value"]) for h in v["headlines"]}
-    notes = {}
-    for h in v["headlines"]:
-        notes[h.get("of")] = notes.get(h.get("of"), "") + note_of(h)
+    notes = {h.get("of"): " ".join(note_of(x) for x in v["headlines"] if x.get("of") == h.get("of"))
+             for h in v["headlines"]}
 
-    def said_above(row: dict[str, Any], column: str) -> bool:
+    def said_above(row: dict[str, Any], column: str) -> bool:  # or nothing to say
         value = row.get(column)
         return value is None or (row["engine"], value) in figures or f"{fmt(value)} {column}" in notes.get(row["engine"], "")
 
     # Each engine's checks, when none failed, are the correctness line's.
-    passed = not v.get("checks_failed")
     columns = [c for c in engines[0] if c == "engine" or not (
-        all(row.get(c) is None for row in engines) or all(said_above(row, c) for row in engines)
-        or (c == "checks" and passed))]
+        all(said_above(row, c) for row in engines) or (c == "checks" and not v.get("checks_failed")))]
     by_row = RichTable(box=None, pad_edge=False, header_style="bold")
     for column in columns:
         by_row.add_column(column, justify="left" if column == "engine" else "right")
