@@ -54,8 +54,9 @@ def figure_with_rule(h: dict[str, Any], common: int | None) -> str:
     n = repeats_of(h)
     if n is None or n == common:
         return said
-    own = f"median of {n} repeats" if n else "measured once"
-    return f"{said[:-1]}; {own})" if said.endswith(")") else f"{said} ({own})"
+    alone = figure_said(h["value"], h["unit"], h.get("low"), h.get("high"), with_range=False)
+    spread = said[len(alone):].strip(" ()")
+    return f"{alone} ({spread + '; ' if spread else ''}{f'median of {n} repeats' if n else 'measured once'})"
 
 
 def title_lines(kind: str, run_name: str, rule: str, width: int) -> list[str]:
