@@ -3,6 +3,8 @@
 # and a Python virtual environment with refbench in it. Safe to run again; it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# All it says, and all its commands print, goes to stderr: `make demo`'s stdout is the verdict alone.
+exec 1>&2
 
 VENV="${VENV:-.venv}"
 # fdisk: sfdisk, for the partition-table tests; chromium: the browser the report's tests open it in (Playwright
@@ -17,7 +19,7 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   if [ "$(id -u)" -eq 0 ]; then SUDO=(); elif command -v sudo >/dev/null; then SUDO=(sudo); else
-    echo "setup: Debian packages ${missing[*]} are missing and this user cannot install them (not root, no sudo)." >&2
+    echo "setup: Debian packages ${missing[*]} are missing and this user cannot install them (not root, no sudo)."
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive

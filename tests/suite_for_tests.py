@@ -36,6 +36,9 @@ class SleepySuite:
         "numbered": Option(bool, False, "Number each case's first measurement as OLTP does (case-000-r1, repeat 1)."),
         "seed": Option(int, 1, "Seed of that noise (two runs with different seeds differ only by noise; 0: a new "
                                "seed each run, as a real measurement's noise)."),
+        "first_read_mb": Option(float, 0.0, "MB a case's first measurement says it read from storage, as a database's "
+                                            "first pass does before its cache holds the data; its repeats read none (a "
+                                            "storage figure, as the database suites record one).", minimum=0),
     }
     # What refbench tune may try on this suite: a change with a large effect and one with none.
     tune_knobs = [Knob("speed", "option", "", ("neither", "cpu", "device"), "the test's large effect", choices=("2",)),
@@ -76,13 +79,21 @@ class SleepySuite:
         seed = ctx.options["seed"] or f"{ctx.run.path}"
         noise, rng = ctx.options["noise_pct"] / 100, random.Random(f"{seed}:{case.id}")
         samples = [1000.0 * ctx.options["speed"] * (i + 1) * (1 + noise * rng.uniform(-1, 1)) for _ in range(10)]
+        extra = {"samples": {"ops_per_s": samples}}
+        if read_mb := ctx.options["first_read_mb"]:
+            read_mb = read_mb if case.params.get("repeat", 1) == 1 else 0.0
+            extra["storage"] = {"engine": "sleepy", "interval_s": elapsed, "server_read_mb": read_mb,
+                                "server_read_mb_s": read_mb / elapsed, "server_write_mb_s": 0.0, "device": None}
         return Record(
             metrics={"ops_per_s": statistics.fmean(samples), "lat_ms": 10.0 / ctx.options["speed"],
                      "busy_pct": 50.0, "wall_elapsed_s": elapsed},
-            method="slept and wrote 256 KiB with fsync", extra={"samples": {"ops_per_s": samples}},
+            method="slept and wrote 256 KiB with fsync", extra=extra,
         )
 
     def check(self, ctx):
+        from refbench.suites import storage
+
+        storage.say_verdicts(ctx)
         return [Finding("journal written", ctx.state["journal"].exists()),
                 Finding("the test's own check", not ctx.options["fail_check"], "fail_check was set" if ctx.options["fail_check"] else "")]
 

@@ -10,6 +10,7 @@ import shlex
 import pytest
 
 from refbench.report.advice import Reading, advise
+from refbench.report.why import next_steps
 
 FLUSH = ("in all 3 repeats, storage flush latency: 51% of session time waiting (IO:WALSync 32%, LWLock:WALWrite 17%), "
          "0.383 ms per WAL flush on vda (1,295 a second); then CPU 44% (80 samples); host: neither saturated")
@@ -87,7 +88,9 @@ def test_the_command_the_verdict_prints_runs_the_tune_it_names(tmp_path, refbenc
     assert step["command"] == f"refbench tune --suite sleepy --baseline runs/{run.name}", step
     assert f"next: {step['short']}" in base.stdout
     assert any(line.endswith(step["command"]) for line in base.stdout.splitlines())  # whole, on a line
-    assert html.escape(advice[0]["sentence"]) in (run / "report.html").read_text()  # the evidence, in the report
+    report = (run / "report.html").read_text()  # the evidence, then what to try, in the report's "Why"
+    (tried, _), = next_steps(verdict, set())
+    assert f"<b>Bottleneck</b>: {html.escape(verdict['bottleneck'])}" in report and html.escape(tried) in report
     advised = step["short"].removeprefix("try ").split(" and ")
     command = shlex.split(step["command"])
     # Tune's own plan: its dry run lists the advised settings first, marked as what limits the run.

@@ -53,3 +53,19 @@ def test_a_disturbed_suite_is_marked_under_its_checks_and_what_disturbed_it_is_s
     mixed = brief_lines([_verdict(disturbed=f"{steal}; other processes wrote 58 of the 61 MB/s written to vda (q, 1 "
                                             "of its 3 repeats)")], "R", "runs/R", 80)
     assert mixed[-2] == f"disturbed: {steal} and more, 1 of 3 repeats"
+
+
+def test_the_figures_rule_is_said_once_and_a_figure_of_another_says_its_own():
+    oltp = {**_verdict("oltp", "refbench oltp --users 4,8,16"), "headlines": [
+        {"label": "NOPM at the best load level (2 users)", "value": 42000.0, "unit": "NOPM", "case": "u2", "low": 38000.0,
+         "high": 49000.0, "repeats": 3, "figure": "NOPM, 2 users"},
+        {"label": "TPM at the best load level (2 users)", "value": 97000.0, "unit": "TPM", "case": "u2", "low": 89000.0,
+         "high": 110000.0, "repeats": 2, "figure": "TPM, 2 users"}]}
+    device = {**_verdict("device", "refbench device --iodepths 32"), "headlines": [
+        {"label": "peak IOPS, random read, 4 KiB, QD 16", "value": 80600.0, "unit": "IOPS", "case": "t0", "repeats": 0,
+         "figure": "IOPS, random read, 4 KiB, QD 16"}]}
+    lines = brief_lines([oltp, {**_verdict(), "headlines": [{**oltp["headlines"][0], "repeats": 3}]}, device], "R",
+                        "runs/R", 80)
+    text = " ".join(" ".join(line[11:].split()) for line in lines[1:])  # the rows beside the margin, unwrapped
+    assert lines[0] == "verdict — R · figures: median of 3 repeats (lowest–highest)" and text.count("median of") == 1
+    assert "97,000 TPM (89,000–110,000; median of 2 repeats)" in text and "80,600 IOPS (measured once)" in text

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import cli_env, hovered_tip, refbench_command, wait_for
 from refbench.catalog import CATALOG_FILE, MAX_TAG_FILTERS
 from refbench.children import die_with_parent
+from refbench.report.why import next_steps
 from refbench.web import MAX_COMPARED_RUNS
 from test_catalog import overwrite_page_of
 
@@ -111,8 +112,8 @@ def test_the_runs_list_shows_the_runs_with_their_figures_and_tags(browser, serve
     # What to try next, in the words the terminal printed (verdict.json's); the evidence in the suite's section.
     verdict = json.loads((work[0] / "runs" / work[1][1] / "verdict.json").read_text())[0]
     assert f"next: {verdict['next']['short']}" in page.locator("table.verdict").inner_text(), verdict["next"]
-    assert verdict["advice"] and all(a["sentence"] in page.locator("section#suite-sleepy details.why").text_content()
-                                     for a in verdict["advice"]), verdict["advice"]  # folded under "Why"
+    why = page.locator("section#suite-sleepy details.why").text_content()  # folded under "Why": evidence, then steps
+    assert f"Bottleneck: {verdict['bottleneck']}" in why and all(said in why for said, _ in next_steps(verdict, set()))
 
 
 def test_the_compare_page_lists_the_figures_of_the_ticked_runs(browser, server, work):

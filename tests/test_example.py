@@ -56,7 +56,7 @@ def test_the_demos_verdict_fits_one_80_column_screen(tmp_path, refbench):
     run = ROOT / "docs" / "example" / example.facts()["run"]
     shown = _on_a_terminal(tmp_path, "verdict", str(run), columns=COLUMNS)
     lines = [line.rstrip() for line in re.split(r"\r?\n", shown.strip())]
-    assert lines[0] == f"verdict — {run.name}" and lines[-1] == f"why: refbench why {run}", lines
+    assert lines[0].startswith(f"verdict — {run.name} · figures: ") and lines[-1] == f"why: refbench why {run}", lines
     assert len(json.loads((run / "verdict.json").read_text())) == 5  # the demo's five suites
     assert all(len(line) <= COLUMNS for line in lines) and _rows(lines) <= ROWS, "\n".join(lines)
     piped = refbench("verdict", str(run))

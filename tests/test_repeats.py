@@ -75,10 +75,14 @@ def test_the_tables_see_each_configuration_once_as_its_median_repeat():
     merged = one_per_configuration(repeats + [other], TwoTargets())
     assert len(merged) == 2 and merged[1] is other
     median = merged[0]
-    assert median.case_id == "t0-qd32" and median.metrics == {"lat_ms": 5, "iops": 200}  # all of one repeat's figures
+    assert median.case_id == "t0-qd32" and median.metrics == {"lat_ms": 5, "iops": 200}
     assert median.extra["repeats"] == {"n": 3, "metric": "iops", "values": [300, 100, 200],
                                        "cases": ["t0-qd32", "t0-qd32-r2", "t0-qd32-r3"], "median_case": "t0-qd32-r3"}
     assert one_per_configuration([other]) == [other]
+    # Each figure its own repeats' median: lat_ms 6, 1, 9 gives r1's 6, beside iops' r3; the rest is r3's.
+    repeats[0].metrics["lat_ms"], repeats[2].metrics["lat_ms"], repeats[2].extra["seen"] = 6, 9, "r3's"
+    merged = one_per_configuration(repeats + [other], TwoTargets())[0]
+    assert merged.metrics == {"lat_ms": 6, "iops": 200} and merged.extra["seen"] == "r3's"
 
 
 @pytest.mark.live
@@ -87,7 +91,7 @@ def test_a_run_with_repeats_says_so_and_gives_compare_this_hosts_noise(tmp_path,
     records = sorted(p.stem for p in (a / "records" / "sleepy").glob("*.json"))
     assert records == ["case-000", "case-001", "case-001-r2", "case-001-r3"]  # case-001 is the faster: the headline
     headline, = json.loads((a / "verdict.json").read_text())[0]["headlines"]
-    assert headline["case"] == "case-001" and headline["note"].startswith("median of 3 repeats;")
+    assert headline["case"] == "case-001" and headline["repeats"] == 3 and headline["repeat"].startswith("case-001")
     assert headline["low"] < headline["value"] < headline["high"] and headline["spread"] == headline["high"] - headline["low"]
     b = _run(refbench, tmp_path, "--set", "sleepy.cases=2", "--noise-pct", "10", "--seed", "2", "--speed", "1.5")
     result = refbench("compare", str(a), str(b), "--json", "--all")

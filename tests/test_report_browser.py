@@ -294,7 +294,7 @@ def test_a_verdict_of_every_suite_prints_every_word_whole(browser, tmp_path):
                "measured scan rate physical (MB/s)", "measured scan rate logical (MB/s)",
                "measured I/O throughput (MB/s)", "measured CPU (avg.) %", "checks"]
     path = tmp_path / "verdict.html"
-    path.write_text(h.page("verdict", "<h1>refbench report — demo</h1>" + h.banner(51, 0) + _verdict_table(verdicts)
+    path.write_text(h.page("verdict", "<h1>refbench report — demo</h1>" + h.banner(51, 0) + _verdict_table([v.to_dict() for v in verdicts], "", None)
                            + "<p><b>dw: the engines compared</b></p>" + h.table([dict(zip(columns, e)) for e in engines])
                            + "<h2>device: the first suite's section</h2>"))
     page = _open(browser, path, 1400, SCREEN)

@@ -150,6 +150,8 @@ class Headline:
     spread: float = 0.0  # high − low of its repeats, when it was measured more than once: how many digits it has
     low: float | None = None  # its repeats' lowest and highest value, when it was measured more than once
     high: float | None = None
+    repeats: int = 0  # measured more than once: how many repeats its value is the median of (suites.repeats)
+    repeat: str = ""  # and the repeat that measured that median value (its case id): its own, whatever the others'
 
     @property
     def compared_as(self) -> str:
@@ -205,7 +207,7 @@ class RecordExtra(TypedDict, total=False):
     interval_epoch_s: list[float]
     detail: str
     warning: str
-    repeats: list[Any]
+    repeats: dict[str, Any]
     series: list[dict[str, Any]]
     # oltp
     consistency_before: dict[str, Any]
@@ -246,21 +248,16 @@ class RecordExtra(TypedDict, total=False):
     zero_buffers: bool
 
 
-class VerdictHeadline(TypedDict):
-    label: str
-    value: float
-    unit: str
-    case: str
-    metric: str
-    note: str
-    figure: str
-    of: str
-    unrated: str
-    spread: float
-    low: float | None
-    high: float | None
-    threshold: NotRequired[str]
-    said: NotRequired[str]
+def _as_written(cls: type, **more: Any) -> Any:
+    """A TypedDict of the fields of the dataclass ``cls`` as asdict writes them (those with a default may be absent
+    from an older file), and ``more``: generated, so that a field added to ``cls`` is checked the day it is added."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: hints[f.name] if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+              else NotRequired[hints[f.name]] for f in dataclasses.fields(cls)}
+    return TypedDict(f"{cls.__name__}Written", {**fields, **more})  # type: ignore[operator]
+
+
+VerdictHeadline = _as_written(Headline, threshold=NotRequired[str], said=NotRequired[str])
 
 
 class SuiteVerdict(TypedDict):

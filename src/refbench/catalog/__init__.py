@@ -398,9 +398,13 @@ def _read_run(run: Run) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tup
             continue
         indexed.add(v["suite"])
         for h in v["headlines"]:
+            # The verdict's own range, as every other surface says it; an older verdict.json, whose headlines do
+            # not say their repeats: the range of the figure's repeats.
             figure = found.get((v["suite"], case_of.get((v["suite"], h["case"]), h["case"]), h["metric"]))
+            spread = (h.get("low"), h.get("high"), h["repeats"] or None) if "repeats" in h else \
+                _spread(figure.samples if figure else [])[:3]
             headlines.append((v["suite"], h["label"], h["value"], h["unit"], h["case"], h["metric"], h.get("note", ""),
-                              *_spread(figure.samples if figure else [])[:3], h.get("unrated") or ""))
+                              *spread, h.get("unrated") or ""))
     return row, headlines, rows
 
 

@@ -134,6 +134,12 @@ def drain() -> None:
         sys.stdout.flush()
 
 
+def text_width() -> int:
+    """The width text is folded to: COLUMNS when set, else the terminal's; 80 for a pipe or a file."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else out.width if _isatty(sys.stdout) else 80
+
+
 err = Console(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)  # a path whole, for copying
 out = Console(highlight=False, width=_width(sys.stdout))
 

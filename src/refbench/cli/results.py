@@ -15,7 +15,7 @@ from rich.table import Table as RichTable
 from refbench import accept
 from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, plain, print_json, print_table, print_thresholds
 from refbench.errors import UserError
-from refbench.formats import figure_said, fmt
+from refbench.formats import fmt
 from refbench.runstore import Run
 
 commands = typer.Typer()
@@ -86,53 +86,32 @@ def why(
     suite: Optional[str] = typer.Argument(None, metavar="SUITE", help="Only this suite."),
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
 ) -> None:
-    """The verdict's long form: per suite every headline with its repeats and notes, the engines side by side, the
-    checks, the bottleneck in full (the database's wait shares, the host's CPU and devices, who had the CPU, how
-    many repeats agreed), neighbours that disturbed it, and what to try next for each engine with its command."""
-    from rich.console import Console
+    """The verdict's long form: per suite every headline with its notes, the engines side by side, the checks, the
+    bottleneck in full (the database's wait shares, the host's CPU and devices, who had the CPU, how many repeats
+    agreed), neighbours that disturbed it, and what to try next for each engine with its command; folded to the
+    terminal's width (COLUMNS; 80 for a pipe or a file)."""
+    from rich.text import Text
 
-    from refbench.cli.console import cut, stacked
+    from refbench.cli.console import text_width
+    from refbench.report.brief import suite_name
+    from refbench.report.why import why_lines
 
     found = Run.find(run_ref, runs_dir)
     verdicts = [v for v in found.verdicts() if suite in (None, v["suite"])]
     if not verdicts:
         raise UserError(f"{found.path} has no verdict for {suite}." if suite else f"{found.path} has no verdict yet: "
                         f"refbench report {found.path} writes it.")
-    table = RichTable(box=None, show_header=False, title=f"why — {found.path.name}", title_justify="left",
-                      title_style="bold", pad_edge=False)
-    table.add_column("suite", style="bold", no_wrap=True)
-    table.add_column("evidence")
-    for v in verdicts:
-        for i, h in enumerate(v["headlines"] or [None]):
-            text = "no headline figures" if h is None else (
-                f"{escape(h['label'])}: not rated at this size ({escape(h['unrated'])}; measured {fmt(h['value'])} "
-                f"{escape(h['unit'])})" if h.get("unrated") else
-                f"{escape(h['label'])}: [bold]{escape(figure_said(h['value'], h['unit'], h.get('low'), h.get('high')))}[/bold]"
-                + (f" ({escape(h['note'])})" if h["note"] else ""))
-            table.add_row((f"{v['suite']} ({v['scope']})" if v.get("scope") else v["suite"]) if i == 0 else "", text)
-        if len(v.get("engines") or []) > 1:  # the engines run, side by side
-            compared = RichTable(box=None, pad_edge=False, header_style="bold")
-            for column in v["engines"][0]:
-                compared.add_column(escape(column), justify="left" if column == "engine" else "right")
-            for row in v["engines"]:
-                compared.add_row(*(escape("—" if value is None else fmt(value)) for value in row.values()))
-            # Too wide beside the suite's name (the dw table's nine columns at 120): stacked, not cut.
-            table.add_row("", "\n".join(stacked(compared)).rstrip() if out.is_terminal and cut(compared, out.width - 11)
-                          else compared)
-        style = "red" if v["checks_failed"] else "green" if v["checks_passed"] else "yellow"
-        table.add_row("", f"correctness: [{style}]{escape(v['correctness'])}[/{style}]")
-        table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
-        if v.get("disturbed"):
-            table.add_row("", f"[yellow]disturbed: {escape(v['disturbed'])}[/yellow]")
-        for advice in v.get("advice") or []:
-            table.add_row("", f"[bold]next[/bold]: {escape(advice['text'])}")
-    if out.is_terminal:
-        print_table(table)
-    else:  # a pipe or a file gets whole lines, without padding to the table's width
-        wide = Console(highlight=False, width=1000)
-        with wide.capture() as captured:
-            wide.print(table)
-        plain("\n".join(line.rstrip() for line in captured.get().splitlines()))
+    lines = why_lines(verdicts, found.path.name, text_width())
+    if not out.is_terminal:
+        plain("\n".join(lines))
+        return
+    names = tuple(f"{name} " for name in map(suite_name, verdicts))
+    for line in lines:
+        text = Text(line, style="bold" if line is lines[0] or f"{line} ".startswith(names) else "")
+        text.highlight_regex(r"correctness: all \d+ checks passed", "green")
+        text.highlight_regex(r"correctness: .*FAILED", "bold red")
+        text.highlight_regex(r"disturbed: .*", "yellow")
+        out.print(text, soft_wrap=True)
 
 
 @commands.command(epilog=epilog("refbench check runs/20261122T070000Z-lab-a  # the run's own [accept]",

@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,10 +13,11 @@ from rich.console import Console
 
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_bytes, atomic_write_text
-from refbench.formats import figure_said, spreadsheet_text
+from refbench.formats import spreadsheet_text
 from refbench.report import html as h, waits
-from refbench.report.brief import figure_items
-from refbench.report.verdict import SuiteVerdict, run_verdict
+from refbench.report.brief import figure_items, figure_with_rule, figures_rule, note_of
+from refbench.report.why import limits_once, next_steps
+from refbench.report.verdict import run_verdict
 from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run, iso, utc_now
 from refbench.suites import Chart, Record, Table, get_suite, storage
@@ -104,7 +104,9 @@ def build_report(run: Run, console: Console | None = None) -> Path:
     failed = sum(not f.passed for fs in findings.values() for f in fs)
     outputs = {name: suite_outputs(run, name, console) for name in suites}
     verdicts = {v.suite: v for v in run_verdict(run, {name: o[0] for name, o in outputs.items()})}
-    run.write_verdicts([v.to_dict() for v in verdicts.values()])
+    said = [v.to_dict() for v in verdicts.values()]
+    run.write_verdicts(said)
+    common, rule = figures_rule(said)
 
     # The run's own last step writes the report while its status still says running: it has measured everything.
     status, ended = (("complete", iso(utc_now())) if run.status() == "running" and run.held_here
@@ -120,7 +122,7 @@ def build_report(run: Run, console: Console | None = None) -> Path:
                        f"Continue it with <code>refbench resume {h.esc(run.path)}</code>.</div>")
     summary.append(h.banner(passed, failed))
     if verdicts:
-        summary.append(_verdict_table(list(verdicts.values())))
+        summary.append(_verdict_table(said, rule, common))
     summary.append(_acceptance(run.read_json(run.accept_path)))
     body = [f'<section class="summary" id="summary">{"".join(summary)}</section>']
 
@@ -131,7 +133,8 @@ def build_report(run: Run, console: Console | None = None) -> Path:
                 + "".join(f'<li><a href="#{h.esc(anchor)}">{h.esc(title)}</a></li>' for anchor, title, _ in sections)
                 + "</ol></nav>")
     for anchor, title, name in sections[:len(suites)]:
-        body.append(_suite_section(name, anchor, title, outputs[name], findings.get(name, []), verdicts.get(name)))
+        body.append(_suite_section(name, anchor, title, outputs[name], run.records(name), findings.get(name, []),
+                                   next((v for v in said if v["suite"] == name), None), common))
     tel_charts = telemetry_outputs(run, suites)
     body.append('<section id="host-activity"><h2>Host activity during the run</h2>')
     if tel_charts:
@@ -169,24 +172,24 @@ def _suite_summary(name: str) -> str:
         return "suite not installed"
 
 
-def _headlines(v: SuiteVerdict) -> str:
+def _headlines(v: dict[str, Any], common: int | None) -> str:
     """Every headline in full, as `refbench why` says it: its label, the figure with its repeats' range, its note."""
-    return "<br>".join(f"{h.esc(x.label)}: <span class=\"note\">not rated at this size ({h.esc(x.unrated)}; measured "
-                       f"{h.esc(h.fmt(x.value))} {h.esc(x.unit)})</span>" if x.unrated else
-                       f"{h.esc(x.label)}: <b>{h.esc(figure_said(x.value, x.unit, x.low, x.high))}</b>"
-                       + (f' <span class="note">{h.esc(x.note)}</span>' if x.note else "") for x in v.headlines) or "—"
+    return "<br>".join(f"{h.esc(x['label'])}: <span class=\"note\">not rated at this size ({h.esc(x['unrated'])}; "
+                       f"measured {h.esc(h.fmt(x['value']))} {h.esc(x['unit'])})</span>" if x.get("unrated") else
+                       f"{h.esc(x['label'])}: <b>{h.esc(figure_with_rule(x, common))}</b>"
+                       + (f' <span class="note">{h.esc(note)}</span>' if (note := note_of(x)) else "")
+                       for x in v["headlines"]) or "—"
 
 
-def _checks(v: SuiteVerdict) -> str:
-    if v.checks_failed:
-        return f'<span class="FAIL">{v.checks_failed} FAILED</span>, {v.checks_passed} passed'
-    return f'<span class="pass">{v.checks_passed} passed</span>' if v.checks_passed else "none"
+def _checks(v: dict[str, Any]) -> str:
+    if v["checks_failed"]:
+        return f'<span class="FAIL">{v["checks_failed"]} FAILED</span>, {v["checks_passed"]} passed'
+    return f'<span class="pass">{v["checks_passed"]} passed</span>' if v["checks_passed"] else "none"
 
 
-def _advice(advice: dict[str, Any]) -> str:
-    """What to try next, its command as code to copy."""
-    command = f": <code>{h.esc(advice['command'])}</code>" if advice["command"] else ""
-    return h.esc(advice["sentence"]) + command
+def _step(said: str, command: str) -> str:
+    """A next step, its command as code to copy."""
+    return h.esc(said) + (f": <code>{h.esc(command)}</code>" if command else "")
 
 
 def _figure(item: str) -> str:
@@ -194,23 +197,24 @@ def _figure(item: str) -> str:
     return f'<span class="note">{h.esc(item)}</span>' if "not rated at this size" in item else h.esc(item)
 
 
-def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
-    """The terminal's verdict as a table (refbench.report.brief): figures, checks, the limit in a few words and the one
-    next step; each suite's section below has the evidence."""
-    def limit(v: SuiteVerdict) -> str:
-        said = [f"<b>limit</b>: {h.esc(v.limit)}"] if v.limit else []
-        if v.disturbed:
-            said.append(f"<b>disturbed</b>: {h.esc(v.disturbed)}")
-        if v.next:
-            command = f": <code>{h.esc(v.next['command'])}</code>" if v.next.get("command") else ""
-            said.append(f"<b>next</b>: {h.esc(v.next['short'])}{command}")
+def _verdict_table(verdicts: list[dict[str, Any]], rule: str, common: int | None) -> str:
+    """The terminal's verdict as a table (refbench.report.brief): figures (the rule they follow said once, in their
+    column's head), checks, the limit in a few words and the one next step; each suite's section below has the
+    evidence."""
+    def limit(v: dict[str, Any]) -> str:
+        said = [f"<b>limit</b>: {h.esc(v['limit'])}"] if v.get("limit") else []
+        if v.get("disturbed"):
+            said.append(f"<b>disturbed</b>: {h.esc(v['disturbed'])}")
+        if v.get("next"):
+            said.append(f"<b>next</b>: {_step(v['next']['short'], v['next'].get('command') or '')}")
         return "<br>".join(said) or "—"
 
-    rows = "".join(f'<tr><td><a href="#suite-{h.esc(v.suite)}">{h.esc(v.suite)}</a></td>'
-                   f'<td>{"<br>".join(_figure(item) for item in figure_items([asdict(x) for x in v.headlines])) or "—"}</td>'
+    rows = "".join(f'<tr><td><a href="#suite-{h.esc(v["suite"])}">{h.esc(v["suite"])}</a></td>'
+                   f'<td>{"<br>".join(_figure(item) for item in figure_items(v["headlines"], common)) or "—"}</td>'
                    f'<td data-label="Correctness checks">{_checks(v)}</td><td data-label="Limit and next step">{limit(v)}</td></tr>'
                    for v in verdicts)
-    return h.scroll('<table class="verdict"><thead><tr><th>Suite</th><th>Headline figures</th><th>Correctness checks</th>'
+    head = f"Headline figures: {h.esc(rule.removeprefix('figures: '))}" if rule else "Headline figures"
+    return h.scroll(f'<table class="verdict"><thead><tr><th>Suite</th><th>{head}</th><th>Correctness checks</th>'
                     f"<th>Limit and next step</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
@@ -299,20 +303,25 @@ def _cases(records: list[Record]) -> str:
 
 
 def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table], list[tuple[Chart, Rendered]], list[Record]],
-                   findings: list, verdict: SuiteVerdict | None) -> str:
+                   measured: list[Record], findings: list, verdict: dict[str, Any] | None, common: int | None) -> str:
     """The suite in a few lines (headlines, bottleneck, storage, correctness) beside its key chart, and everything
-    else (the other charts and tables, how it was measured, every case) in one detail people open when they want it."""
+    else (the other charts and tables, how it was measured, every case) in one detail people open when they want it.
+    ``measured``: every repeat, which the storage figures are over, as the run's progress said them."""
     tables, charts, records = outputs
     facts = []
-    if verdict and verdict.headlines:
-        facts.append(f"<p>{_headlines(verdict)}</p>")
-    storage_verdicts = storage.verdicts(records)
+    if verdict and verdict["headlines"]:
+        facts.append(f"<p>{_headlines(verdict, common)}</p>")
+    storage_verdicts = storage.verdicts(measured)
     facts += [f"<p>{h.esc(v)}</p>" for v in storage_verdicts]
     facts.append(_correctness(findings))
     if verdict:  # the verdict's limit and next step, with their evidence: `refbench why`'s words, folded
-        facts.append(f'<details class="why"><summary><b>Why</b>: {h.esc(verdict.limit or verdict.bottleneck)}</summary>'
-                     f"<p><b>Bottleneck</b>: {h.esc(verdict.bottleneck)}</p>"
-                     + "".join(f"<p><b>Next</b>: {_advice(a)}</p>" for a in verdict.advice) + "</details>")
+        lines = limits_once(verdict)
+        limits = "<br>".join([f"<b>Bottleneck</b>{h.esc(lines[0].removeprefix('bottleneck'))}"]
+                             + [f"&emsp;{h.esc(line.strip())}" for line in lines[1:]])
+        facts.append(f'<details class="why"><summary><b>Why</b>: {h.esc(verdict["limit"] or verdict["bottleneck"])}'
+                     f"</summary><p>{limits}</p>"
+                     + "".join(f"<p><b>Next</b>: {_step(said, command)}</p>" for said, command in next_steps(verdict, set()))
+                     + "</details>")
 
     shown = [t for t in tables if t.report_columns != []]  # [] : in the files only, shown as charts or in another table
     key_chart = h.chart(charts[0][1], charts[0][0].title) if charts else ""
@@ -321,8 +330,8 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
            *(_table(name, t) for t in shown if t.overview)]
 
     detail = []
-    if verdict and len(verdict.engines) > 1:
-        detail.append("<h3>The engines compared</h3>" + h.table(verdict.engines))
+    if verdict and len(verdict["engines"]) > 1:
+        detail.append("<h3>The engines compared</h3>" + h.table(verdict["engines"]))
     if targets := list(dict.fromkeys(r.extra["target_description"] for r in records if r.extra.get("target_description"))):
         detail.append(f'<p class="note">Target{"s" if len(targets) > 1 else ""}: {h.esc("; ".join(targets))}.</p>')
     if len(charts) > 1:
@@ -335,15 +344,15 @@ def _suite_section(name: str, anchor: str, title: str, outputs: tuple[list[Table
     if storage_verdicts:
         detail.append(f'<h3>Storage</h3><p class="note">{h.esc(storage.RULE)} Device figures are the whole device\'s, '
                       "neighbours included. The bound is the page cache the server may hold while measuring (cache_mb) + "
-                      f"its shared_buffers; {h.esc(storage.bound_methods(records))}.</p>")
-        detail.append(h.table(storage.table(records)))
+                      f"its shared_buffers; {h.esc(storage.bound_methods(measured))}.</p>")
+        detail.append(h.table(storage.table(measured)))
     detail.append("<h3>How it was measured</h3>")
     detail.append(f"<p class='note'>{len(records)} case(s) recorded; each record keeps its start and end time, its parameters, "
                   "and the host telemetry of its own interval (CPU %, device MB/s, busy %).</p>")
     detail.append(_methods(records))
     if records:
         detail.append(_cases(records))
-    what = ", ".join(filter(None, ["the engines compared" if verdict and len(verdict.engines) > 1 else "",
+    what = ", ".join(filter(None, ["the engines compared" if verdict and len(verdict["engines"]) > 1 else "",
                                    f"{len(charts) - 1} more chart{'s' if len(charts) != 2 else ''}" if len(charts) > 1 else "",
                                    f"{len(shown) - sum(t.overview for t in shown)} table(s)",
                                    "storage" if storage_verdicts else "", "how it was measured",

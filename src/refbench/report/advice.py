@@ -37,6 +37,7 @@ CPU_WAIT = {"quota": ("lift or raise the server's CPU quota, then measure again:
                            "measure again on a quiet host"),
             "cores": ("the server's own threads queue for this host's cores: more cores, or fewer users",
                       "more cores, or fewer users")}
+IN_MEMORY = "tuning now tunes an in-memory stack"  # what a figure not measured from the storage makes of a tune
 # How a run measures the storage rather than memory, per suite.
 RATE_STORAGE = {"oltp": "a cache bound smaller than the database (--cache-mb) or --profile standard",
                 "dss": "--profile standard (a scale factor larger than the memory the engines may use)",
@@ -83,7 +84,9 @@ class Reading:
 
 def advise(suite: str, reading: Reading, phrase: str, unrated: str, run_path: str, profile: str, first_engine: bool,
            suite_knobs: list[Knob], load_now: int | None = None, warehouses: int | None = None) -> Advice:
-    """One sentence for one engine of a suite (or the suite). ``first_engine``: the engine whose headline
+    """One sentence for one engine of a suite (or the suite): who, the evidence, "; ", what to try, and a caveat
+    after another "; " (`refbench why` says the evidence on its bottleneck lines and reads what to try after it).
+    ``first_engine``: the engine whose headline
     `refbench tune --baseline` tunes (the suite's first rated one); another engine is tuned from a run of its own.
     ``load_now``: the load the headline was measured at (its users, queue depth, sessions…); ``warehouses``: oltp's.
     The settings it names are tune's first trials (Reading.trials), in tune's order."""
@@ -96,8 +99,7 @@ def advise(suite: str, reading: Reading, phrase: str, unrated: str, run_path: st
     caveat = ""
     if in_memory and suite in RATE_STORAGE:
         why = f"not rated at this size ({unrated})" if unrated else f"measured from memory (cache hit ratio {hit:.1f}%)"
-        caveat = (f"; {why}, so tuning now tunes an in-memory stack: to rate the storage first, run refbench {suite} "
-                  f"with {RATE_STORAGE[suite]}")
+        caveat = f"; {why}, so {IN_MEMORY}: to rate the storage first, run refbench {suite} with {RATE_STORAGE[suite]}"
     base = ["refbench", "tune", "--suite", suite]
     base += ["--baseline", run_path] if first_engine else ["--profile", profile] + (
         ["--set", f'{suite}.engines=["{engine}"]'] if engine and suite != "oltp" else [])

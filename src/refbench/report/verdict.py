@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT, Reading, cpu_wait_cause, limit_name, quota_throttled
-from refbench.suites.repeats import one_per_configuration
+from refbench.suites.repeats import median_repeat, one_per_configuration
 from refbench.runstore import Run
-from refbench.suites import Headline, Record, Table, get_suite
+from refbench.suites import Headline, Record, Table, get_suite, is_figure
 
 SATURATED_DEVICE_PCT = 80.0  # busy %: the device had a request in flight nearly all the time
 SATURATED_CPU_PCT = 85.0  # user + system + steal; beyond it, the work queues for a CPU
@@ -149,20 +149,20 @@ def _suite(name: str) -> Any:
 
 
 def _with_repeats(headline: Headline, records: list[Record], measured: list[Record]) -> Headline:
-    """A headline from a case measured several times says so, with the range of its repeats: of its own figure, which
-    may not be the one the median repeat was chosen by (NOPM beside TPM)."""
+    """A headline from a case measured several times: the median of its own figure's repeats (the value the tables
+    show too, suites.repeats.one_per_configuration), their range, and the repeat that measured it, whichever repeat
+    another figure of the case took (write MB/s beside read MB/s)."""
     repeats = next((r.extra.get("repeats") for r in records if r.case_id == headline.case), None)
     if not repeats:
         return headline
     by_id = {r.case_id: r for r in measured}
-    values = [by_id[c].metrics.get(headline.metric) for c in repeats.get("cases", []) if c in by_id]
-    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    values = [(c, by_id[c].metrics[headline.metric]) for c in repeats.get("cases", [])
+              if c in by_id and is_figure(by_id[c].metrics.get(headline.metric))]
     if len(values) < 2:
         return headline
-    low, high = min(values), max(values)
-    said = f"median of {len(values)} repeats" + ("" if repeats.get("metric") == headline.metric else
-                                                 f" by {repeats.get('metric')}")
-    return replace(headline, note=f"{said}; {headline.note}" if headline.note else said, spread=high - low, low=low, high=high)
+    low, high = min(v for _, v in values), max(v for _, v in values)
+    repeat, value = median_repeat(values)
+    return replace(headline, value=value, spread=high - low, low=low, high=high, repeats=len(values), repeat=repeat)
 
 
 def _disturbed(headlines: list[Headline], records: list[Record], measured: list[Record]) -> str:

@@ -5,8 +5,8 @@ t-test). Repeating a whole sweep would multiply its time, so a suite's cases are
 its headlines come from (the peak IOPS point, the best OLTP load level, each engine's power and throughput streams)
 are measured again, round after round: with two targets or engines that is A B A B …, so a drift of the host over
 the run falls on both alike. Each repeat is a record of its own ("u4-r2", "t0-rand-w0-qd32-bs4k-r3") whose params
-differ only in ``repeat``; the tables, charts and verdict see one record per configuration, its median repeat
-(`one_per_configuration`), and compare sees them all.
+differ only in ``repeat``; the tables, charts and verdict see one record per configuration, each of its figures the
+median of that figure's own repeats (`one_per_configuration`), and compare sees them all.
 """
 
 from __future__ import annotations
@@ -55,11 +55,20 @@ def configuration(record: Record) -> str:
     return json.dumps({k: v for k, v in record.params.items() if k != PARAM}, sort_keys=True, default=str)
 
 
+def median_repeat(values: list[tuple[str, float]]) -> tuple[str, float]:
+    """(the repeat, its value) whose value is the median of ``values`` (each repeat's case id and value, in repeat
+    order): the lower one of an even count, so a figure is a floor, not a best try, and always a value one repeat
+    measured. Each figure of a configuration is its own: NOPM's repeat need not be TPM's."""
+    return sorted(values, key=lambda pair: pair[1])[(len(values) - 1) // 2]
+
+
 def one_per_configuration(records: list[Record], suite: Suite | None = None) -> list[Record]:
-    """The records with each configuration's repeats replaced by one: the repeat whose headline figure (the one the
-    suite's headlines take from that case in the first round; else the first figure that differs) is the median,
-    the lower one of an even count, so the figure is a floor, not a best try. It keeps the first repeat's id, and
-    ``extra["repeats"]`` says how many there were, of which figure, and its values."""
+    """The records with each configuration's repeats replaced by one: each figure measured in every repeat is the
+    median of its own repeats (median_repeat); everything else (the wait profile, the telemetry, the storage
+    figures the bottleneck is named from) is the representative repeat's: the median by the figure the suite's
+    headlines take from that case in the first round (else the first figure that differs). It keeps the first
+    repeat's id, and ``extra["repeats"]`` says how many there were, of which figure, its values and the
+    representative repeat."""
     groups: dict[str, list[Record]] = {}
     for r in records:
         groups.setdefault(configuration(r), []).append(r)
@@ -79,12 +88,15 @@ def one_per_configuration(records: list[Record], suite: Suite | None = None) -> 
         metric = metric_of.get(group[0].case_id)
         if metric is None or not all(is_figure(r.metrics.get(metric)) for r in group):
             metric = _deciding_metric(group)
-        ordered = sorted(group, key=lambda r: r.metrics[metric]) if metric else group
-        median = ordered[(len(ordered) - 1) // 2]
+        by_id = {r.case_id: r for r in group}
+        median = by_id[median_repeat([(r.case_id, r.metrics[metric]) for r in group])[0]] if metric else group[0]
+        metrics = {name: median_repeat([(r.case_id, r.metrics[name]) for r in group])[1]
+                   if all(is_figure(r.metrics.get(name)) for r in group) else value
+                   for name, value in median.metrics.items()}
         repeats = {"n": len(group), "metric": metric, "values": [r.metrics[metric] for r in group] if metric else [],
                    "cases": [r.case_id for r in group], "median_case": median.case_id}
-        out.append(Record(**{**median.__dict__, "case_id": group[0].case_id, "params": dict(group[0].params),
-                             "extra": {**median.extra, "repeats": repeats}}))
+        out.append(Record(**{**median.__dict__, "metrics": metrics, "case_id": group[0].case_id,
+                             "params": dict(group[0].params), "extra": {**median.extra, "repeats": repeats}}))
     return out
 
 

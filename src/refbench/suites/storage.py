@@ -38,7 +38,7 @@ MIN_READ_MB_S = 1.0
 # because an OLTP engine asks mostly for hot index pages: at 10 warehouses with 4.6x data per bound, 0.3% came from
 # storage (4.1 MB/s) where an unbounded run had 0.1% (0.8 MB/s, the cache thinned by neighbours).
 MIN_STORAGE_SHARE_PCT = 0.1
-RULE = (f"Storage exercised: over the suite's measured intervals the database server itself read at least "
+RULE = (f"Storage exercised: over every interval the suite measured, its repeats too, the database server itself read at least "
         f"{MIN_READ_MB_S:g} MB/s from storage (its own processes' read_bytes in /proc/PID/io, so other processes' I/O "
         f"on the device does not count), and that was at least {MIN_STORAGE_SHARE_PCT:g}% of the bytes the engine "
         "asked for (buffer hits and misses × block size, where the engine counts them). Otherwise the figures were "
