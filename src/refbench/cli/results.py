@@ -196,10 +196,11 @@ def compare(
     one line overall; the other figures that changed follow (--all: every figure).
 
     Runs and repeats are the replicates, never the seconds of one run: a side given as RUN,RUN,… is several runs
-    of one configuration, each a replicate (compared pair by pair when taken in turn). B / A is tested on the
-    logarithms (SciPy's t-test: Student's pooled at equal sizes, as pyperf; Welch's otherwise); a figure measured
-    once a side (or equal in every repeat) is tested against this host's measured run-to-run spread of it (earlier
-    repeats in the runs catalog), and without one it is "cannot tell" (measure the spread once with --repeats 3).
+    of one configuration, each a replicate (compared pair by pair when taken in turn; named twice, counted once).
+    B / A is tested on the logarithms (SciPy's t-test: Student's pooled at equal sizes, as pyperf; Welch's
+    otherwise); a figure measured once a side (or equal in every repeat) is tested against this host's measured
+    run-to-run spread of it (earlier repeats in the runs catalog), and without one it is "cannot tell" (measure the
+    spread once with --repeats 3).
     The headline figures are one family (Bonferroni), the other figures another (Benjamini-Hochberg); each
     interval shown is the one its answer used.
     """
@@ -209,7 +210,7 @@ def compare(
     from rich.table import Column
 
     from refbench.report.compare import (FORMATS, answer_lines, answers, by_figure, change_words, csv_text,
-                                         default_html_path, host_changed, letters, markdown, overall, public,
+                                         default_html_path, distinct_sides, host_changed, letters, markdown, overall, public,
                                          selected, shared_figures, side_name, units, wait_changes, wait_lines,
                                          write_html)
 
@@ -223,6 +224,9 @@ def compare(
     sides = [[Run.find(r, runs_dir) for r in side.split(",") if r] for side in runs]
     if not all(sides):
         raise UserError("a side of the comparison names no run (RUN or RUN,RUN,…).")
+    sides, said = distinct_sides(sides)
+    for sentence in said:
+        err.print(sentence, markup=False)
     for run in (run for side in sides for run in side):
         run.check_readable()
     found = [side[0] for side in sides]

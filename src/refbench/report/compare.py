@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench import estimate as E
+from refbench.errors import UserError
 from refbench.fileio import atomic_write_text
 from refbench.formats import spreadsheet_text
 from refbench.report import html as h
@@ -535,6 +536,24 @@ def default_html_path(runs: list[Run], metric: str | None, everything: bool) -> 
 def write_html(sides: list[list[Run]], shared: list[dict[str, Any]], out: Path, everything: bool, metric: str | None) -> Path:
     atomic_write_text(out, h.page(title(sides), html_body(sides, shared, everything, metric)))
     return out
+
+
+def distinct_sides(sides: list[list[Run]]) -> tuple[list[list[Run]], list[str]]:
+    """Each run once. A run is one replicate of one configuration: named twice in a side it counts once (and that is
+    said), and in two sides it is refused."""
+    letter = letters_of(len(sides))
+    kept, said, side_of = [], [], {}
+    for number, side in enumerate(sides):
+        unique = list({run.path.resolve(): run for run in side}.values())
+        if twice := [run.path.name for run in unique if sum(r.path.resolve() == run.path.resolve() for r in side) > 1]:
+            said.append(f"{letter[number]} names {', '.join(twice)} more than once: a run is one replicate, so it "
+                        "counts once.")
+        for run in unique:
+            if (first := side_of.setdefault(run.path.resolve(), number)) != number:
+                raise UserError(f"run {run.path.name} is on two sides ({letter[first]} and {letter[number]}): a run "
+                                "is one measurement of one configuration, so it can be on one side only.")
+        kept.append(unique)
+    return kept, said
 
 
 def side_name(side: list[Run]) -> str:
