@@ -16,6 +16,7 @@ from refbench.errors import UserError
 from refbench.fileio import atomic_write_text, writable_directory
 from refbench.removal import remove_quietly
 from refbench.formats import figure_said, fmt
+from refbench.options import WEEK_S, amount
 from refbench.redaction import redact, write_private
 from refbench.report.advice import limit_name
 from refbench.engines.knobs import setting_said, settings_said
@@ -96,6 +97,8 @@ def parse_budget(text: str) -> float:
     total = hours * 3600 + minutes * 60 + seconds
     if total <= 0:
         raise UserError(f"--budget {text!r} leaves no time to measure anything.")
+    if total > WEEK_S:
+        raise UserError(f"--budget {text!r} must be at most {amount(WEEK_S, 's')}.")
     return total
 
 
