@@ -505,3 +505,41 @@ def test_names_reach_a_spreadsheet_inert_markdown_whole_and_the_terminal_literal
     said = refbench("compare", str(a), str(b))
     assert said.code == 0 and "[bold]y[link=x]z" in said.stdout, said.stdout
     assert f"comparison: {tmp_path / 'runs'}" in said.stderr and "[bold]y[link=x]z" in refbench("report", str(b)).stderr
+
+
+OBEYED = ("\x1b]", "\x07", "\x9b", "\u202e")  # an OSC (a window title), BEL, C1's CSI, RIGHT-TO-LEFT OVERRIDE
+
+
+@pytest.mark.live
+def test_control_characters_a_run_holds_are_shown_not_obeyed_by_every_printer(tmp_path, refbench):
+    """A run directory renamed by hand, a tag (refbench tag takes C1 and bidirectional marks), a host and a verdict
+    edited: verdict, why, runs, history and compare show each control character as its escape, on a terminal and
+    to a pipe."""
+    import json
+
+    a, made = (_run(refbench, tmp_path, "--set", "sleepy.cases=1", "--seed", str(seed)) for seed in (1, 2))
+    b = made.with_name(made.name + "-\x1b]0;owned\x07\x9b2J\u202eevil")
+    made.rename(b)
+    assert refbench("tag", str(b), "t=\u202ex\x9b1m").code == 0
+    meta = json.loads((b / "run.json").read_text())
+    meta["host"] = "db\x1b]0;host\x07"
+    (b / "run.json").write_text(json.dumps(meta))
+    verdicts = json.loads((b / "verdict.json").read_text())
+    for key in ("limit", "bottleneck"):  # the verdict's and why's
+        verdicts[0][key] += " \x1b]0;verdict\x07"
+    (b / "verdict.json").write_text(json.dumps(verdicts))
+    commands = [("verdict", str(b)), ("why", str(b)), ("runs",), ("history", "sleepy.ops_per_s"),
+                ("compare", str(a), str(b)), ("compare", str(a), str(b), "--format", "markdown")]
+    for terminal in ("1", "0"):
+        for args in commands:
+            shown = subprocess.run(refbench_command(*args, "--runs-dir", str(tmp_path / "runs")), cwd=tmp_path,
+                                   env=cli_env(TTY_COMPATIBLE=terminal, COLUMNS="300"), capture_output=True, text=True,
+                                   timeout=120)
+            said = shown.stdout + shown.stderr
+            assert shown.returncode == 0, (args, said)
+            assert not [c for c in OBEYED if c in said], (terminal, args, said)
+            assert "\\x1b]0;owned\\x07\\x9b2J\\u202eevil" in said or args[0] == "history", (terminal, args, said)
+            if args[0] in ("verdict", "why"):
+                assert "\\x1b]0;verdict\\x07" in said, (terminal, args, said)
+            if args[0] in ("runs", "history"):
+                assert "\\u202ex\\x9b1m" in said and "db\\x1b]0;host\\x07" in said, (terminal, args, said)

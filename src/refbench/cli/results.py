@@ -13,9 +13,10 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from refbench import accept
-from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, plain, print_json, print_table, print_thresholds
+from refbench.cli.console import (RUNS_DIR_HELP, SafeConsole, epilog, err, out, plain, print_json, print_table,
+                                  print_thresholds)
 from refbench.errors import UserError
-from refbench.formats import figure_said, fmt
+from refbench.formats import figure_said, fmt, visible
 from refbench.runstore import Run
 
 commands = typer.Typer()
@@ -55,7 +56,7 @@ def print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
         lines = brief_lines(verdicts, run.path.name, str(run.path), out.width, fold_commands=out.is_terminal)
         if out.is_terminal:
             for line in lines:
-                text = Text(line, style="bold" if line is lines[0] else "")
+                text = Text(visible(line), style="bold" if line is lines[0] else "")
                 text.highlight_regex(r"^\d+ FAILED", "bold red")
                 text.highlight_regex(r"^\d+ passed", "green")
                 out.print(text, soft_wrap=True)
@@ -89,8 +90,6 @@ def why(
     """The verdict's long form: per suite every headline with its repeats and notes, the engines side by side, the
     checks, the bottleneck in full (the database's wait shares, the host's CPU and devices, who had the CPU, how
     many repeats agreed), neighbours that disturbed it, and what to try next for each engine with its command."""
-    from rich.console import Console
-
     from refbench.cli.console import cut, stacked
 
     found = Run.find(run_ref, runs_dir)
@@ -129,7 +128,7 @@ def why(
     if out.is_terminal:
         print_table(table)
     else:  # a pipe or a file gets whole lines, without padding to the table's width
-        wide = Console(highlight=False, width=1000)
+        wide = SafeConsole(highlight=False, width=1000)
         with wide.capture() as captured:
             wide.print(table)
         plain("\n".join(line.rstrip() for line in captured.get().splitlines()))
@@ -241,8 +240,9 @@ def compare(
     if chosen in ("markdown", "csv"):
         names = [side_name(side) for side in sides]
         known = units(found)
-        sys.stdout.write(markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything,
-                                  host_said) if chosen == "markdown" else csv_text(names, rows, known))
+        text = (markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything,
+                         host_said) if chosen == "markdown" else csv_text(names, rows, known))
+        sys.stdout.write("\r\n".join(map(visible, text.split("\r\n"))))  # CSV's own line ends kept
         err.print(f"comparison: {path}", markup=False)
         return
     if chosen == "json":
