@@ -123,6 +123,9 @@ def why(
         table.add_row("", f"bottleneck: {escape(v['bottleneck'])}")
         if v.get("disturbed"):
             table.add_row("", f"[yellow]disturbed: {escape(v['disturbed'])}[/yellow]")
+        if v.get("durability"):
+            table.add_row("", f"[yellow]durability traded for speed: {escape(v['durability'])} (a crash may lose "
+                              "commits or corrupt the data: the figures rate a stack that does not keep them)[/yellow]")
         for advice in v.get("advice") or []:
             table.add_row("", f"[bold]next[/bold]: {escape(advice['text'])}")
     if out.is_terminal:
@@ -209,9 +212,9 @@ def compare(
     from rich.table import Column
 
     from refbench.report.compare import (FORMATS, answer_lines, answers, by_figure, change_words, csv_text,
-                                         default_html_path, distinct_sides, host_changed, letters, markdown, overall, public,
-                                         selected, shared_figures, side_name, units, wait_changes, wait_lines,
-                                         write_html)
+                                         default_html_path, distinct_sides, durability_lines, host_changed, letters,
+                                         markdown, overall, public, selected, shared_figures, side_name, units,
+                                         wait_changes, wait_lines, write_html)
 
     chosen = (output_format or "").strip().lower() or ("json" if as_json else "text")
     if chosen not in FORMATS:
@@ -237,11 +240,12 @@ def compare(
     found_answers = answers(shared)
     changes = wait_changes(sides)
     host_said = host_changed(sides)
+    traded = durability_lines(sides)
     if chosen in ("markdown", "csv"):
         names = [side_name(side) for side in sides]
         known = units(found)
         text = (markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything,
-                         host_said) if chosen == "markdown" else csv_text(names, rows, known))
+                         host_said + traded) if chosen == "markdown" else csv_text(names, rows, known))
         sys.stdout.write("\r\n".join(map(visible, text.split("\r\n"))))  # CSV's own line ends kept
         err.print(f"comparison: {path}", markup=False)
         return
@@ -249,13 +253,13 @@ def compare(
         print_json({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
                           "waits": changes, "wait_lines": wait_lines(changes, found_answers), "host_changed": host_said,
-                          "figures": public(rows), "overall": overall(rows) if everything else []})
+                          "durability": traded, "figures": public(rows), "overall": overall(rows) if everything else []})
         return
     names = letters(found)
     out.print("   ".join(f"{n} = {side_name(side)}" for n, side in zip(names, sides)), markup=False)
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
-    for line in answer_lines(found_answers) + host_said + wait_lines(changes, found_answers):
+    for line in answer_lines(found_answers) + host_said + traded + wait_lines(changes, found_answers):
         out.print(escape(line), overflow="fold")
     # Below the answers: the other figures that changed (every figure with --all), one line per figure.
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])

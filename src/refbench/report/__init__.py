@@ -201,6 +201,8 @@ def _verdict_table(verdicts: list[SuiteVerdict]) -> str:
         said = [f"<b>limit</b>: {h.esc(v.limit)}"] if v.limit else []
         if v.disturbed:
             said.append(f"<b>disturbed</b>: {h.esc(v.disturbed)}")
+        if v.durability:
+            said.append(f"<b>durability traded for speed</b>: {h.esc(v.durability)}")
         if v.next:
             command = f": <code>{h.esc(v.next['command'])}</code>" if v.next.get("command") else ""
             said.append(f"<b>next</b>: {h.esc(v.next['short'])}{command}")

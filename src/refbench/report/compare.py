@@ -17,7 +17,7 @@ from refbench.fileio import atomic_write_text
 from refbench.formats import spreadsheet_text
 from refbench.report import html as h
 from refbench.report import waits
-from refbench.report.verdict import headline_keys
+from refbench.report.verdict import durability, headline_keys
 from refbench.figures import Figure, configuration, direction, figure_cases, repeat_groups, side_figures
 from refbench.runstore import Run
 
@@ -225,6 +225,22 @@ def host_changed(sides: list[list[Run]]) -> list[str]:
     for letter, side in zip(letters_of(len(sides))[1:], sides[1:]):
         if base and (mine := probes(side)) and (changed := canary.moved(base, mine)):
             out.append(f"the host changed between A and {letter}: {changed} (the canary before and after each case)")
+    return out
+
+
+def durability_lines(sides: list[list[Run]]) -> list[str]:
+    """Per suite whose servers traded durability for speed on a side (report.verdict.durability), which sides did, with
+    what, and which kept every commit: a change may be the settings' rather than the stack's."""
+    out = []
+    for suite in dict.fromkeys(name for side in sides for run in side for name in run.plan.suites):
+        ran = {letter: side for letter, side in zip(letters_of(len(sides)), sides)
+               if any(suite in run.plan.suites for run in side)}
+        traded = {letter: "; ".join(dict.fromkeys(said for run in side if (said := durability(run, suite, run.records(suite)))))
+                  for letter, side in ran.items()}
+        if by := {letter: said for letter, said in traded.items() if said}:
+            kept = [letter for letter in ran if letter not in by]
+            out.append(f"{suite}: durability traded for speed by " + " and ".join(f"{l} ({s})" for l, s in by.items())
+                       + (f"; {' and '.join(kept)} kept every commit" if kept else ""))
     return out
 
 
@@ -588,7 +604,7 @@ def html_body(sides: list[list[Run]], shared: list[dict[str, Any]], everything: 
     body = [
         f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>", chart,
         _answers_html(answers(shared), several=len(runs) > 2),
-        "".join(f"<p class='banner'>{h.esc(line)}</p>" for line in host_changed(sides)),
+        "".join(f"<p class='banner'>{h.esc(line)}</p>" for line in host_changed(sides) + durability_lines(sides)),
         _waits_html(wait_changes(sides), several=len(runs) > 2),
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
         "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
@@ -708,11 +724,12 @@ def _code(text: Any) -> str:
 
 
 def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str, Any]], known: dict[tuple[str, str], str],
-             changes_said: list[str], everything: bool, host_said: list[str] = ()) -> str:
+             changes_said: list[str], everything: bool, caveats: list[str] = ()) -> str:
     """The comparison for a ticket: which run is which, the overall and suite answers, a table of the headline
     figures (A, B, B / A with its interval, the replicates, the answer), what the intervals mean, what limits it,
     and a table of the other figures that changed (every figure with ``everything``). ``rows``: the figures shown
-    (selected); ``names``: each side's runs, A first; ``host_said``: where the host changed between the sides."""
+    (selected); ``names``: each side's runs, A first; ``caveats``: where the host changed between the sides, where
+    durability was traded."""
     several = len(names) > 2
     out = ["**refbench compare**: " + " · ".join(f"{letter} = {_code(name)}" for letter, name in zip(letters_of(len(names)), names)),
            ""]
@@ -741,7 +758,7 @@ def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str,
     said = legend(found)
     if said:
         out += ["", "_" + _cell("; ".join(said)).replace("_", "\\_") + "_"]
-    out += [f"\n**{_cell(line)}**" for line in host_said]
+    out += [f"\n**{_cell(line)}**" for line in caveats]
     if changes_said:
         out += ["", f"**{_cell(changes_said[0].rstrip(':'))}**", ""] + [f"- {_cell(line)}" for line in changes_said[1:]]
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])

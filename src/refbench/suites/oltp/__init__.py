@@ -45,8 +45,8 @@ OWN_CONNECTIONS = 2
 # The engines oltp runs on, and the settings each reports (its durability among them).
 ENGINES = ("postgres", "mariadb")
 REPORTED_SETTINGS = {
-    "postgres": ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
-                 "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"],
+    "postgres": ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "full_page_writes", "wal_level",
+                 "max_wal_size", "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"],
     "mariadb": ["innodb_buffer_pool_size", "max_connections", "innodb_flush_log_at_trx_commit", "innodb_doublewrite",
                 "innodb_flush_method", "innodb_log_file_size", "log_bin", "sync_binlog", "tx_isolation",
                 "default_storage_engine", "thread_handling"],
