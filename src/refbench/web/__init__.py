@@ -288,6 +288,7 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
 
     import scipy.special  # noqa: F401  compare's statistics (0.7 s of CPU to load), now rather than in the first comparison
     import refbench.report.charts  # noqa: F401  matplotlib, loaded now (0.6 s here) rather than by the first trend page
+    from refbench.web.slow_clients import HeadersInTime
 
     def say(text: str) -> None:
         console.print(text, soft_wrap=True, markup=False, highlight=False)
@@ -315,5 +316,5 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
         say("Stop it with Ctrl-C.")
         # No access log: with a token, the first request's line holds it.
         config = uvicorn.Config(create_app(dashboard, token), log_level="warning", access_log=False, lifespan="off",
-                                server_header=False)
+                                server_header=False, http=HeadersInTime)
         uvicorn.Server(config).run(sockets=[sock])
