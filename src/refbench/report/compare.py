@@ -233,13 +233,15 @@ def durability_lines(sides: list[list[Run]]) -> list[str]:
     what, and which kept every commit: a change may be the settings' rather than the stack's."""
     out = []
     for suite in dict.fromkeys(name for side in sides for run in side for name in run.plan.suites):
-        ran = {letter: side for letter, side in zip(letters_of(len(sides)), sides)
-               if any(suite in run.plan.suites for run in side)}
-        traded = {letter: "; ".join(dict.fromkeys(said for run in side if (said := durability(run, suite, run.records(suite)))))
-                  for letter, side in ran.items()}
-        if by := {letter: said for letter, said in traded.items() if said}:
-            kept = [letter for letter in ran if letter not in by]
-            out.append(f"{suite}: durability traded for speed by " + " and ".join(f"{l} ({s})" for l, s in by.items())
+        traded = {}  # letter -> what its runs traded, "" for a side that kept every commit
+        for letter, side in zip(letters_of(len(sides)), sides):
+            if ran := [run for run in side if suite in run.plan.suites]:
+                traded[letter] = "; ".join(dict.fromkeys(filter(None, (durability(run, suite, run.records(suite))
+                                                                      for run in ran))))
+        if any(traded.values()):
+            kept = [letter for letter, said in traded.items() if not said]
+            out.append(f"{suite}: durability traded for speed by "
+                       + " and ".join(f"{letter} ({said})" for letter, said in traded.items() if said)
                        + (f"; {' and '.join(kept)} kept every commit" if kept else ""))
     return out
 
@@ -560,15 +562,16 @@ def distinct_sides(sides: list[list[Run]]) -> tuple[list[list[Run]], list[str]]:
     letter = letters_of(len(sides))
     kept, said, side_of = [], [], {}
     for number, side in enumerate(sides):
-        unique = list({run.path.resolve(): run for run in side}.values())
-        if twice := [run.path.name for run in unique if sum(r.path.resolve() == run.path.resolve() for r in side) > 1]:
+        paths = [run.path.resolve() for run in side]
+        unique = dict(zip(paths, side))
+        if twice := [run.path.name for path, run in unique.items() if paths.count(path) > 1]:
             said.append(f"{letter[number]} names {', '.join(twice)} more than once: a run is one replicate, so it "
                         "counts once.")
-        for run in unique:
-            if (first := side_of.setdefault(run.path.resolve(), number)) != number:
+        for path, run in unique.items():
+            if (first := side_of.setdefault(path, number)) != number:
                 raise UserError(f"run {run.path.name} is on two sides ({letter[first]} and {letter[number]}): a run "
                                 "is one measurement of one configuration, so it can be on one side only.")
-        kept.append(unique)
+        kept.append(list(unique.values()))
     return kept, said
 
 
