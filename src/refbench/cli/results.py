@@ -212,9 +212,10 @@ def compare(
     from rich.table import Column
 
     from refbench.report.compare import (FORMATS, answer_lines, answers, by_figure, change_words, csv_text,
-                                         default_html_path, distinct_sides, durability_lines, host_changed, letters,
-                                         markdown, overall, public, selected, shared_figures, side_name, units,
-                                         wait_changes, wait_lines, write_html)
+                                         default_html_path, host_changed, letters, markdown, overall, public,
+                                         selected, shared_figures, side_name, units, wait_changes, wait_lines,
+                                         write_html)
+    from refbench.report.sides import distinct_sides, durability_lines
 
     chosen = (output_format or "").strip().lower() or ("json" if as_json else "text")
     if chosen not in FORMATS:

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from refbench import estimate as E
-from refbench.errors import UserError
 from refbench.fileio import atomic_write_text
 from refbench.formats import spreadsheet_text
 from refbench.report import html as h
 from refbench.report import waits
-from refbench.report.verdict import durability, headline_keys
+from refbench.report.verdict import headline_keys
 from refbench.figures import Figure, configuration, direction, figure_cases, repeat_groups, side_figures
 from refbench.runstore import Run
 
@@ -225,24 +224,6 @@ def host_changed(sides: list[list[Run]]) -> list[str]:
     for letter, side in zip(letters_of(len(sides))[1:], sides[1:]):
         if base and (mine := probes(side)) and (changed := canary.moved(base, mine)):
             out.append(f"the host changed between A and {letter}: {changed} (the canary before and after each case)")
-    return out
-
-
-def durability_lines(sides: list[list[Run]]) -> list[str]:
-    """Per suite whose servers traded durability for speed on a side (report.verdict.durability), which sides did, with
-    what, and which kept every commit: a change may be the settings' rather than the stack's."""
-    out = []
-    for suite in dict.fromkeys(name for side in sides for run in side for name in run.plan.suites):
-        traded = {}  # letter -> what its runs traded, "" for a side that kept every commit
-        for letter, side in zip(letters_of(len(sides)), sides):
-            if ran := [run for run in side if suite in run.plan.suites]:
-                traded[letter] = "; ".join(dict.fromkeys(filter(None, (durability(run, suite, run.records(suite))
-                                                                      for run in ran))))
-        if any(traded.values()):
-            kept = [letter for letter, said in traded.items() if not said]
-            out.append(f"{suite}: durability traded for speed by "
-                       + " and ".join(f"{letter} ({said})" for letter, said in traded.items() if said)
-                       + (f"; {' and '.join(kept)} kept every commit" if kept else ""))
     return out
 
 
@@ -556,25 +537,6 @@ def write_html(sides: list[list[Run]], shared: list[dict[str, Any]], out: Path, 
     return out
 
 
-def distinct_sides(sides: list[list[Run]]) -> tuple[list[list[Run]], list[str]]:
-    """Each run once. A run is one replicate of one configuration: named twice in a side it counts once (and that is
-    said), and in two sides it is refused."""
-    letter = letters_of(len(sides))
-    kept, said, side_of = [], [], {}
-    for number, side in enumerate(sides):
-        paths = [run.path.resolve() for run in side]
-        unique = dict(zip(paths, side))
-        if twice := [run.path.name for path, run in unique.items() if paths.count(path) > 1]:
-            said.append(f"{letter[number]} names {', '.join(twice)} more than once: a run is one replicate, so it "
-                        "counts once.")
-        for path, run in unique.items():
-            if (first := side_of.setdefault(path, number)) != number:
-                raise UserError(f"run {run.path.name} is on two sides ({letter[first]} and {letter[number]}): a run "
-                                "is one measurement of one configuration, so it can be on one side only.")
-        kept.append(list(unique.values()))
-    return kept, said
-
-
 def side_name(side: list[Run]) -> str:
     """A side as the command line names it: RUN, or RUN,RUN,… for several runs of one configuration."""
     return ",".join(r.path.name for r in side)
@@ -607,7 +569,7 @@ def html_body(sides: list[list[Run]], shared: list[dict[str, Any]], everything: 
     body = [
         f"<h1>refbench comparison</h1><p class='sub'>{legend}</p>", chart,
         _answers_html(answers(shared), several=len(runs) > 2),
-        "".join(f"<p class='banner'>{h.esc(line)}</p>" for line in host_changed(sides) + durability_lines(sides)),
+        "".join(f"<p class='banner'>{h.esc(line)}</p>" for line in host_changed(sides)),
         _waits_html(wait_changes(sides), several=len(runs) > 2),
         f"<p class='note'>{h.esc(RULE)} “faster” means better in the figure's own sense: higher throughput or "
         "lower latency/time; the factor is how many times better the run is than A. Figures without a better "
@@ -727,12 +689,12 @@ def _code(text: Any) -> str:
 
 
 def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str, Any]], known: dict[tuple[str, str], str],
-             changes_said: list[str], everything: bool, caveats: list[str] = ()) -> str:
+             changes_said: list[str], everything: bool, host_said: list[str] = ()) -> str:
     """The comparison for a ticket: which run is which, the overall and suite answers, a table of the headline
     figures (A, B, B / A with its interval, the replicates, the answer), what the intervals mean, what limits it,
     and a table of the other figures that changed (every figure with ``everything``). ``rows``: the figures shown
-    (selected); ``names``: each side's runs, A first; ``caveats``: where the host changed between the sides, where
-    durability was traded."""
+    (selected); ``names``: each side's runs, A first; ``host_said``: what else may explain a change (where the host
+    changed between the sides, the durability a side traded: report.sides)."""
     several = len(names) > 2
     out = ["**refbench compare**: " + " · ".join(f"{letter} = {_code(name)}" for letter, name in zip(letters_of(len(names)), names)),
            ""]
@@ -761,7 +723,7 @@ def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str,
     said = legend(found)
     if said:
         out += ["", "_" + _cell("; ".join(said)).replace("_", "\\_") + "_"]
-    out += [f"\n**{_cell(line)}**" for line in caveats]
+    out += [f"\n**{_cell(line)}**" for line in host_said]
     if changes_said:
         out += ["", f"**{_cell(changes_said[0].rstrip(':'))}**", ""] + [f"- {_cell(line)}" for line in changes_said[1:]]
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])

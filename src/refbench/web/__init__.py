@@ -157,7 +157,7 @@ class Dashboard:
         return HTMLResponse(pages.history_page(figure, filters, points, figures, problem), 404 if problem else 200)
 
     def compare(self, request: Request) -> Response:
-        from refbench.report.compare import distinct_sides
+        from refbench.report.sides import distinct_sides
 
         # A side named twice is compared once: each run costs the reading of all its figures. A side is RUN or
         # RUN,RUN,… (several runs of one configuration), as on the command line.
