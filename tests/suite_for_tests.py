@@ -28,17 +28,18 @@ class SleepySuite:
     summary = "A test suite: each case sleeps and writes a little."
     options = {
         "cases": Option(int, {"quick": 4, "standard": 8, "full": 16}, "Number of cases.", minimum=1, maximum=1000),
-        "sleep_s": Option(float, 0.2, "Seconds each case takes.", minimum=0),
-        "speed": Option(float, 1.0, "Multiplies the throughput figure (to make two runs differ).", minimum=0.001),
+        "sleep_s": Option(float, 0.2, "Seconds each case takes.", minimum=0, maximum=3600, unit="s"),
+        "speed": Option(float, 1.0, "Multiplies the throughput figure (to make two runs differ).", minimum=0.001,
+                        maximum=1000),
         "fail_check": Option(bool, False, "Make the correctness check fail."),
-        "sizes": Option(list, [4096], "Block sizes (bytes).", item=int, minimum=512),
+        "sizes": Option(list, [4096], "Block sizes (bytes).", item=int, minimum=512, maximum=2**30, unit="bytes"),
         "noise_pct": Option(float, 0.0, "Spread of the per-second throughput samples, ± percent.", minimum=0, maximum=50),
         "numbered": Option(bool, False, "Number each case's first measurement as OLTP does (case-000-r1, repeat 1)."),
         "seed": Option(int, 1, "Seed of that noise (two runs with different seeds differ only by noise; 0: a new "
-                               "seed each run, as a real measurement's noise)."),
+                               "seed each run, as a real measurement's noise).", minimum=0, maximum=2**31 - 1),
         "first_read_mb": Option(float, 0.0, "MB a case's first measurement says it read from storage, as a database's "
                                             "first pass does before its cache holds the data; its repeats read none (a "
-                                            "storage figure, as the database suites record one).", minimum=0),
+                                            "storage figure, as the database suites record one).", minimum=0, maximum=1e6),
     }
     # What refbench tune may try on this suite: a change with a large effect and one with none.
     tune_knobs = [Knob("speed", "option", "", ("neither", "cpu", "device"), "the test's large effect", choices=("2",)),

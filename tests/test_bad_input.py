@@ -116,7 +116,7 @@ def cli(tmp_path, stop_before_writing):
 BAD_OPTIONS = [
     (["oltp", "--warehouses", "-1"], ["--warehouses must be at least 0, not -1."]),
     (["oltp", "--warehouses", "0", "--dsn", "host=db1"], ["warehouses 0 sizes the load to the free space", "set warehouses"]),
-    (["device", "--size", "-4k"], ["--size must be at least 0, not -4096."]),
+    (["device", "--size", "-4k"], ["--size must be at least 0 bytes, not -4096."]),
     (["oltp", "--users", "1,,2"], ["--users has an empty item", "'1,,2'"]),
     (["oltp", "--users", "1,"], ["--users has an empty item", "'1,'"]),
     (["oltp", "--users", "2,2"], ["--users lists 2 twice"]),
@@ -585,6 +585,48 @@ def test_every_declared_constraint_of_every_option_is_enforced_before_anything_i
             assert result is not None, f"[{suite}] {key} = {bad!r} was accepted"
             assert f"plan.toml:2: [{suite}] {key}" in result.stderr, result.stderr
             assert _tree(cwd) == {"plan.toml"}
+
+
+def test_every_number_a_plan_or_a_flag_takes_has_both_bounds(cli):
+    """Declared beside each option (refbench.options.Option refuses one without them); a Click flag outside a plan
+    declares its own range, or is the flag of a plan key (--repeats)."""
+    import typer
+
+    from refbench.cli import app
+    from refbench.suites import suite_names
+
+    options = [(f"[{name}] {key}", option) for name in suite_names() for key, option in get_suite(name).options.items()]
+    numeric = [(where, o) for where, o in options + list(TOP_LEVEL.items())
+               if (o.item if o.kind is list else o.kind) in (int, float)]
+    assert len(numeric) > 40 and all(None not in (o.minimum, o.maximum) for _, o in numeric)
+    with pytest.raises(TypeError, match="needs a minimum and a maximum"):
+        type(TOP_LEVEL["repeats"])(float, 1.0, "unbounded")
+    cli("--help")  # registers the suites' commands
+    flags = [(f"{name} {param.opts[0]}", param) for name, command in typer.main.get_command(app).commands.items()
+             for param in command.params if param.type.name.split()[0] in ("int", "float")]
+    assert len(flags) > 5
+    for flag, param in flags:
+        assert param.name in TOP_LEVEL or None not in (getattr(param.type, "min", None), getattr(param.type, "max", None)), flag
+
+
+PAST_A_BOUND = [
+    (["dss", "--query-timeout-s", "1e300", "--dry-run"], "--query-timeout-s must be at most 86,400 s (1 day), not 1e+300."),
+    (["oltp", "--duration-s", "1000000000", "--dry-run"], "--duration-s must be at most 604,800 s (7 days), not 1000000000."),
+    (["dw", "--set", "dw.duration_s=1000000000"], "--set dw.duration_s must be at most 604,800 s (7 days)"),
+    (["device", "--size", "2048t", "--dry-run"], "--size must be at most 1,125,899,906,842,624 bytes (1 PiB)"),
+    (["analytics", "--seed", "-1"], "--seed must be at least 0, not -1."),
+    (["tune", "--suite", "sleepy", "--budget", "1000h", "--dry-run"], "--budget '1000h' must be at most 604,800 s"),
+    (["tune", "--suite", "sleepy", "--trials", "1000000"], "1000000 is not in the range 0<=x<=1000"),
+    (["runs", "--limit", "10000000000000000000000"], "is not in the range 0<=x<=1000000"),
+    (["scheduler", "--port", "70000"], "70000 is not in the range 0<=x<=65535"),
+]
+
+
+@pytest.mark.parametrize("args,expected", PAST_A_BOUND, ids=[" ".join(a[:2]) for a, _ in PAST_A_BOUND])
+def test_a_number_past_its_bound_is_one_sentence_before_anything_is_written(tmp_path, cli, args, expected):
+    result = cli(*args, *([] if args[0] == "scheduler" else ["--runs-dir", "runs"]))
+    _assert_refused(result, [expected])
+    assert _tree(tmp_path) == set()
 
 
 # ---- hostile files handed to refbench: plans, acceptance files --------------------------------------------------------

@@ -59,16 +59,46 @@ def test_compare_two_runs_gives_ratios_and_each_compare_writes_its_own_file(tmp_
 
 
 @pytest.mark.live
-def test_a_run_against_itself_is_short_and_says_no_change(tmp_path, refbench):
-    run = _run(refbench, tmp_path, "--set", "sleepy.cases=40", "--noise-pct", "10")
-    result = refbench("compare", str(run), str(run))
+def test_two_runs_of_the_same_values_are_short_and_say_no_change(tmp_path, refbench):
+    # The same seed: the same noise, so the same figures (but the seconds each case took).
+    a, b = (_run(refbench, tmp_path, "--set", "sleepy.cases=40", "--noise-pct", "10") for _ in range(2))
+    result = refbench("compare", str(a), str(b))
     assert result.code == 0, result.stderr
     assert len(result.stdout.splitlines()) <= 25, result.stdout
-    assert result.stdout.splitlines()[1] == "sleepy: no change: identical values; 1 same; 0 of 119 others changed"
+    assert result.stdout.splitlines()[1].startswith("sleepy: no change: identical values; 1 same; "), result.stdout
     answer, = [line for line in result.stdout.splitlines()[2:] if line.startswith("  ops")]  # the headline, and only it
     assert answer.split() == ["ops/s,", "case-039", "1.00×", "1", "vs", "1", "same"]
-    everything = refbench("compare", str(run), str(run), "--all")
+    everything = refbench("compare", str(a), str(b), "--all")
     assert len(everything.stdout.splitlines()) > 160  # 40 cases × 4 figures: the default leaves them out
+
+
+@pytest.mark.live
+def test_a_run_named_twice_is_one_replicate_and_a_run_on_two_sides_is_refused(tmp_path, refbench):
+    a, b = (_run(refbench, tmp_path, "--set", "sleepy.cases=1", "--noise-pct", "20", "--seed", str(seed))
+            for seed in (1, 2))
+    once = refbench("compare", str(a), str(b), "--json", "--all")
+    thrice = refbench("compare", f"{a},{a.name},{a}", f"{b},{b},{b}", "--json", "--all")
+    assert thrice.code == 0, thrice.stderr
+    assert [f["n"] for f in thrice.json()["figures"]] == [f["n"] for f in once.json()["figures"]] != []
+    assert thrice.json()["lines"] == once.json()["lines"]
+    assert thrice.stderr.splitlines()[:2] == [
+        f"A names {a.name} more than once: a run is one replicate, so it counts once.",
+        f"B names {b.name} more than once: a run is one replicate, so it counts once."], thrice.stderr
+    pages = set((tmp_path / "runs").glob("compare-*"))
+    for sides in ((str(a), a.name), (f"{a},{b}", str(a)), (str(a), str(b), str(b))):
+        refused = refbench("compare", *sides)
+        assert refused.code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "is on two sides" in refused.stderr and "can be on one side only" in refused.stderr
+    assert set((tmp_path / "runs").glob("compare-*")) == pages, "a refused comparison wrote its page"
+
+    from test_dashboard import Server, _get
+
+    server = Server(tmp_path)
+    try:
+        status, page = _get(server.base + f"compare?run={a.name},{b.name}&run={a.name}")
+    finally:
+        server.stop()
+    assert status == 400 and "can be on one side only" in page, page
 
 
 @pytest.mark.live
@@ -475,3 +505,41 @@ def test_names_reach_a_spreadsheet_inert_markdown_whole_and_the_terminal_literal
     said = refbench("compare", str(a), str(b))
     assert said.code == 0 and "[bold]y[link=x]z" in said.stdout, said.stdout
     assert f"comparison: {tmp_path / 'runs'}" in said.stderr and "[bold]y[link=x]z" in refbench("report", str(b)).stderr
+
+
+OBEYED = ("\x1b]", "\x07", "\x9b", "\u202e")  # an OSC (a window title), BEL, C1's CSI, RIGHT-TO-LEFT OVERRIDE
+
+
+@pytest.mark.live
+def test_control_characters_a_run_holds_are_shown_not_obeyed_by_every_printer(tmp_path, refbench):
+    """A run directory renamed by hand, a tag (refbench tag takes C1 and bidirectional marks), a host and a verdict
+    edited: verdict, why, runs, history and compare show each control character as its escape, on a terminal and
+    to a pipe."""
+    import json
+
+    a, made = (_run(refbench, tmp_path, "--set", "sleepy.cases=1", "--seed", str(seed)) for seed in (1, 2))
+    b = made.with_name(made.name + "-\x1b]0;owned\x07\x9b2J\u202eevil")
+    made.rename(b)
+    assert refbench("tag", str(b), "t=\u202ex\x9b1m").code == 0
+    meta = json.loads((b / "run.json").read_text())
+    meta["host"] = "db\x1b]0;host\x07"
+    (b / "run.json").write_text(json.dumps(meta))
+    verdicts = json.loads((b / "verdict.json").read_text())
+    for key in ("limit", "bottleneck"):  # the verdict's and why's
+        verdicts[0][key] += " \x1b]0;verdict\x07"
+    (b / "verdict.json").write_text(json.dumps(verdicts))
+    commands = [("verdict", str(b)), ("why", str(b)), ("runs",), ("history", "sleepy.ops_per_s"),
+                ("compare", str(a), str(b)), ("compare", str(a), str(b), "--format", "markdown")]
+    for terminal in ("1", "0"):
+        for args in commands:
+            shown = subprocess.run(refbench_command(*args, "--runs-dir", str(tmp_path / "runs")), cwd=tmp_path,
+                                   env=cli_env(TTY_COMPATIBLE=terminal, COLUMNS="300"), capture_output=True, text=True,
+                                   timeout=120)
+            said = shown.stdout + shown.stderr
+            assert shown.returncode == 0, (args, said)
+            assert not [c for c in OBEYED if c in said], (terminal, args, said)
+            assert "\\x1b]0;owned\\x07\\x9b2J\\u202eevil" in said or args[0] == "history", (terminal, args, said)
+            if args[0] in ("verdict", "why"):
+                assert "\\x1b]0;verdict\\x07" in said, (terminal, args, said)
+            if args[0] in ("runs", "history"):
+                assert "\\u202ex\\x9b1m" in said and "db\\x1b]0;host\\x07" in said, (terminal, args, said)

@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -254,6 +255,36 @@ def test_a_loopback_bind_answers_only_to_loopback_host_names(server):
     """A web page whose name its owner rebinds to 127.0.0.1 reaches the port, but with its own name as the Host."""
     assert _raw_status(server.port, "/", host="rebound.example") == 400
     assert _raw_status(server.port, "/", host="localhost") == 200 and _raw_status(server.port, "/", host="[::1]") == 200
+
+
+@pytest.mark.slow
+def test_a_request_whose_headers_do_not_arrive_in_time_is_closed_and_others_are_answered(tmp_path):
+    """A request line sent in half, a connection that sends nothing, and half a second request on a kept-alive
+    connection: each closed by the server within its bound on the headers, while a whole request is answered."""
+    import http.client
+
+    from refbench.web.slow_clients import HEADERS_S
+
+    (tmp_path / "runs").mkdir()
+    server = Server(tmp_path)
+    opened = []
+    try:
+        half, silent = (socket.create_connection(("127.0.0.1", server.port), timeout=HEADERS_S * 3) for _ in range(2))
+        kept = http.client.HTTPConnection("127.0.0.1", server.port, timeout=HEADERS_S * 3)
+        opened += [half, silent, kept]
+        half.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1")
+        kept.request("GET", "/")
+        assert kept.getresponse().read() and kept.sock is not None  # kept alive for the next request
+        kept.sock.sendall(b"GET /history HTTP/1.1\r\nHo")
+        started = time.monotonic()
+        assert _get(server.base)[0] == 200  # beside them, a whole request is answered
+        for connection in (half, silent, kept.sock):
+            assert connection.recv(1024) == b""  # closed: recv waits for it, up to the socket's timeout
+        assert time.monotonic() - started < HEADERS_S + 10
+    finally:
+        for connection in opened:
+            connection.close()
+        server.stop()
 
 
 def test_the_progress_page_follows_a_running_run(browser, server, work):

@@ -1,9 +1,10 @@
 """Numbers for people, one way everywhere: the report, the terminal, the rating sheet and the dashboard write a figure
-the same (63,100; 0.46; 1.38×); and text a spreadsheet opens as text."""
+the same (63,100; 0.46; 1.38×); text a spreadsheet opens as text, and text a terminal shows rather than obeys."""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -59,3 +60,14 @@ def spreadsheet_text(value: Any) -> Any:
     """A CSV cell a spreadsheet would run as a formula (text beginning with = + - @, a tab or a carriage return) made
     text with a leading quote, as OWASP advises against CSV injection; numbers are left as they are."""
     return f"'{value}" if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+# What a terminal obeys rather than shows: C0 but tab and newline, DEL, C1 (U+009B is a CSI), and the marks that
+# reorder or break text (bidirectional overrides and isolates, line and paragraph separators). Run names, tags, hosts
+# and the text of a run's files may hold them: a run directory renamed by hand, a tags.json edited.
+_OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character as its escape (\\x1b, \\u202e), so that a terminal shows it."""
+    return _OBEYED.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)

@@ -44,6 +44,13 @@ class Option:
     check: Callable[[Any], str | None] | None = None  # returns what is wrong, or None
     # A list of name=value settings that adds to the default's: a setting the user names replaces only that one.
     adds_settings: bool = False
+    unit: str = ""  # what a number counts, said with the bound it breaks: "s", "bytes", "MB", "%"
+
+    def __post_init__(self) -> None:
+        # A number without both bounds reaches a run unchecked (a timeout of 1e300 s overflows mid-run): an option
+        # is not defined without them.
+        if (self.item if self.kind is list else self.kind) in (int, float) and None in (self.minimum, self.maximum):
+            raise TypeError(f"a numeric option needs a minimum and a maximum: {self.help!r}")
 
     @property
     def per_profile(self) -> bool:
@@ -83,9 +90,9 @@ class Option:
             raise PlanError(f"{where} must be one of {', '.join(map(str, self.choices))}, not {value!r}"
                             f"{suggestion(value, self.choices)}.")
         if self.minimum is not None and value < self.minimum:
-            raise PlanError(f"{where} must be at least {self.minimum:g}, not {value!r}.")
+            raise PlanError(f"{where} must be at least {amount(self.minimum, self.unit)}, not {value!r}.")
         if self.maximum is not None and value > self.maximum:
-            raise PlanError(f"{where} must be at most {self.maximum:g}, not {value!r}.")
+            raise PlanError(f"{where} must be at most {amount(self.maximum, self.unit)}, not {value!r}.")
         if self.check is not None and (problem := self.check(value)):
             raise PlanError(f"{where} {problem}.")
         return value
@@ -98,6 +105,28 @@ class Option:
                 raise PlanError(f"{where} has an empty item in {text!r}; separate values with single commas.")
             return self.coerce([_parse_word(w, self.item or str, where) for w in words if w], where)
         return self.coerce(_parse_word(text.strip(), self.kind, where), where)
+
+
+DAY_S = 86_400
+WEEK_S = 7 * DAY_S  # the longest a measured window runs: beyond any paper's, and a typo's 1e9 s is refused
+SEED_MAX = 2**31 - 1  # every generator and SQL integer takes it
+PIB = 2**50
+SF_MAX = 100_000  # TPC-H's largest scale factor (100 TB)
+
+
+def amount(value: float, unit: str = "") -> str:
+    """A bound as people read it: 604,800 s (7 days), 1,125,899,906,842,624 bytes (1 PiB), 99%, 0.001."""
+    number = f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+    if unit == "%":
+        return f"{number}%"
+    said = f"{number} {unit}".rstrip()
+    if unit == "s" and value >= 3600 and value % 3600 == 0:
+        days, hours = divmod(int(value) // 3600, 24)
+        said += f" ({days} day{'s' * (days > 1)})" if not hours else f" ({int(value) // 3600} h)"
+    elif unit == "bytes" and value >= 1024 and (exponent := int(value).bit_length() - 1) % 10 == 0 and \
+            int(value) == 2**exponent:
+        said += f" (1 {' KMGTPE'[exponent // 10]}iB)"
+    return said
 
 
 def suggestion(word: Any, known: Any) -> str:

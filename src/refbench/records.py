@@ -174,7 +174,7 @@ class Estimate:
 
 # ---- what each file of a run holds, field by field --------------------------------------------------------------
 # The writers declare what they write here (a key not declared is refused as it is written: RecordExtra, RunMeta,
-# SuiteVerdict), and the readers check each file against the same declaration as they read it: a field of another type
+# VerdictEntry), and the readers check each file against the same declaration as they read it: a field of another type
 # is the run's one "damaged" sentence, never an error inside whatever reads it next.
 
 class Canary(TypedDict, total=False):  # {} where nothing was watched
@@ -260,7 +260,7 @@ def _as_written(cls: type, **more: Any) -> Any:
 VerdictHeadline = _as_written(Headline, threshold=NotRequired[str], said=NotRequired[str])
 
 
-class SuiteVerdict(TypedDict):
+class VerdictEntry(TypedDict):
     """One suite's entry of verdict.json (report.verdict.SuiteVerdict.to_dict; a cluster run's summary)."""
 
     suite: str
@@ -276,6 +276,7 @@ class SuiteVerdict(TypedDict):
     advice: NotRequired[list[dict[str, Any]]]
     limit: NotRequired[str]
     next: NotRequired[dict[str, Any]]
+    durability: NotRequired[str]
 
 
 def json_kind(value: Any) -> str:

@@ -41,7 +41,7 @@ from refbench.fileio import (NotRegular, atomic_write_json, is_regular, odd_file
                              read_regular, remove_temp_files, writable_directory, write_private)
 from refbench.options import TAG, Plan
 from refbench.redaction import merge_secrets, redact, split_secrets
-from refbench.records import (Finding, Record, RecordExtra, SuiteVerdict, figure_problem, impossible_figures,
+from refbench.records import (Finding, Record, RecordExtra, VerdictEntry, figure_problem, impossible_figures,
                               shape_problem)
 
 RUN_FORMAT = "refbench-run/1"
@@ -558,21 +558,21 @@ class Run:
             return None
         return self._read(path)
 
-    def verdicts(self) -> list[SuiteVerdict]:
+    def verdicts(self) -> list[VerdictEntry]:
         """verdict.json: each suite's verdict; [] when the run has none yet. One of another shape is a DamagedRecord
         naming the field."""
         data = self._read_once(self.verdict_path, self._parse_verdicts) if is_regular(self.verdict_path) else \
             self.read_json(self.verdict_path)  # says what is there instead of a file
         return data or []
 
-    def _parse_verdicts(self, path: Path) -> list[SuiteVerdict]:
+    def _parse_verdicts(self, path: Path) -> list[VerdictEntry]:
         data = self._read(path)
-        if problem := shape_problem(data, list[SuiteVerdict], "verdict"):
+        if problem := shape_problem(data, list[VerdictEntry], "verdict"):
             raise DamagedRecord(self.path, path, problem)
         return data
 
     def write_verdicts(self, verdicts: list[dict[str, Any]]) -> None:
-        _written_as_declared(verdicts, list[SuiteVerdict], "verdict")
+        _written_as_declared(verdicts, list[VerdictEntry], "verdict")
         atomic_write_json(self.verdict_path, verdicts)
 
     @property

@@ -51,8 +51,9 @@ def list_runs_cmd(
     runs_dir: str = typer.Option("runs", "--runs-dir", help=RUNS_DIR_HELP),
     suite: Optional[str] = _run_filters()[0], host: Optional[str] = _run_filters()[1],
     tag: Optional[list[str]] = _run_filters()[2], since: Optional[str] = _run_filters()[3],
-    limit: Optional[int] = typer.Option(None, "--limit", min=0, metavar="N", help="Only the N newest; 0 lists all "
-                                        f"(the table shows the {RUNS_TABLE_LIMIT} newest unless told, --json all)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=0, max=1_000_000, metavar="N",
+                                        help="Only the N newest; 0 lists all (the table shows the "
+                                        f"{RUNS_TABLE_LIMIT} newest unless told, --json all)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List the runs, newest first, with their status, tags and headline figures. The list comes from the runs

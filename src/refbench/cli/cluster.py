@@ -16,7 +16,7 @@ commands = typer.Typer()
                                 "refbench scheduler --host 10.0.0.1 --tls-ca-file ca.pem --tls-cert sched.pem --tls-key sched.key"))
 def scheduler(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
-    port: int = typer.Option(8786, "--port", help="Port to listen on (0: any free port)."),
+    port: int = typer.Option(8786, "--port", help="Port to listen on (0: any free port).", min=0, max=65535),
     tls_ca_file: Optional[str] = tls_options()[0], tls_cert: Optional[str] = tls_options()[1],
     tls_key: Optional[str] = tls_options()[2],
 ) -> None:

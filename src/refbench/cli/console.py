@@ -1,5 +1,6 @@
 """What every command group prints with: the consoles for stdout and stderr, tables that are never cut, warnings,
-acceptance results, the examples in a command's help, and the options several groups take."""
+acceptance results, the examples in a command's help, and the options several groups take. Whatever they print shows
+its control characters as escapes (visible)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from refbench import accept
-from refbench.formats import fmt
+from refbench.formats import fmt, visible
 
 
 # Piped or captured output gets a wide page instead of Rich's 80 columns, so tables do not wrap.
@@ -140,8 +141,16 @@ def text_width() -> int:
     return int(columns) if columns.isdigit() and int(columns) > 0 else out.width if _isatty(sys.stdout) else 80
 
 
-err = Console(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)  # a path whole, for copying
-out = Console(highlight=False, width=_width(sys.stdout))
+class SafeConsole(Console):
+    """A Rich console through which every string, markup or plain, a table's cells and titles among them, is shown
+    visible() before it is laid out."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        return super().render_str(visible(text), **kwargs)
+
+
+err = SafeConsole(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)  # a path whole, for copying
+out = SafeConsole(highlight=False, width=_width(sys.stdout))
 
 
 def print_table(table: RichTable, console: Console | None = None) -> None:
@@ -159,7 +168,7 @@ def print_table(table: RichTable, console: Console | None = None) -> None:
 
 def cut(table: RichTable, width: int) -> bool:
     """Whether rich would elide a cell to fit the table in ``width`` columns."""
-    trial = Console(width=max(width, 20), color_system=None)
+    trial = SafeConsole(width=max(width, 20), color_system=None)
     with trial.capture() as rendered:
         trial.print(table)
     cells = "".join(str(cell) for column in table.columns for cell in column.cells)
@@ -185,7 +194,7 @@ def stacked(table: RichTable) -> list[str]:
 
 def plain(text: str, flush: bool = False) -> None:
     """Text on stdout as it is, never wrapped or styled: what scripts read (a run directory, a dry run's lines)."""
-    print(text, flush=flush)
+    print(visible(text), flush=flush)
 
 
 def print_json(data: Any) -> None:
@@ -195,7 +204,7 @@ def print_json(data: Any) -> None:
 
 def say(sentence: str) -> None:
     """refbench's own one-line message on stderr ("refbench: interrupted."), plain, before or after any console."""
-    print(f"refbench: {sentence}", file=sys.stderr)
+    print(f"refbench: {visible(sentence)}", file=sys.stderr)
 
 
 def warn(sentence: str) -> None:

@@ -13,9 +13,10 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from refbench import accept
-from refbench.cli.console import RUNS_DIR_HELP, epilog, err, out, plain, print_json, print_table, print_thresholds
+from refbench.cli.console import (RUNS_DIR_HELP, SafeConsole, epilog, err, out, plain, print_json, print_table,
+                                  print_thresholds)
 from refbench.errors import UserError
-from refbench.formats import fmt
+from refbench.formats import fmt, visible
 from refbench.runstore import Run
 
 commands = typer.Typer()
@@ -55,7 +56,7 @@ def print_verdict(run: Run, thresholds: list[dict[str, Any]]) -> None:
         lines = brief_lines(verdicts, run.path.name, str(run.path), out.width, fold_commands=out.is_terminal)
         if out.is_terminal:
             for line in lines:
-                text = Text(line, style="bold" if line is lines[0] else "")
+                text = Text(visible(line), style="bold" if line is lines[0] else "")
                 text.highlight_regex(r"^\d+ FAILED", "bold red")
                 text.highlight_regex(r"^\d+ passed", "green")
                 out.print(text, soft_wrap=True)
@@ -107,7 +108,7 @@ def why(
         return
     names = tuple(f"{name} " for name in map(suite_name, verdicts))
     for line in lines:
-        text = Text(line, style="bold" if line is lines[0] or f"{line} ".startswith(names) else "")
+        text = Text(visible(line), style="bold" if line is lines[0] or f"{line} ".startswith(names) else "")
         text.highlight_regex(r"correctness: all \d+ checks passed", "green")
         text.highlight_regex(r"correctness: .*FAILED", "bold red")
         text.highlight_regex(r"disturbed: .*", "yellow")
@@ -175,10 +176,11 @@ def compare(
     one line overall; the other figures that changed follow (--all: every figure).
 
     Runs and repeats are the replicates, never the seconds of one run: a side given as RUN,RUN,… is several runs
-    of one configuration, each a replicate (compared pair by pair when taken in turn). B / A is tested on the
-    logarithms (SciPy's t-test: Student's pooled at equal sizes, as pyperf; Welch's otherwise); a figure measured
-    once a side (or equal in every repeat) is tested against this host's measured run-to-run spread of it (earlier
-    repeats in the runs catalog), and without one it is "cannot tell" (measure the spread once with --repeats 3).
+    of one configuration, each a replicate (compared pair by pair when taken in turn; named twice, counted once).
+    B / A is tested on the logarithms (SciPy's t-test: Student's pooled at equal sizes, as pyperf; Welch's
+    otherwise); a figure measured once a side (or equal in every repeat) is tested against this host's measured
+    run-to-run spread of it (earlier repeats in the runs catalog), and without one it is "cannot tell" (measure the
+    spread once with --repeats 3).
     The headline figures are one family (Bonferroni), the other figures another (Benjamini-Hochberg); each
     interval shown is the one its answer used.
     """
@@ -191,6 +193,7 @@ def compare(
                                          default_html_path, host_changed, letters, markdown, overall, public,
                                          selected, shared_figures, side_name, units, wait_changes, wait_lines,
                                          write_html)
+    from refbench.report.sides import distinct_sides, durability_lines
 
     chosen = (output_format or "").strip().lower() or ("json" if as_json else "text")
     if chosen not in FORMATS:
@@ -202,6 +205,9 @@ def compare(
     sides = [[Run.find(r, runs_dir) for r in side.split(",") if r] for side in runs]
     if not all(sides):
         raise UserError("a side of the comparison names no run (RUN or RUN,RUN,…).")
+    sides, said = distinct_sides(sides)
+    for sentence in said:
+        err.print(sentence, markup=False)
     for run in (run for side in sides for run in side):
         run.check_readable()
     found = [side[0] for side in sides]
@@ -213,24 +219,26 @@ def compare(
     found_answers = answers(shared)
     changes = wait_changes(sides)
     host_said = host_changed(sides)
+    traded = durability_lines(sides)
     if chosen in ("markdown", "csv"):
         names = [side_name(side) for side in sides]
         known = units(found)
-        sys.stdout.write(markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything,
-                                  host_said) if chosen == "markdown" else csv_text(names, rows, known))
+        text = (markdown(names, found_answers, rows, known, wait_lines(changes, found_answers), everything,
+                         host_said + traded) if chosen == "markdown" else csv_text(names, rows, known))
+        sys.stdout.write("\r\n".join(map(visible, text.split("\r\n"))))  # CSV's own line ends kept
         err.print(f"comparison: {path}", markup=False)
         return
     if chosen == "json":
         print_json({"a": str(found[0].path), "runs": [str(r.path) for r in found], "html": str(path),
                           "significant": significant, "answers": found_answers, "lines": answer_lines(found_answers),
                           "waits": changes, "wait_lines": wait_lines(changes, found_answers), "host_changed": host_said,
-                          "figures": public(rows), "overall": overall(rows) if everything else []})
+                          "durability": traded, "figures": public(rows), "overall": overall(rows) if everything else []})
         return
     names = letters(found)
     out.print("   ".join(f"{n} = {side_name(side)}" for n, side in zip(names, sides)), markup=False)
     if not shared:
         out.print(f"the runs share no figures{' with ' + repr(metric) + ' in the name' if metric else ''}.")
-    for line in answer_lines(found_answers) + host_said + wait_lines(changes, found_answers):
+    for line in answer_lines(found_answers) + host_said + traded + wait_lines(changes, found_answers):
         out.print(escape(line), overflow="fold")
     # Below the answers: the other figures that changed (every figure with --all), one line per figure.
     listed = by_figure(rows if everything else [r for r in rows if not r["headline"]])

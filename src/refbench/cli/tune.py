@@ -38,7 +38,8 @@ def tune(
                                            "bottleneck instead of running the suite first."),
     repeats: int = typer.Option(3, "--repeats", metavar="N", min=2, max=20, help="Runs on each side of every A/B trial."),
     points: int = typer.Option(2, "--points", metavar="N", min=1, max=20, help="Values tried per numeric setting (Optuna's TPE)."),
-    trials: int = typer.Option(0, "--trials", metavar="N", min=0, help="At most N trials (0: as many as the budget allows)."),
+    trials: int = typer.Option(0, "--trials", metavar="N", min=0, max=1000,
+                               help="At most N trials (0: as many as the budget allows)."),
     only: Optional[str] = typer.Option(None, "--only", metavar="NAME[,NAME…]", help="Try only these settings, by the "
                                        "names the journey gives them (shared_buffers,max_wal_size; wal_dir; "
                                        "vm.dirty_ratio…), in the order of what limits the baseline."),

@@ -3,8 +3,8 @@ them) and the verdict (which names the first to try) read, and the order tune tr
 
 A knob addresses what a wait profile or the host's telemetry said limits a stack, in waits.MEANINGS' words (flush,
 read, write, cpu, locks, contention) or the host's (device, cpu). Settings that trade durability for speed
-(synchronous_commit, innodb_flush_log_at_trx_commit, fsync) are never in it: a tuned profile must keep every commit
-on storage.
+(engines.settings.DURABILITY_TRADED: fsync, synchronous_commit, innodb_flush_log_at_trx_commit…) are never in it: a
+tuned profile must keep every commit on storage.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ ENGINE_KNOBS = [
          low=256, high=8192, unit="M"),
     Knob("innodb_flush_method", "engine", "mariadb", ("read", "write", "flush"),
          "O_DIRECT keeps data pages out of the page cache (no double buffering, no write-back storms); fsync leaves "
-         "them to it", choices=("O_DIRECT", "fsync", "O_DIRECT_NO_FSYNC")),
+         "them to it", choices=("O_DIRECT", "fsync")),
     Knob("innodb_io_capacity", "engine", "mariadb", ("write", "flush"),
          "how many pages a second InnoDB's background flushing writes: too low and dirty pages pile up until a "
          "checkpoint forces them out in the foreground", low=200, high=20000, printed_unit="pages a second"),

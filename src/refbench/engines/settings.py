@@ -157,6 +157,37 @@ def settings_dict(items: list[str]) -> dict[str, str]:
     return {name.strip().lower(): value.strip() for name, _, value in (item.partition("=") for item in items)}
 
 
+# A boolean turned off as PostgreSQL reads one (any unique prefix of off, false or no) and MariaDB does (OFF, 0).
+OFF = frozenset({"0", "off", "of", "false", "fals", "fal", "fa", "f", "no", "n"})
+
+
+# What makes a commit cheaper by keeping less on storage, in the engines' own manuals' words. PostgreSQL: fsync off
+# and full_page_writes off "might lead to unrecoverable data corruption" after a crash; synchronous_commit off loses
+# the last commits (its other values all flush locally on a server without synchronous standbys); wal_sync_method's
+# values all make the WAL durable. MariaDB: innodb_flush_log_at_trx_commit 0 or 2 can lose the last second of commits
+# (1 and 3 flush at each commit); innodb_doublewrite off (or fast) leaves torn pages unrepaired; innodb_flush_method
+# O_DIRECT_NO_FSYNC, nosync and littlesync skip the data files' fsync ("unsuitable for some file systems"); sync_binlog
+# 0 leaves the binary log, when there is one, to the OS. Each a predicate on the value as the setting is given.
+DURABILITY_TRADED = {
+    "fsync": OFF.__contains__,
+    "full_page_writes": OFF.__contains__,
+    "synchronous_commit": OFF.__contains__,
+    "innodb_flush_log_at_trx_commit": lambda value: value not in ("1", "3"),
+    "innodb_doublewrite": lambda value: value in OFF or value == "fast",
+    "innodb_flush_method": lambda value: value in ("o_direct_no_fsync", "nosync", "littlesync", "2", "3", "5"),
+    "sync_binlog": lambda value: value == "0",
+}
+
+
+def durability_traded(settings: dict[str, str]) -> list[str]:
+    """Each of a server's ``settings`` (name -> value, as given or as the server reports them) that trades durability
+    for speed, as name=value; sync_binlog only with a binary log (log_bin given, and not off)."""
+    given = {name.lower().replace("-", "_"): str(value).strip().strip("'\"") for name, value in settings.items()}
+    with_binlog = given.get("log_bin", "off").lower() not in OFF
+    return [f"{name}={given[name]}" for name, trades in DURABILITY_TRADED.items()
+            if name in given and trades(given[name].lower()) and (name != "sync_binlog" or with_binlog)]
+
+
 @functools.cache
 def _parameter_names(postgres: str) -> frozenset[str]:
     out = subprocess.run([postgres, "--describe-config"], capture_output=True, text=True, timeout=60,

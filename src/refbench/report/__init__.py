@@ -205,6 +205,8 @@ def _verdict_table(verdicts: list[dict[str, Any]], rule: str, common: int | None
         said = [f"<b>limit</b>: {h.esc(v['limit'])}"] if v.get("limit") else []
         if v.get("disturbed"):
             said.append(f"<b>disturbed</b>: {h.esc(v['disturbed'])}")
+        if v.get("durability"):
+            said.append(f"<b>durability traded for speed</b>: {h.esc(v['durability'])}")
         if v.get("next"):
             said.append(f"<b>next</b>: {_step(v['next']['short'], v['next'].get('command') or '')}")
         return "<br>".join(said) or "—"

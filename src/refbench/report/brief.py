@@ -120,6 +120,8 @@ def brief_lines(verdicts: list[dict[str, Any]], run_name: str, run_path: str, wi
         rows: list[str] = []
         for item in figure_items(v["headlines"], common) or ["no headline figures"]:
             rows += _wrapped(item, text)
+        if v.get("durability"):  # the figures do not rate a stack that keeps its commits
+            rows += _wrapped(f"durability traded for speed: {v['durability']}", text)
         if v.get("limit"):
             rows += _wrapped(f"limit: {v['limit']}", text)
         commands: list[str] = []

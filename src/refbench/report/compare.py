@@ -693,7 +693,8 @@ def markdown(names: list[str], found: list[dict[str, Any]], rows: list[dict[str,
     """The comparison for a ticket: which run is which, the overall and suite answers, a table of the headline
     figures (A, B, B / A with its interval, the replicates, the answer), what the intervals mean, what limits it,
     and a table of the other figures that changed (every figure with ``everything``). ``rows``: the figures shown
-    (selected); ``names``: each side's runs, A first; ``host_said``: where the host changed between the sides."""
+    (selected); ``names``: each side's runs, A first; ``host_said``: what else may explain a change (where the host
+    changed between the sides, the durability a side traded: report.sides)."""
     several = len(names) > 2
     out = ["**refbench compare**: " + " · ".join(f"{letter} = {_code(name)}" for letter, name in zip(letters_of(len(names)), names)),
            ""]

@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
+from refbench.engines import engine_for_dsn
+from refbench.engines.settings import durability_traded, settings_dict
 from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT, Reading, cpu_wait_cause, limit_name, quota_throttled
 from refbench.suites.repeats import median_repeat, one_per_configuration
@@ -49,6 +51,9 @@ class SuiteVerdict:
     # figure that proves it ("storage flush latency, 0.383 ms per WAL flush"), and that step (one of ``advice``).
     limit: str = ""
     next: dict[str, Any] = field(default_factory=dict)
+    # The settings its servers ran with that trade durability for speed, "fsync=off, full_page_writes=off"
+    # (durability); empty when they kept every commit on storage.
+    durability: str = ""
 
     @property
     def correctness(self) -> str:
@@ -68,7 +73,7 @@ class SuiteVerdict:
         return {"suite": self.suite, "headlines": headlines, "checks_passed": self.checks_passed,
                 "checks_failed": self.checks_failed, "correctness": self.correctness, "bottleneck": self.bottleneck,
                 "engines": self.engines, "bottleneck_repeats": self.bottleneck_repeats, "disturbed": self.disturbed,
-                "advice": self.advice, "limit": self.limit, "next": self.next}
+                "advice": self.advice, "limit": self.limit, "next": self.next, "durability": self.durability}
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,29 @@ def run_verdict(run: Run, tables: dict[str, list[Table]] | None = None) -> list[
                                 per_repeat, _disturbed(headlines, records, measured), advice,
                                 (f"{first.engine}: " if first.engine else "") + limit_said(first.resource, first.record,
                                                                                            first.window) if first else "",
-                                _next_step(name, failed, findings.get(name, []), advice, first, str(run.path))))
+                                _next_step(name, failed, findings.get(name, []), advice, first, str(run.path)),
+                                durability(run, name, measured)))
     return out
+
+
+def durability(run: Run, suite: str, records: list[Record]) -> str:
+    """The settings a suite's servers ran with that trade durability for speed (engines.settings.durability_traded):
+    the plan's for the servers refbench managed, then what the servers reported (a server of the user's among them),
+    as "fsync=off, full_page_writes=off"; "" when none."""
+    options = run.plan.options.get(suite, {})
+    if "engines" in options:  # dss, dw: the engines of the plan's that the suite runs, a DSN's not managed
+        unmanaged = engine_for_dsn(options["dsn"]) if options.get("dsn") else ""
+        managed = [e for e in options["engines"] if e in run.plan.engines and e != unmanaged]
+    else:  # oltp: one engine, managed unless a DSN names the user's server
+        managed = [] if options.get("dsn") else [options.get("engine") or "postgres"]
+    settings: dict[str, str] = {}
+    for engine, key in (("postgres", "pg_settings"), ("mariadb", "mariadb_settings")):
+        if engine in managed and isinstance(options.get(key), list):
+            settings |= settings_dict(options[key])
+    for record in records:
+        if isinstance(reported := record.extra.get("settings"), dict):
+            settings |= {name: str(value) for name, value in reported.items()}
+    return ", ".join(durability_traded(settings))
 
 
 def _suites_headlines(run: Run, tables: dict[str, list[Table]] | None = None) -> Iterator[tuple[str, Any, list[Record], list[Record], list[Table], list[Headline]]]:

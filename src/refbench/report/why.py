@@ -42,6 +42,9 @@ def why_lines(verdicts: list[dict[str, Any]], run_name: str, width: int) -> list
                 if said.startswith(INDENT) else _wrapped(said, text)
         if v.get("disturbed"):
             rows += _wrapped(f"disturbed: {v['disturbed']}", text)
+        if v.get("durability"):
+            rows += _wrapped(f"durability traded for speed: {v['durability']} (a crash may lose commits or corrupt "
+                             "the data: the figures rate a stack that does not keep them)", text)
         margin = [suite_name(v)]
         for said, command in next_steps(v, steps_said):
             beside, below = step_rows(f"next: {said}", command, width)

@@ -57,7 +57,7 @@ def unsampled_mariadb(o: dict[str, Any]) -> dict[str, str]:
 CACHE_MB = Option(int, {"quick": 0, "standard": AUTO, "full": AUTO},
                   "Page cache the managed server may hold while measuring, MB, on top of its own memory "
                   f"(shared_buffers, its processes): 0 = unbounded, {AUTO} = sized so the data is {DATA_PER_BOUND}x "
-                  "cache_mb + shared_buffers.", minimum=AUTO)
+                  "cache_mb + shared_buffers.", minimum=AUTO, maximum=10_000_000, unit="MB")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,12 @@ from refbench.engines.knobs import (ENGINE_KNOBS, MEMORY_SUITES, ROW_STORES, Kno
                                    first_trials, trial_order)
 
 
+def durability_kept(traded: str) -> str:
+    """What tune says of a baseline whose servers traded durability for speed (report.verdict.durability)."""
+    return (f"durability traded for speed by the baseline: {traded}; every trial and the tuned plan keep it (tune itself "
+            "tries no such setting)")
+
+
 def placement(directory: str) -> Knob:
     """The WAL (MariaDB: the redo log) on another device (the oltp suite's wal_dir): commits' flushes no longer queue
     behind data I/O."""

@@ -11,6 +11,7 @@ from typing import Any
 from refbench.fileio import atomic_write_text
 from refbench.report import html as h
 from refbench.engines.knobs import settings_said
+from refbench.tune.knobs import durability_kept
 from refbench.tune.trials import plan_text
 
 
@@ -27,7 +28,8 @@ def write_outputs(tune_dir: Path, journey: dict[str, Any]) -> list[Path]:
     judged, repeats, words = judged_at(journey)
     head = (f"refbench tune {journey['suite']} ({journey['profile']} profile): {journey.get('answer', '')}\n"
             f"baseline {journey.get('baseline', '')}; the journey: {tune_dir / 'report.html'}\n"
-            f"Judged at {words}: this plan measures the same, so its figures compare with the tune's.")
+            f"Judged at {words}: this plan measures the same, so its figures compare with the tune's."
+            + (f"\n{durability_kept(journey['durability'])}." if journey.get("durability") else ""))
     atomic_write_text(written[0], plan_text(journey["profile"], journey["suite"], {**judged, **tuned_options(journey)},
                                             head, journey.get("plan_keys"), repeats))
     server = kept_settings(journey, "engine") if journey.get("server") else {}

@@ -16,6 +16,7 @@ from refbench.errors import UserError
 from refbench.fileio import atomic_write_text, writable_directory, write_private
 from refbench.removal import remove_quietly
 from refbench.formats import figure_said, fmt
+from refbench.options import WEEK_S, amount
 from refbench.redaction import redact
 from refbench.report.advice import limit_name
 from refbench.engines.knobs import setting_said, settings_said
@@ -96,6 +97,8 @@ def parse_budget(text: str) -> float:
     total = hours * 3600 + minutes * 60 + seconds
     if total <= 0:
         raise UserError(f"--budget {text!r} leaves no time to measure anything.")
+    if total > WEEK_S:
+        raise UserError(f"--budget {text!r} must be at most {amount(WEEK_S, 's')}.")
     return total
 
 
@@ -155,6 +158,7 @@ class Tuner:
                 raise UserError(f"--only {', '.join(host_only)}: a host setting, which tune tries only with "
                                 "--apply-host (as root).")
         self.run_wall_s: list[float] = []
+        self.durability = ""  # what the baseline's servers traded for speed (read_baseline)
         if (needed := self.smallest_budget_s()) > request.budget_s:  # refused before anything runs or is written
             raise UserError(f"--budget {duration(request.budget_s)} cannot hold {self.budget_words()}: give --budget "
                             f"{math.ceil(needed / 60)}m or more" + ("" if request.baseline else
@@ -406,8 +410,9 @@ class Tuner:
 
     def read_baseline(self, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """What the baseline run says: its verdict and the headline tuned for (the first rated one), and what limits it
-        (what the verdict's advice read too: the trials it names are the first of candidates())."""
-        from refbench.report.verdict import tune_reading_of
+        (what the verdict's advice read too: the trials it names are the first of candidates()), and the durability
+        its servers traded for speed, which every trial keeps."""
+        from refbench.report.verdict import durability, tune_reading_of
 
         verdict = next((v for v in run.verdicts() if v.get("suite") == self.request.suite), None)
         headline = next((h for h in (verdict or {}).get("headlines", []) if h.get("case") and not h.get("unrated")), None)
@@ -416,6 +421,7 @@ class Tuner:
         self.objective = Objective(self.request.suite, headline["metric"], headline.get("of", ""), headline["label"],
                                    headline["unit"])
         reading = tune_reading_of(run, self.request.suite, headline["case"])
+        self.durability = durability(run, self.request.suite, run.records(self.request.suite))
         self.storage = reading.storage
         self.engine = self.server.engine if self.server else reading.engine
         self.limits = reading.limits
@@ -439,6 +445,9 @@ class Tuner:
                 raise UserError(f"the baseline run failed: {result.error} (its output: {self.log}).")
             run = Run(Path(result.run))
         verdict, headline = self.read_baseline(run)
+        if self.durability:
+            self.journey["durability"] = self.durability
+            self.say(K.durability_kept(self.durability))
         record = next(r for r in run.records(self.request.suite) if r.case_id == headline["case"])
         self.shape = trial_shape(self.request.suite, record.params, self.options, self.profile, self.chosen)
         # What the profile measures where a trial measures less (the answer is quoted for the profile's window).
@@ -496,6 +505,8 @@ class Tuner:
             said = ", ".join(dict.fromkeys(limit_name(limit) for limit in self.limits))
             lines = [f"tune {suite} for {headline['label']} ({_figure(headline)}) from {run.path}, "
                      f"limited by {said}; the trials, in order:"]
+            if self.durability:
+                lines.insert(0, K.durability_kept(self.durability))
         else:
             from refbench.report.verdict import default_engine
 
@@ -844,6 +855,8 @@ def summary_lines(journey: dict[str, Any]) -> list[str]:
         again = sum(bool(r.get("run_again")) for r in runs)
         lines.append(f"disturbed: {len(disturbed)} of {len(runs)} runs measured neighbours as much as the change"
                      + (f"; {again} of them run again, the disturbed ones not judged" if again else "; all judged"))
+    if journey.get("durability"):
+        lines.append(K.durability_kept(journey["durability"]))
     lines.append(f"answer: {journey.get('answer', 'none')}")
     lines.append(f"tuned plan: {Path(journey['dir']) / 'tuned-plan.toml'}; the journey: {Path(journey['dir']) / 'report.html'}")
     return lines

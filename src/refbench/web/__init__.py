@@ -157,6 +157,8 @@ class Dashboard:
         return HTMLResponse(pages.history_page(figure, filters, points, figures, problem), 404 if problem else 200)
 
     def compare(self, request: Request) -> Response:
+        from refbench.report.sides import distinct_sides
+
         # A side named twice is compared once: each run costs the reading of all its figures. A side is RUN or
         # RUN,RUN,… (several runs of one configuration), as on the command line.
         names = list(dict.fromkeys(request.query_params.getlist("run")))
@@ -172,7 +174,7 @@ class Dashboard:
                             "(compare them a few at a time against the same baseline).")
         if request.query_params.get("order") == "oldest":  # from the runs page's ticks: the oldest is the baseline
             sides = sorted(sides)  # a run directory's name starts with its start time
-        runs = [[self._run(run_dir(self.root, name)) for name in side] for side in sides]
+        runs, _ = distinct_sides([[self._run(run_dir(self.root, name)) for name in side] for side in sides])
         for run in (run for side in runs for run in side):
             run.check_readable()
         return HTMLResponse(pages.compare_page(runs, bool(request.query_params.get("all")),
@@ -286,6 +288,7 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
 
     import scipy.special  # noqa: F401  compare's statistics (0.7 s of CPU to load), now rather than in the first comparison
     import refbench.report.charts  # noqa: F401  matplotlib, loaded now (0.6 s here) rather than by the first trend page
+    from refbench.web.slow_clients import HeadersInTime
 
     def say(text: str) -> None:
         console.print(text, soft_wrap=True, markup=False, highlight=False)
@@ -313,5 +316,5 @@ def serve(runs_dir: str, host: str, port: int, console: Console) -> None:
         say("Stop it with Ctrl-C.")
         # No access log: with a token, the first request's line holds it.
         config = uvicorn.Config(create_app(dashboard, token), log_level="warning", access_log=False, lifespan="off",
-                                server_header=False)
+                                server_header=False, http=HeadersInTime)
         uvicorn.Server(config).run(sockets=[sock])

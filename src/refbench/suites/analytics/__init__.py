@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.fileio import writable_directory
-from refbench.options import Option, Plan, PlanError
+from refbench.options import SEED_MAX, Option, Plan, PlanError
 from refbench.suites.repeats import strip_repeat
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase
 from refbench.suites.analytics import inputs, launcher
@@ -64,28 +64,30 @@ class AnalyticsSuite(SuiteBase):
         "work_dir": Option(str, "", "WORK: each job's working data (SASWORK); default: the work directory."),
         "util_dir": Option(str, "", "UTIL: sort and utility spill (UTILLOC); default: the work directory."),
         "rows": Option(int, {"quick": 2_000_000, "standard": 20_000_000, "full": 100_000_000},
-                       "Rows of the generated sales table (about 200 bytes each as CSV + Parquet).", minimum=10_000),
+                       "Rows of the generated sales table (about 200 bytes each as CSV + Parquet).", minimum=10_000,
+                       maximum=10_000_000_000),
         "tests": Option(list, list(TEST_NAMES), "Which tests to launch.", item=str, choices=TEST_NAMES),
         "jobs": Option(int, {"quick": 19, "standard": 38, "full": 77}, "Jobs launched in all, cycling through the tests "
-                       "(the mixed analytics paper: 77).", minimum=1),
+                       "(the mixed analytics paper: 77).", minimum=1, maximum=10_000),
         "concurrency": Option(int, {"quick": 2, "standard": 10, "full": 20}, "Jobs running at once (the mixed analytics paper: 20).",
                               minimum=1, maximum=512),
         "threads": Option(int, {"quick": 2, "standard": 4, "full": 4}, "Threads of each threaded test (SAS's CPUCOUNT).",
                           minimum=1, maximum=256),
         "job_memory_mb": Option(int, {"quick": 128, "standard": 1024, "full": 4096}, "Memory each DuckDB job may use "
-                                "before it spills to UTIL (SAS's MEMSIZE).", minimum=64),
+                                "before it spills to UTIL (SAS's MEMSIZE).", minimum=64, maximum=1_000_000, unit="MB"),
         "evict_inputs": Option(bool, True, "Drop a job's DATA inputs from the page cache as it starts, so a run smaller "
                                            "than memory still reads from storage."),
         "fsync": Option(bool, True, "Flush each job's outputs to storage when it ends, so a run smaller than memory "
                                     "still writes to storage."),
         "iotest": Option(bool, True, "Run the storage throughput test (MB/s per core) on each location."),
         "iotest_file_mib": Option(int, {"quick": 256, "standard": 0, "full": 0}, "File per writer, MiB (0 = large enough "
-                                  "that all files together are twice the memory).", minimum=0),
+                                  "that all files together are twice the memory).", minimum=0,
+                                  maximum=2**20, unit="MiB"),
         "iotest_zero_buffers": Option(bool, False, "Write zeros, as rhel_iotest's dd from /dev/zero does (storage that "
                                       "detects zeros or compresses will look faster; by default the data does not compress)."),
         "cores": Option(int, 0, "Physical cores: writers in the throughput test (0 = this host's).", minimum=0,
                         maximum=4096),
-        "seed": Option(int, 1, "Seed of the tests' random choices."),
+        "seed": Option(int, 1, "Seed of the tests' random choices.", minimum=0, maximum=SEED_MAX),
     }
 
     def cases(self, plan: Plan) -> list[Case]:

@@ -17,7 +17,7 @@ from typing import Any
 from refbench.engines.fio import FioError, FioResult, fio_binary, run_fio
 from refbench.errors import UserError
 from refbench.fileio import atomic_write_text
-from refbench.options import Option, Plan, PlanError
+from refbench.options import DAY_S, PIB, Option, Plan, PlanError
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase
 from refbench.suites.device import checks
 from refbench.suites.device.sweep import (
@@ -65,29 +65,35 @@ class DeviceSuite(SuiteBase):
     ]
     options = {
         "size": Option(int, 0, "Test region in bytes (e.g. 4g); 0 = whole block device, or a 256 MiB / 4 GiB / "
-                       "32 GiB test file for quick / standard / full.", minimum=0),
+                       "32 GiB test file for quick / standard / full.", minimum=0, maximum=PIB, unit="bytes"),
         "block_sizes": Option(list, {"quick": [4 * KiB, 128 * KiB], "standard": [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB],
                                      "full": PAPER_BLOCK_SIZES}, "Block sizes (512, 4k, 1m…).", item=int, minimum=512,
-                            check=_sector_multiple),
+                            maximum=64 * MiB, unit="bytes", check=_sector_multiple),
         "iodepths": Option(list, {"quick": [1, 16], "standard": [1, 4, 16, 64], "full": PAPER_QUEUE_DEPTHS},
                            "Queue depths per worker.", item=int, minimum=1, maximum=4096),
         "numjobs": Option(int, {"quick": 2, "standard": 4, "full": 12}, "fio workers per point (the SSD characterization paper: 12).", minimum=1, maximum=1024),
         "patterns": Option(list, ["random", "sequential"], "Access patterns.", item=str, choices=("random", "sequential")),
-        "write_shares": Option(list, [0, 30, 100], "Write percentages (the SSD characterization paper: 0, 30, 100).", item=int, minimum=0, maximum=100),
+        "write_shares": Option(list, [0, 30, 100], "Write percentages (the SSD characterization paper: 0, 30, 100).", item=int, minimum=0, maximum=100, unit="%"),
         # Fractions of a second (fio takes milliseconds) serve smoke tests of the whole matrix, not measurements.
-        "min_runtime_s": Option(float, {"quick": 2, "standard": 10, "full": 60}, "Seconds a point runs at least.", minimum=0.01),
-        "max_runtime_s": Option(float, {"quick": 2, "standard": 30, "full": 60}, "Seconds a point runs at most.", minimum=0.01),
+        "min_runtime_s": Option(float, {"quick": 2, "standard": 10, "full": 60}, "Seconds a point runs at least.", minimum=0.01,
+                                maximum=DAY_S, unit="s"),
+        "max_runtime_s": Option(float, {"quick": 2, "standard": 30, "full": 60}, "Seconds a point runs at most.", minimum=0.01,
+                                maximum=DAY_S, unit="s"),
         "ss_window": Option(int, {"quick": 2, "standard": 5, "full": 5},
-                            "Steady-state window in one-second rounds (SNIA: 5; quick's 2 is a smoke test).", minimum=2),
+                            "Steady-state window in one-second rounds (SNIA: 5; quick's 2 is a smoke test).", minimum=2,
+                            maximum=3600),
         "stop_at_steady_state": Option(bool, {"quick": True, "standard": True, "full": False},
                                        "Stop a point once steady state holds (full runs the paper's fixed 60 s and only records it)."),
         "precondition": Option(bool, True, "Precondition before the sweep."),
-        "precondition_passes": Option(int, {"quick": 1, "standard": 2, "full": 2}, "Full sequential 128 KiB write passes.", minimum=1),
+        "precondition_passes": Option(int, {"quick": 1, "standard": 2, "full": 2}, "Full sequential 128 KiB write passes.", minimum=1,
+                                      maximum=100),
         "precondition_random_s": Option(int, {"quick": 3, "standard": 300, "full": 3600},
-                                        "Longest 4 KiB random-write phase (stops at steady state).", minimum=1),
+                                        "Longest 4 KiB random-write phase (stops at steady state).", minimum=1,
+                                        maximum=DAY_S, unit="s"),
         "checks": Option(bool, True, "Run the compatibility checks."),
         "check_size": Option(int, {"quick": 32 * MiB, "standard": 1 * GiB, "full": 0},
-                             "Bytes the verify/dd/accounting checks cover; 0 = the whole target.", minimum=0),
+                             "Bytes the verify/dd/accounting checks cover; 0 = the whole target.", minimum=0,
+                             maximum=PIB, unit="bytes"),
         "fs_stress_files": Option(int, {"quick": 64, "standard": 512, "full": 4096}, "Files in the file-system stress test.",
                                   minimum=1, maximum=100_000),
         "ioengine": Option(str, "libaio", "fio ioengine.", choices=("libaio", "io_uring", "psync")),

@@ -29,7 +29,7 @@ from refbench.fileio import atomic_write_text
 from refbench.host import pagecache
 from refbench.redaction import redact
 from refbench.host.telemetry import cpu_rates, disk_rates, read_cpu, read_disks
-from refbench.options import ENGINES, SETTINGS_HELP, Option, Plan, PlanError
+from refbench.options import DAY_S, ENGINES, SEED_MAX, SETTINGS_HELP, SF_MAX, Option, Plan, PlanError
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
 from refbench.suites.device.targets import (
     check_one_directory_target, device_of, free_bytes, note_directory_targets, require_free_space, require_server_reach,
@@ -79,7 +79,7 @@ class DssSuite(OnTpchData, SuiteBase):
     options = {
         "sf": Option(float, {"quick": 0.01, "standard": 10.0, "full": 100.0},
                      "Scale factor (SF 1 ≈ 1 GB of data; full's SF 100 runs where the space check finds room, else "
-                     "choose --sf 30).", minimum=0.001),
+                     "choose --sf 30).", minimum=0.001, maximum=SF_MAX),
         "engines": Option(list, ["duckdb", "postgres"], "Engines: duckdb (column store), postgres and mariadb (row "
                           "stores).",
                           item=str, choices=ENGINES),
@@ -112,12 +112,12 @@ class DssSuite(OnTpchData, SuiteBase):
                               "query (posix_fadvise, those files only)."),
         "cache_mb": storage.CACHE_MB,
         "sample_sessions": storage.SAMPLE_SESSIONS,
-        "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up."),
+        "seed": Option(int, 1, "Seed of the random query parameters of streams 1 and up.", minimum=0, maximum=SEED_MAX),
         # Far above the slowest query of a sound configuration at the profile's scale on a small host (at SF 10 on
         # 2 cores PostgreSQL's longest, Q18, took 106 s; see the README), short enough to end a runaway.
         "query_timeout_s": Option(float, {"quick": 300.0, "standard": 3600.0, "full": 4 * 3600.0},
                                   "A query running longer is cancelled and recorded as a timeout (0 = no limit).",
-                                  minimum=0),
+                                  minimum=0, maximum=DAY_S, unit="s"),
     }
 
     # ---- the matrix ----------------------------------------------------------------------------------

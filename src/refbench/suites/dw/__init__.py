@@ -21,7 +21,7 @@ from refbench.engines.settings import (
     server_dsn_problem,
 )
 from refbench.errors import UserError
-from refbench.options import ENGINES, SETTINGS_HELP, Option, Plan
+from refbench.options import DAY_S, ENGINES, SEED_MAX, SETTINGS_HELP, SF_MAX, WEEK_S, Option, Plan
 from refbench.suites.repeats import one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, get_suite, storage
@@ -57,14 +57,14 @@ class DwSuite(OnTpchData, SuiteBase):
     ]
     options = {
         "sf": Option(float, {"quick": 0.1, "standard": 10.0, "full": 1000.0}, "Scale factor (SF 1000 ≈ the paper's 1 TB).",
-                     minimum=0.001),
+                     minimum=0.001, maximum=SF_MAX),
         # MariaDB by request: its rating at the quick profile's capped buffer pool, and its answer check at SF 0.1,
         # took 3 minutes of the 2-core VM (README, dw).
         "engines": Option(list, ["duckdb", "postgres"], "Stores: postgres and mariadb (row stores), duckdb (column store).",
                           item=str, choices=ENGINES),
         "sessions": Option(int, {"quick": 2, "standard": 8, "full": 16}, "Concurrent query sessions.", minimum=1, maximum=256),
         "duration_s": Option(int, {"quick": 10, "standard": 600, "full": 3600}, "Measurement interval per store, seconds.",
-                             minimum=1),
+                             minimum=1, maximum=WEEK_S, unit="s"),
         "data_dir": Option(str, "", "Where the data, the DuckDB database and the managed PostgreSQL go (default: the "
                                     "work directory); put it on the storage under test."),
         "dsn": Option(str, "", "Rate this server instead of a managed one, a PostgreSQL (libpq string) or a MariaDB "
@@ -88,24 +88,28 @@ class DwSuite(OnTpchData, SuiteBase):
         "mariadb_settings": Option(list, [], SETTINGS_HELP, item=str, adds_settings=True,
                                    check=mariadb_setting_problem("mariadb_buffer_pool")),
         "evict_s": Option(float, 1.0, "Drop the data files from the OS page cache this often, seconds (0 = never); "
-                          "the row store's only when it has no cache bound (cache_mb).", minimum=0),
+                          "the row store's only when it has no cache bound (cache_mb).", minimum=0, maximum=DAY_S,
+                          unit="s"),
         "cache_mb": storage.CACHE_MB,
         "sample_sessions": storage.SAMPLE_SESSIONS,
         "data_volume_gb": Option(float, 0.0, "Capacity of the data volume in GB (0 = the file system holding the data).",
-                                 minimum=0),
-        "memory_gb": Option(float, 0.0, "Server memory for the memory limit, GB (0 = this host's).", minimum=0),
+                                 minimum=0, maximum=1e6, unit="GB"),
+        "memory_gb": Option(float, 0.0, "Server memory for the memory limit, GB (0 = this host's).", minimum=0,
+                            maximum=1e5, unit="GB"),
         "free_space_pct": Option(float, capacity.FREE_SPACE_PCT, "Free-space reserve of the data volume, % (the DWFT rating paper: 10).",
-                                 minimum=0, maximum=99),
+                                 minimum=0, maximum=99, unit="%"),
         "temp_reserve_pct": Option(float, capacity.TEMP_RESERVE_PCT, "Temp-space reserve, % (the DWFT rating paper: 25).",
-                                   minimum=0, maximum=99),
-        "compression": Option(float, capacity.COMPRESSION, "Assumed compression ratio (the DWFT rating paper: 5:1).", minimum=1),
+                                   minimum=0, maximum=99, unit="%"),
+        "compression": Option(float, capacity.COMPRESSION, "Assumed compression ratio (the DWFT rating paper: 5:1).", minimum=1,
+                              maximum=100),
         "scan_hours": Option(float, capacity.SCAN_HOURS, "Throughput limit: a full scan must fit in this many hours.",
-                             minimum=0.01),
+                             minimum=0.01, maximum=WEEK_S / 3600, unit="h"),
         "memory_gb_per_tb": Option(float, capacity.MEMORY_GB_PER_TB, "Memory limit: GB of server memory per TB of user "
-                                   "data (14.2: the DWFT rating paper's 512 GB for 36 TB).", minimum=0.01),
+                                   "data (14.2: the DWFT rating paper's 512 GB for 36 TB).", minimum=0.01,
+                                   maximum=10_000, unit="GB"),
         "reference": Option(str, "", "An earlier dw run to report relative throughput against (as the DWFT rating paper against "
                                      "its reference configuration)."),
-        "seed": Option(int, 1, "Seed of the random query parameters."),
+        "seed": Option(int, 1, "Seed of the random query parameters.", minimum=0, maximum=SEED_MAX),
     }
 
     def cases(self, plan: Plan) -> list[Case]:

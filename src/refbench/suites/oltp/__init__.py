@@ -25,7 +25,7 @@ from refbench.engines.settings import (
     server_dsn_problem, setting_origins, settings_dict,
 )
 from refbench.fileio import atomic_write_text
-from refbench.options import PROFILES, SETTINGS_HELP, Option, Plan, PlanError
+from refbench.options import DAY_S, PROFILES, SEED_MAX, SETTINGS_HELP, WEEK_S, Option, Plan, PlanError
 from refbench.redaction import redact
 from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
 from refbench.suites.device.targets import (
@@ -40,13 +40,14 @@ P90_LIMIT_S = {"new_order": 5, "payment": 5, "order_status": 5, "delivery": 5, "
 # The full profile's warehouse count when the plan leaves it to the free space: the OLTP orders-per-minute paper ran
 # far more data than memory; 10,000 warehouses (about 1 TB) is where refbench stops growing it.
 AUTO_WAREHOUSES_MAX = 10_000
+WAREHOUSES_MAX = 100_000  # about 10 TB: the largest a plan may ask for
 # Connections refbench itself holds while virtual users run: the driver's counters, the runner's checks.
 OWN_CONNECTIONS = 2
 # The engines oltp runs on, and the settings each reports (its durability among them).
 ENGINES = ("postgres", "mariadb")
 REPORTED_SETTINGS = {
-    "postgres": ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
-                 "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"],
+    "postgres": ["shared_buffers", "max_connections", "synchronous_commit", "fsync", "full_page_writes", "wal_level",
+                 "max_wal_size", "checkpoint_timeout", "effective_cache_size", "work_mem", "server_version"],
     "mariadb": ["innodb_buffer_pool_size", "max_connections", "innodb_flush_log_at_trx_commit", "innodb_doublewrite",
                 "innodb_flush_method", "innodb_log_file_size", "log_bin", "sync_binlog", "tx_isolation",
                 "default_storage_engine", "thread_handling"],
@@ -167,12 +168,14 @@ class OltpSuite(SuiteBase):
     options = {
         "warehouses": Option(int, {"quick": 1, "standard": 10, "full": 0},
                              "Warehouses (about 100 MB each); 0: as many as a third of the free space holds, up to "
-                             f"{AUTO_WAREHOUSES_MAX:,}.", minimum=0),
+                             f"{AUTO_WAREHOUSES_MAX:,}.", minimum=0, maximum=WAREHOUSES_MAX),
         "users": Option(list, {"quick": [1, 2], "standard": [1, 2, 4, 8, 16], "full": [48, 96, 192, 384]},
                         "Virtual users per case: a list makes a scaling series (with think_times: 10 per warehouse).",
                         item=int, minimum=1, maximum=USERS_MAX),
-        "rampup_s": Option(int, {"quick": 3, "standard": 60, "full": 900}, "Ramp-up seconds before measuring.", minimum=0),
-        "duration_s": Option(int, {"quick": 8, "standard": 300, "full": 900}, "Measured seconds.", minimum=1),
+        "rampup_s": Option(int, {"quick": 3, "standard": 60, "full": 900}, "Ramp-up seconds before measuring.", minimum=0,
+                           maximum=DAY_S, unit="s"),
+        "duration_s": Option(int, {"quick": 8, "standard": 300, "full": 900}, "Measured seconds.", minimum=1,
+                             maximum=WEEK_S, unit="s"),
         "think_times": Option(bool, False, "Use the specification's keying and think times, at 10 users per warehouse "
                                            "(off: drive load)."),
         "engine": Option(str, "", "Database engine: postgres or mariadb (default: the dsn's, else postgres).",
@@ -198,7 +201,7 @@ class OltpSuite(SuiteBase):
         "rebuild": Option(bool, False, "Drop and reload a schema that exists."),
         "reload_each_case": Option(bool, False, "The OLTP orders-per-minute paper's cycle: drop, load and run for every case."),
         "load_workers": Option(int, 0, "Loader processes (0 = one per CPU).", minimum=0, maximum=1024),
-        "seed": Option(int, 1, "Seed of the virtual users' random inputs."),
+        "seed": Option(int, 1, "Seed of the virtual users' random inputs.", minimum=0, maximum=SEED_MAX),
     }
 
     # ---- the matrix ----------------------------------------------------------------------------------
