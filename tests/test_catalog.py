@@ -328,13 +328,13 @@ def _edit_json(path: Path, change) -> None:
 FIELD_DAMAGE = {
     # name: (the file, how, the field the sentence names)
     "disturbed an object": ("records/sleepy/case-000.json", lambda d: {**d, "extra": {**d["extra"], "disturbed": {"a": 1}}},
-                            "extra.disturbed is an object, not text"),
+                            "extra.disturbed is an object, not a string"),
     "disturbed a list": ("records/sleepy/case-000.json", lambda d: {**d, "extra": {**d["extra"], "disturbed": [1]}},
-                         "extra.disturbed is a list, not text"),
+                         "extra.disturbed is a list, not a string"),
     "canary's figure text": ("records/sleepy/case-000.json",
                              lambda d: {**d, "extra": {**d["extra"], "canary": {"before": {"cpu_ms": "fast"}}}},
-                             "extra.canary.before.cpu_ms is text, not a finite number or null"),
-    "run.json's audit text": ("run.json", lambda d: {**d, "audit": "none"}, "run.audit is text, not a list"),
+                             "extra.canary.before.cpu_ms is a string, not a finite number or null"),
+    "run.json's audit text": ("run.json", lambda d: {**d, "audit": "none"}, "run.audit is a string, not a list"),
 }
 
 
@@ -390,7 +390,7 @@ def test_a_writer_writes_only_fields_it_declared(tmp_path):
     run = Run(tmp_path / "r")
     with pytest.raises(ValueError, match=r"record's extra\.colour is not declared \(refbench\.records\.RecordExtra\)"):
         run.write_record(Record({"ops_per_s": 1.0}, extra={"colour": "blue"}, suite="sleepy", case_id="c"))
-    with pytest.raises(ValueError, match=r"record's extra\.disturbed is a number, not text"):
+    with pytest.raises(ValueError, match=r"record's extra\.disturbed is a number, not a string"):
         run.write_record(Record({"ops_per_s": 1.0}, extra={"disturbed": 3}, suite="sleepy", case_id="c"))
     with pytest.raises(ValueError, match=r"verdict\[0\]\.mood is not declared"):
         run.write_verdicts([{"suite": "s", "headlines": [], "checks_passed": 0, "checks_failed": 0, "correctness": "",

@@ -285,7 +285,7 @@ def json_kind(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "a list"
     if isinstance(value, str):
-        return "text"
+        return "a string"
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -309,7 +309,7 @@ def _fields(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
 
 def shape_problem(value: Any, hint: Any, where: str, strict: bool = False) -> str | None:
     """Why ``value`` (parsed JSON) is not of the type ``hint`` (a TypedDict, a dataclass, list[…], dict[…, …], a union,
-    Literal, a plain type or Any), as "WHERE is text, not a number"; None when it is. ``strict``: a key a TypedDict does
+    Literal, a plain type or Any), as "WHERE is a string, not a finite number"; None when it is. ``strict``: a key a TypedDict does
     not declare is a problem too (for the writers: what they write is declared)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.NotRequired or origin is typing.Required:
@@ -364,7 +364,7 @@ def shape_problem(value: Any, hint: Any, where: str, strict: bool = False) -> st
     return None
 
 
-_KINDS = {str: "text", int: "a whole number", float: "a finite number", bool: "true or false", type(None): "null",
+_KINDS = {str: "a string", int: "a whole number", float: "a finite number", bool: "true or false", type(None): "null",
           list: "a list", dict: "an object"}
 
 

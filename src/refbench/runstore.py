@@ -42,7 +42,7 @@ from refbench.fileio import (NotRegular, atomic_write_json, is_regular, odd_file
 from refbench.options import TAG, Plan
 from refbench.redaction import merge_secrets, redact, split_secrets
 from refbench.records import (Finding, Record, RecordExtra, VerdictEntry, figure_problem, impossible_figures,
-                              shape_problem)
+                              json_kind, shape_problem)
 
 RUN_FORMAT = "refbench-run/1"
 SET_ASIDE_SUFFIX = ".corrupt"
@@ -176,7 +176,7 @@ class Run:
     def meta(self) -> dict[str, Any]:
         meta = self._read(self.run_file)
         if not isinstance(meta, dict):
-            problem = f"holds {_json_kind(meta)}, not a JSON object"
+            problem = f"holds {json_kind(meta)}, not a JSON object"
         elif meta.get("format") != RUN_FORMAT:
             problem = f"has the format {meta.get('format')!r}, not {RUN_FORMAT!r}: not a refbench run (of this version)"
         elif not isinstance(meta.get("name"), str) or not isinstance(meta.get("status", ""), str):
@@ -607,7 +607,7 @@ class Run:
     def _parse_findings(self, path: Path) -> list[Finding]:
         data = self._read(path)
         if not isinstance(data, list):
-            raise CorruptRunFile(self.path, path, f"holds {_json_kind(data)}, not a list of checks")
+            raise CorruptRunFile(self.path, path, f"holds {json_kind(data)}, not a list of checks")
         for item in data:
             if problem := _shape_problem(item, Finding, "check"):
                 raise CorruptRunFile(self.path, path, problem)
@@ -667,20 +667,6 @@ def list_runs(runs_dir: str | Path) -> list[Run]:
     return sorted(runs, key=lambda r: r.path.name)
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true or false"
-    return "a number"
-
-
 # Resolving a dataclass's annotations compiles each of them again: once per class, not once per record file.
 _type_hints = functools.cache(typing.get_type_hints)
 
@@ -689,7 +675,7 @@ def _shape_problem(data: Any, cls: type, what: str) -> str | None:
     """What keeps ``data`` (parsed JSON) from being a ``cls``: not an object, a required field missing, or a
     field of the wrong JSON type. None when it fits."""
     if not isinstance(data, dict):
-        return f"holds {_json_kind(data)} where a {what} (a JSON object) belongs"
+        return f"holds {json_kind(data)} where a {what} (a JSON object) belongs"
     hints = _type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name not in data:
@@ -710,5 +696,5 @@ def _shape_problem(data: Any, cls: type, what: str) -> str | None:
         else:
             fits = isinstance(value, expected)
         if not fits:
-            return f"has a {what} whose '{f.name}' is {_json_kind(value)}"
+            return f"has a {what} whose '{f.name}' is {json_kind(value)}"
     return None
