@@ -556,14 +556,14 @@ class Run:
         if not is_regular(path):
             odd_file(path, f"is {_kind(path)}, not a file refbench wrote: skipped")
             return None
+        if path == self.verdict_path:  # checked as declared, whichever way it is asked for
+            return self._read_once(path, self._parse_verdicts)
         return self._read(path)
 
     def verdicts(self) -> list[VerdictEntry]:
         """verdict.json: each suite's verdict; [] when the run has none yet. One of another shape is a DamagedRecord
         naming the field."""
-        data = self._read_once(self.verdict_path, self._parse_verdicts) if is_regular(self.verdict_path) else \
-            self.read_json(self.verdict_path)  # says what is there instead of a file
-        return data or []
+        return self.read_json(self.verdict_path) or []
 
     def _parse_verdicts(self, path: Path) -> list[VerdictEntry]:
         data = self._read(path)

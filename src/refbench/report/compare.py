@@ -44,7 +44,7 @@ def _headline_figures(run: Run) -> dict[tuple[str, str, str], tuple[str, str]]:
     headline_keys names records; the figures name their groups."""
     if run.plan.hosts:  # a cluster run's headlines are its totals, named as its figures are ("u4@2n")
         return {(v["suite"], h["case"], h["metric"]): (h["figure"], f"{h['figure']}@{v['suite']}")
-                for v in run.verdicts() if v.get("scope", "").startswith("total")
+                for v in run.read_json(run.verdict_path) or [] if v.get("scope", "").startswith("total")
                 for h in v["headlines"]}
     keys = headline_keys(run)
     if not keys:
@@ -658,7 +658,7 @@ def units(runs: list[Run]) -> dict[tuple[str, str], str]:
     """(suite, metric) -> its unit as the runs' verdicts name their headline figures' ("ops/s")."""
     out: dict[tuple[str, str], str] = {}
     for run in runs:
-        for v in run.verdicts():
+        for v in run.read_json(run.verdict_path) or []:
             for head in v.get("headlines", []) if isinstance(v, dict) else []:
                 if isinstance(head, dict) and head.get("unit") and head.get("metric"):
                     out.setdefault((v.get("suite", ""), head["metric"]), str(head["unit"]))
