@@ -191,6 +191,7 @@ class RecordExtra(TypedDict, total=False):
     canary: dict[str, Canary]  # before and after
     disturbed: str
     host_changed: str
+    stalled: str  # the server answered nothing for a while in the window (suites.ServerStalled)
     # shared by several suites (the report, verdict, compare and tune read them)
     storage: dict[str, Any]
     settings: dict[str, Any]
