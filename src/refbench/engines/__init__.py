@@ -10,14 +10,20 @@ the bulk load, cold starts, counters, version and settings.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import re
+import socket
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
+from refbench.engines.managed import ended_server
 from refbench.errors import UserError
 
 # name -> module; each module's ENGINE is its class. Imported only when asked for: a run with DuckDB alone never
@@ -35,6 +41,38 @@ class QueryTimeout(Exception):
     def __init__(self, timeout_s: float):
         super().__init__(f"cancelled after the {timeout_s:g} s query timeout")
         self.timeout_s = timeout_s
+
+
+# How long past its own limit refbench waits for a server that does not answer (a measurement window past its length,
+# a query past its timeout) before it calls the server stalled and gives the call up.
+ANSWER_BOUND_S = 30.0
+
+
+def shut_socket(fd: int) -> None:
+    """Shuts down the connection of socket ``fd``, from any thread: a call waiting on it returns at once, failed."""
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as s:
+        s.shutdown(socket.SHUT_RDWR)  # the connection's, not only the duplicate descriptor's
+
+
+@contextlib.contextmanager
+def answered_by(fd: int, deadline: float) -> Iterator[threading.Event]:
+    """Holds the calls made inside on the connection of socket ``fd`` to ``deadline`` (time.time()): a server that has
+    not answered by then has the socket shut under the call, which fails at once. A stopped server (SIGSTOP, storage
+    that hangs) keeps no timeout of its own, and its kernel keeps the connection alive, so without this the call would
+    wait for ever. The event yielded is set once the socket is shut: the connection is of no more use."""
+    shut = threading.Event()
+
+    def shut_down() -> None:
+        shut.set()
+        shut_socket(fd)
+
+    timer = threading.Timer(max(0.0, deadline - time.time()), shut_down)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield shut
+    finally:
+        timer.cancel()
 
 
 @dataclass(frozen=True)
@@ -213,6 +251,10 @@ class Engine(Protocol):
 class TransactionFailed(Exception):
     """A virtual user's call failed in a way after which going on would only measure the failure (a lost connection,
     a full disk, missing procedures): the case ends, and the message says what happened, in words."""
+
+
+class ConnectionLost(TransactionFailed):
+    """The server closed a virtual user's connection, or was shut down under it: the server is gone, not the input."""
 
 
 class TransactionClient(Protocol):
@@ -443,11 +485,12 @@ def engine_for_dsn(dsn: str) -> str:
 
 
 def last_server_failure() -> str | None:
-    """What the last managed server of this process that failed logged, in a sentence: a server that stops (a
-    PostgreSQL PANIC, a MariaDB that waits for disk space) leaves its clients only a lost or silent connection, so
-    its log is where the reason is. Asks only the engines this process imported: the others ran no server."""
+    """What the last managed server of this process that failed logged, in a sentence, or that it ended (killed,
+    crashed): a server that stops (a PostgreSQL PANIC, a MariaDB that waits for disk space) leaves its clients only a
+    lost or silent connection, so its log is where the reason is. Asks only the engines this process imported: the
+    others ran no server."""
     for module_name in _MODULES.values():
         module = sys.modules.get(module_name)
         if module is not None and hasattr(module, "last_panic") and (failure := module.last_panic()):
             return f"the managed {module.ENGINE.title} stopped: {failure}"
-    return None
+    return ended_server()

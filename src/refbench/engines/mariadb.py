@@ -40,7 +40,9 @@ from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import owned_temp_dir, watchdog
-from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines import (
+    ANSWER_BOUND_S, ConnectionLost, Dataset, QueryTimeout, ServerEngine, TransactionFailed, answered_by, sql_statements,
+)
 from refbench.engines.waits import MARIADB_ACTIVE_SESSIONS, RedoLogWatch, SessionSampler, commits_as_running
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
@@ -834,6 +836,7 @@ ENGINE = MariaDbEngine
 
 # Client errors after which a virtual user's connection is gone.
 _LOST = {2006, 2013, 2055, 4031}  # server gone, lost during the query, lost at reading, idle timeout
+_SHUTDOWN = 1053  # ER_SERVER_SHUTDOWN
 # Server errors after which going on would only measure the failure: the virtual user stops and the case fails.
 _FATAL = {
     **dict.fromkeys((1021, 1037, 1038, 1040, 1041, 1114), "the database server ran out of disk space, memory or connections"),
@@ -897,9 +900,10 @@ class MariaDbClient:
         if str(code) == self.rollback_code:
             return "rollback"
         if code in _LOST or not exc.args:
-            raise TransactionFailed(f"lost its connection: {_client_error(exc)}")
+            raise ConnectionLost(f"lost its connection: {_client_error(exc)}")
         if code in _FATAL:
-            raise TransactionFailed(f"stopped: {_FATAL[code]} ({code}: {_client_error(exc)})")
+            failed = ConnectionLost if code == _SHUTDOWN else TransactionFailed
+            raise failed(f"stopped: {_FATAL[code]} ({code}: {_client_error(exc)})")
         return str(code)
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT, Reading, cpu_wait_cause, limit_name, quota_throttled
-from refbench.suites.repeats import one_per_configuration
+from refbench.suites.repeats import deciding, one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite
 
@@ -40,8 +40,9 @@ class SuiteVerdict:
     # Per headline case measured several times: its repeats' case ids and the limit named in each, in repeat order
     # ({"case": "u4", "repeats": ["u4", "u4-r2", "u4-r3"], "limits": ["storage flush latency", "CPU", …]}).
     bottleneck_repeats: list[dict[str, Any]] = field(default_factory=list)
-    # Neighbours took the machine while a headline case was measured (refbench.host.contention.disturbed), in words:
-    # "other processes used 61% of the CPU (u4, 2 of its 3 repeats)"; empty when every headline case ran undisturbed.
+    # Neighbours took the machine while a headline case was measured (refbench.host.contention.disturbed), or its
+    # server stalled, in words: "other processes used 61% of the CPU (u4, 2 of its 3 repeats)"; empty when every
+    # headline case ran undisturbed.
     disturbed: str = ""
     # What to try next, per engine (refbench.report.advice): the limit, its evidence, what to try and the command.
     advice: list[dict[str, Any]] = field(default_factory=list)
@@ -117,7 +118,8 @@ def _suites_headlines(run: Run, tables: dict[str, list[Table]] | None = None) ->
         suite_tables = (tables or {}).get(name)
         if suite_tables is None and suite is not None:
             suite_tables = suite.summarize(records)
-        headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
+        headlines = suite.headlines(deciding(records), suite_tables or []) if suite is not None and hasattr(suite, "headlines") \
+            else []
         yield name, suite, measured, records, suite_tables or [], headlines
 
 
@@ -150,23 +152,25 @@ def _suite(name: str) -> Any:
 
 def _with_repeats(headline: Headline, records: list[Record], measured: list[Record]) -> Headline:
     """A headline from a case measured several times says so, with the range of its repeats: of its own figure, which
-    may not be the one the median repeat was chosen by (NOPM beside TPM)."""
+    may not be the one the median repeat was chosen by (NOPM beside TPM); the repeats whose server stalled left out."""
     repeats = next((r.extra.get("repeats") for r in records if r.case_id == headline.case), None)
     if not repeats:
         return headline
     by_id = {r.case_id: r for r in measured}
-    values = [by_id[c].metrics.get(headline.metric) for c in repeats.get("cases", []) if c in by_id]
+    stalled = repeats.get("stalled", [])
+    values = [by_id[c].metrics.get(headline.metric) for c in repeats.get("cases", []) if c in by_id and c not in stalled]
     values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    left_out = f"{len(stalled)} stalled repeat(s) left out" if stalled else ""
     if len(values) < 2:
-        return headline
+        return replace(headline, note="; ".join(filter(None, [left_out, headline.note]))) if left_out else headline
     low, high = min(values), max(values)
     said = f"median of {len(values)} repeats" + ("" if repeats.get("metric") == headline.metric else
-                                                 f" by {repeats.get('metric')}")
+                                                 f" by {repeats.get('metric')}") + (f", {left_out}" if left_out else "")
     return replace(headline, note=f"{said}; {headline.note}" if headline.note else said, spread=high - low, low=low, high=high)
 
 
 def _disturbed(headlines: list[Headline], records: list[Record], measured: list[Record]) -> str:
-    """Which headline cases neighbours disturbed, and how: the first one's words, and where."""
+    """Which headline cases neighbours or a stalled server disturbed, and how: the first one's words, and where."""
     by_id = {r.case_id: r for r in measured}
     said, where = "", []
     for record in records:

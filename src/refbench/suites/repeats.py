@@ -38,7 +38,8 @@ def repeat_cases(suite: Suite, cases: list[Case], records: list[Record], repeats
     first_round = {c.id for c in cases}
     measured = one_per_configuration(records if after_repeats else [r for r in records if r.case_id in first_round],
                                      suite)
-    chosen = dict.fromkeys(h.case for h in suite.headlines(measured, suite.summarize(measured)) if h.case in first_round)
+    chosen = dict.fromkeys(h.case for h in suite.headlines(deciding(measured), suite.summarize(measured))
+                           if h.case in first_round)
     by_id = {c.id: c for c in cases}
     out = []
     for k in range(2, repeats + 1):
@@ -51,6 +52,11 @@ def repeat_cases(suite: Suite, cases: list[Case], records: list[Record], repeats
     return [c for c in out if c.id not in first_round]
 
 
+def deciding(records: list[Record]) -> list[Record]:
+    """The records a headline may come from: those whose server did not stall (``extra["stalled"]``), unless all did."""
+    return [r for r in records if not r.extra.get("stalled")] or records
+
+
 def configuration(record: Record) -> str:
     return json.dumps({k: v for k, v in record.params.items() if k != PARAM}, sort_keys=True, default=str)
 
@@ -58,8 +64,9 @@ def configuration(record: Record) -> str:
 def one_per_configuration(records: list[Record], suite: Suite | None = None) -> list[Record]:
     """The records with each configuration's repeats replaced by one: the repeat whose headline figure (the one the
     suite's headlines take from that case in the first round; else the first figure that differs) is the median,
-    the lower one of an even count, so the figure is a floor, not a best try. It keeps the first repeat's id, and
-    ``extra["repeats"]`` says how many there were, of which figure, and its values."""
+    the lower one of an even count, so the figure is a floor, not a best try; a repeat whose server stalled is left
+    out (``stalled``: their ids) while another remains. It keeps the first repeat's id, and ``extra["repeats"]`` says
+    how many there were, of which figure, and its values."""
     groups: dict[str, list[Record]] = {}
     for r in records:
         groups.setdefault(configuration(r), []).append(r)
@@ -79,10 +86,12 @@ def one_per_configuration(records: list[Record], suite: Suite | None = None) -> 
         metric = metric_of.get(group[0].case_id)
         if metric is None or not all(is_figure(r.metrics.get(metric)) for r in group):
             metric = _deciding_metric(group)
-        ordered = sorted(group, key=lambda r: r.metrics[metric]) if metric else group
+        kept = deciding(group)
+        ordered = sorted(kept, key=lambda r: r.metrics[metric]) if metric else kept
         median = ordered[(len(ordered) - 1) // 2]
         repeats = {"n": len(group), "metric": metric, "values": [r.metrics[metric] for r in group] if metric else [],
-                   "cases": [r.case_id for r in group], "median_case": median.case_id}
+                   "cases": [r.case_id for r in group], "median_case": median.case_id,
+                   **({"stalled": [r.case_id for r in group if r not in kept]} if len(kept) < len(group) else {})}
         out.append(Record(**{**median.__dict__, "case_id": group[0].case_id, "params": dict(group[0].params),
                              "extra": {**median.extra, "repeats": repeats}}))
     return out
