@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from refbench.engines.managed import ended_server
-from refbench.errors import UserError
+from refbench.errors import ServerGone, UserError
 
 # name -> module; each module's ENGINE is its class. Imported only when asked for: a run with DuckDB alone never
 # imports psycopg, and a refbench without one engine's client still runs the others.
@@ -73,6 +73,23 @@ def answered_by(fd: int, deadline: float) -> Iterator[threading.Event]:
         yield shut
     finally:
         timer.cancel()
+
+
+@contextlib.contextmanager
+def answered_in_time(fd: int, timeout_s: float | None, server: str) -> Iterator[Callable[[], None]]:
+    """A query on socket ``fd`` held to its timeout (which the server keeps, and a stopped one does not) and
+    ANSWER_BOUND_S more. Yields what the caller calls on a client error: a ServerGone when it was this that shut the
+    connection. Without a timeout, the query waits as long as it takes."""
+    if not timeout_s:
+        yield lambda: None
+        return
+    with answered_by(fd, time.time() + timeout_s + ANSWER_BOUND_S) as shut:
+        def given_up() -> None:
+            if shut.is_set():
+                raise ServerGone(f"the {server} server did not answer a query within its {timeout_s:g} s timeout and "
+                                 f"{ANSWER_BOUND_S:g} s more: it stopped answering") from None
+
+        yield given_up
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import owned_temp_dir, watchdog
 from refbench.engines import (
-    ANSWER_BOUND_S, ConnectionLost, Dataset, QueryTimeout, ServerEngine, TransactionFailed, answered_by, sql_statements,
+    ConnectionLost, Dataset, QueryTimeout, ServerEngine, TransactionFailed, answered_in_time, sql_statements,
 )
 from refbench.engines.waits import MARIADB_ACTIVE_SESSIONS, RedoLogWatch, SessionSampler, commits_as_running
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
@@ -662,14 +662,16 @@ class MariaDbSession:
             self.timeout_s = wanted
         driver = _driver()
         t0 = time.perf_counter()
-        try:
-            cursor = self.conn.cursor()
-            cursor.execute(query)
-            rows = list(cursor.fetchall()) if cursor.description else []
-        except driver.OperationalError as exc:
-            if not timeout_s or not exc.args or exc.args[0] != ER_STATEMENT_TIMEOUT:
-                raise
-            raise QueryTimeout(timeout_s) from None
+        with answered_in_time(self.conn.fileno(), timeout_s, "MariaDB") as given_up:
+            try:
+                cursor = self.conn.cursor()
+                cursor.execute(query)
+                rows = list(cursor.fetchall()) if cursor.description else []
+            except driver.OperationalError as exc:
+                given_up()
+                if not timeout_s or not exc.args or exc.args[0] != ER_STATEMENT_TIMEOUT:
+                    raise
+                raise QueryTimeout(timeout_s) from None
         return rows, time.perf_counter() - t0
 
     def cancel(self) -> None:

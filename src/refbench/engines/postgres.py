@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from refbench.engines import (
-    ANSWER_BOUND_S, ConnectionLost, Dataset, QueryTimeout, ServerEngine, TransactionFailed, answered_by, sql_statements,
+    ConnectionLost, Dataset, QueryTimeout, ServerEngine, TransactionFailed, answered_in_time, sql_statements,
 )
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
@@ -384,13 +384,17 @@ class PostgresSession:
             self.conn.execute(f"SET statement_timeout = {wanted}")
             self.timeout_ms = wanted
         t0 = time.perf_counter()
-        try:
-            cursor = self.conn.execute(query)
-            rows = cursor.fetchall() if cursor.description else []
-        except psycopg.errors.QueryCanceled:
-            if not timeout_s:
+        with answered_in_time(self.conn.fileno(), timeout_s, "PostgreSQL") as given_up:
+            try:
+                cursor = self.conn.execute(query)
+                rows = cursor.fetchall() if cursor.description else []
+            except psycopg.errors.QueryCanceled:
+                if not timeout_s:
+                    raise
+                raise QueryTimeout(timeout_s) from None
+            except psycopg.OperationalError:
+                given_up()
                 raise
-            raise QueryTimeout(timeout_s) from None
         return rows, time.perf_counter() - t0
 
     def cancel(self) -> None:
