@@ -192,3 +192,39 @@ def test_a_mariadb_stopped_in_the_window_ends_it_at_its_bound(tmp_path, process_
     record = _record(next((tmp_path / "runs").iterdir()), "u2-r1")
     assert f"which refbench ended {ANSWER_BOUND_S:g} s past its" in record["extra"]["stalled"]
     assert record["elapsed_s"] <= RAMPUP_S + DURATION_S + ANSWER_BOUND_S + SLACK_S, record["elapsed_s"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)  # a query that waits for ever fails here, its server continued and stopped
+@pytest.mark.parametrize("engine", ["postgres", "mariadb"])
+def test_a_query_the_stopped_server_holds_past_its_timeout_ends_as_a_stopped_server(engine, reachable_dir):
+    """DSS's query streams: the query timeout is the server's to keep, and a stopped server keeps none."""
+    if engine == "mariadb" and not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"):
+        pytest.skip("MariaDB is not installed")
+    from refbench.engines.mariadb import ManagedMariaDB, MariaDbSession
+    from refbench.engines.postgres import ManagedPostgres, PostgresSession
+
+    if engine == "postgres":
+        server = ManagedPostgres(reachable_dir / "pgdata", {})
+    else:
+        server = ManagedMariaDB(reachable_dir / "mariadb", {"innodb_buffer_pool_size": "32M"})
+    server.start()
+    stopped: list[int] = []
+    try:
+        session = (PostgresSession if engine == "postgres" else MariaDbSession)(server.dsn)
+        assert session.run("SELECT 1", timeout_s=0.5)[0] == [(1,)]
+        stopped = _postgres(server.data_dir) if engine == "postgres" else [server.process.pid]
+        _signal(stopped, signal.SIGSTOP)
+        t0 = time.monotonic()
+        with pytest.raises(ServerGone) as gone:
+            session.run("SELECT 2", timeout_s=0.5)
+        waited_s = time.monotonic() - t0
+        _signal(stopped, signal.SIGCONT)
+        session.close()
+    finally:
+        _signal(stopped, signal.SIGCONT)
+        server.stop()
+    title = "PostgreSQL" if engine == "postgres" else "MariaDB"
+    assert str(gone.value) == (f"the {title} server did not answer a query within its 0.5 s timeout and "
+                               f"{ANSWER_BOUND_S:g} s more: it stopped answering")
+    assert ANSWER_BOUND_S <= waited_s <= ANSWER_BOUND_S + 10, waited_s

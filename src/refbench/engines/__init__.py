@@ -335,7 +335,8 @@ class Transactional(Protocol):
     def sizes(self) -> dict[str, Any]: ...
 
     def connect(self) -> Any:
-        """A DB-API connection (autocommit) to the database, for the suite's own SQL in the engine's dialect."""
+        """A DB-API connection (autocommit) to the database, for the suite's own SQL in the engine's dialect; its
+        ``fileno()`` is its socket's."""
 
     def script(self, conn: Any, text: str, params: dict[str, Any]) -> tuple:
         """Runs an SQL script's statements in order on ``conn`` (``params`` for those that name them); the row of the
