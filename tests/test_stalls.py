@@ -12,10 +12,12 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from conftest import wait_for
+from test_least_privilege import _children, _postmaster
 from refbench.engines import ANSWER_BOUND_S
 from refbench.errors import ServerGone
 from refbench.suites.oltp.driver import STOP_GRACE_S, TX
@@ -27,25 +29,10 @@ OLTP = ["oltp", "--warehouses", "1", "--rampup-s", str(RAMPUP_S), "--duration-s"
 SLACK_S = STOP_GRACE_S + 15
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out += [int(p) for p in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
-
-
 def _postgres(data_dir: Path) -> list[int]:
     """The run's postmaster (its data directory's postmaster.pid, once ready) and its backends; [] before."""
-    try:
-        lines = (data_dir / "postmaster.pid").read_text().splitlines()
-    except OSError:
-        return []
-    if len(lines) < 8 or lines[7].strip() != "ready":
-        return []
-    return [int(lines[0]), *_children(int(lines[0]))]
+    found = _postmaster(data_dir)
+    return [found[0], *_children(found[0])] if found else []
 
 
 def _mariadbd(data_dir: Path) -> list[int]:
@@ -68,6 +55,19 @@ def _measuring(tree, title: str = "2 users") -> None:
     wait_for(lambda: f"oltp: {title}: NOPM" in tree.err.read_text(), 300, f"the {title} case's window", 0.1)
 
 
+def _kept_stopped(tree, server: Callable[[], list[int]]) -> tuple[dict, list[int]]:
+    """Stops the server once its case is in the window and keeps it stopped until refbench has ended (refbench continues
+    it only to shut it down); continued at the end whatever happened. How the command ended, and what was stopped."""
+    stopped: list[int] = []
+    try:
+        _measuring(tree)
+        stopped = server()
+        _signal(stopped, signal.SIGSTOP)
+        return tree.finish(), stopped
+    finally:
+        _signal(stopped, signal.SIGCONT)
+
+
 def _record(run: Path, case: str) -> dict:
     return json.loads((run / "records" / "oltp" / f"{case}.json").read_text())
 
@@ -84,16 +84,8 @@ def _held_to_the_end(record: dict) -> None:
 def test_a_server_stopped_in_the_window_ends_it_at_its_bound_and_the_stalled_case_decides_no_headline(
         tmp_path, refbench, process_tree, data_dir):
     tree = process_tree(*OLTP, "--users", "1,2", "--data-dir", str(data_dir), "--runs-dir", "runs", linger_s=30)
-    stopped: list[int] = []
-    try:
-        wait_for(lambda: list((tmp_path / "runs").glob("*/records/oltp/u1-r1.json")), 300, "the first case", 0.1)
-        _measuring(tree)
-        stopped = _postgres(data_dir)
-        _signal(stopped, signal.SIGSTOP)
-        # Kept stopped: refbench gives the window up, and continues its server only to shut it down.
-        ended = tree.finish()
-    finally:
-        _signal(stopped, signal.SIGCONT)
+    wait_for(lambda: list((tmp_path / "runs").glob("*/records/oltp/u1-r1.json")), 300, "the first case", 0.1)
+    ended, stopped = _kept_stopped(tree, lambda: _postgres(data_dir))
     assert len(stopped) > 3
     assert ended["code"] == ServerGone.exit_code, ended["stderr"]
     line, = [line for line in ended["stderr"].splitlines() if line.startswith("refbench:")]
@@ -177,15 +169,8 @@ def test_a_mariadb_stopped_in_the_window_ends_it_at_its_bound(tmp_path, process_
     data = reachable_dir / "mariadb"
     tree = process_tree(*OLTP, "--engine", "mariadb", "--users", "2", "--data-dir", str(data), "--runs-dir", "runs",
                         linger_s=30)
-    stopped: list[int] = []
-    try:
-        _measuring(tree)
-        stopped = _mariadbd(data)
-        _signal(stopped, signal.SIGSTOP)
-        ended = tree.finish()
-    finally:
-        _signal(stopped, signal.SIGCONT)
-    assert ended["code"] == ServerGone.exit_code, ended["stderr"]
+    ended, stopped = _kept_stopped(tree, lambda: _mariadbd(data))
+    assert stopped and ended["code"] == ServerGone.exit_code, ended["stderr"]
     line, = [line for line in ended["stderr"].splitlines() if line.startswith("refbench:")]
     assert "the managed MariaDB stopped answering while u2-r1 was measured" in line and "refbench resume" in line, line
     assert ended["survivors"] == []
@@ -228,3 +213,17 @@ def test_a_query_the_stopped_server_holds_past_its_timeout_ends_as_a_stopped_ser
     assert str(gone.value) == (f"the {title} server did not answer a query within its 0.5 s timeout and "
                                f"{ANSWER_BOUND_S:g} s more: it stopped answering")
     assert ANSWER_BOUND_S <= waited_s <= ANSWER_BOUND_S + 10, waited_s
+
+
+def test_a_stalled_repeat_is_left_out_of_its_headline_median_and_range():
+    from refbench.report.verdict import _with_repeats
+    from refbench.suites import Headline, Record
+    from refbench.suites.repeats import one_per_configuration
+
+    stall = {"stalled": "the server made no progress for 20 s, from 2 s into the 8-s window"}
+    repeats = [Record({"nopm": nopm}, extra=extra, case_id=f"u2-r{k}", params={"users": 2, "repeat": k})
+               for k, (nopm, extra) in enumerate([(10.0, stall), (1.0, {}), (2.0, {})], 1)]
+    chosen, = one_per_configuration(repeats)
+    assert chosen.metrics["nopm"] == 1.0 and chosen.extra["repeats"]["stalled"] == ["u2-r1"]  # the lower of two
+    headline = _with_repeats(Headline("NOPM", 1.0, "NOPM", chosen.case_id, "nopm"), [chosen], repeats)
+    assert (headline.low, headline.high) == (1.0, 2.0) and headline.note == "median of 2 repeats, 1 stalled repeat(s) left out"
