@@ -193,7 +193,7 @@ class RecordExtra(TypedDict, total=False):
     host_changed: str
     stalled: str  # the server answered nothing for a while in the window (suites.ServerStalled)
     # shared by several suites (the report, verdict, compare and tune read them)
-    storage: dict[str, Any]
+    storage: dict[str, Any] | None  # None: a measurement its server stalled in, cut short
     settings: dict[str, Any]
     load: dict[str, Any]
     engine: str

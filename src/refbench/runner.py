@@ -21,7 +21,7 @@ from refbench import accept, removal
 from refbench.catalog import index_run
 from refbench.children import remove_orphaned_temp_dirs
 from refbench.engines import last_server_failure
-from refbench.errors import UserError
+from refbench.errors import ServerGone, UserError
 from refbench.engines.managed import ServerDidNotStart
 from refbench.exhaustion import ResourceExhausted, explain, resource_of
 from refbench.host import canary, inventory, tuning
@@ -32,7 +32,7 @@ from refbench.host.telemetry import Sampler
 from refbench.options import Plan, PlanError
 from refbench.progress import RunProgress
 from refbench.runstore import CorruptRunFile, Run, iso, list_runs, utc_now
-from refbench.suites import Case, Finding, Suite, get_suite
+from refbench.suites import Case, Finding, ServerStalled, Suite, get_suite
 from refbench.suites.context import SuiteContext, scratch_dir
 from refbench.suites.repeats import repeat_cases, strip_repeat
 from refbench.suites.device.targets import SERVER_ACCOUNTS
@@ -113,15 +113,18 @@ def _after_failed_start(exc: ServerDidNotStart, run: Run, console: Console) -> U
 
 
 def diagnose(exc: Exception, run: Run) -> UserError | None:
-    """What stopped a run, when it was not refbench: a database server's PANIC (its clients only saw the connection
-    drop), or a resource that ran out."""
+    """What stopped a run, when it was not refbench: a database server that died (a PANIC, a kill: its clients only
+    saw the connection drop) or stopped answering, or a resource that ran out."""
     if oom := last_oom():  # the server's processes only saw a lost connection when the kernel killed one of them
         return explain(MemoryError(oom), run.path, written_places(run.plan))
     if failure := last_server_failure():
-        exc = UserError(failure)
-        return explain(exc, run.path, written_places(run.plan)) or UserError(
-            f"{exc}; once that is fixed, continue with: refbench resume {run.path}")
-    return explain(exc, run.path, written_places(run.plan))
+        return explain(UserError(failure), run.path, written_places(run.plan)) or ServerGone(
+            f"{failure}; once that is fixed, continue with: refbench resume {run.path}")
+    if explained := explain(exc, run.path, written_places(run.plan)):
+        return explained
+    if isinstance(exc, ServerGone):
+        return ServerGone(f"{exc}; once the server answers again, continue with: refbench resume {run.path}")
+    return None
 
 
 def _execute(run: Run, console: Console, quiet: bool) -> bool:
@@ -335,7 +338,10 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     t0 = time.time()
     if ctx.progress is not None:
         ctx.progress.new_case()
-    record = suite.measure(ctx, case)
+    try:
+        record, stalled = suite.measure(ctx, case), None
+    except ServerStalled as exc:
+        record, stalled = exc.record, exc
     t1 = time.time()
     split = machine.stop(record.extra.get("own_written_bytes"))  # a suite that counts its own writes says so
     record.suite, record.case_id, record.params = suite.name, case.id, dict(case.params)
@@ -356,10 +362,15 @@ def _measure(run: Run, suite: Suite, ctx: SuiteContext, case: Case) -> None:
     window = ctx.telemetry.window(t0, t1)
     record.telemetry = (window.to_dict() if window else {}) | {"machine": split}
     storage = record.extra.get("storage") or {}
-    if said := disturbed(storage.get("machine") or split, storage):
+    # A stalled server disturbs a measurement as neighbours do: its figures decide no comparison and no tune.
+    said = "; ".join(filter(None, [f"stalled: {record.extra['stalled']}" if record.extra.get("stalled") else "",
+                                   disturbed(storage.get("machine") or split, storage)]))
+    if said:
         record.extra["disturbed"] = said
-        ctx.log(f"disturbed: {said} while {case.id} was measured; its figures are kept and marked")
+        ctx.log(f"disturbed while {case.id} was measured: {said}; its figures are kept and marked")
     run.write_record(record, getattr(suite, "extra_fields", None))
+    if stalled is not None:
+        raise stalled
 
 
 def findings_passed(findings: dict[str, list[Finding]]) -> bool:

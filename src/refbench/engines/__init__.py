@@ -10,15 +10,21 @@ the bulk load, cold starts, counters, version and settings.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import re
+import socket
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
-from refbench.errors import UserError
+from refbench.engines.managed import ended_server
+from refbench.errors import ServerGone, UserError
 
 # name -> module; each module's ENGINE is its class. Imported only when asked for: a run with DuckDB alone never
 # imports psycopg, and a refbench without one engine's client still runs the others.
@@ -35,6 +41,55 @@ class QueryTimeout(Exception):
     def __init__(self, timeout_s: float):
         super().__init__(f"cancelled after the {timeout_s:g} s query timeout")
         self.timeout_s = timeout_s
+
+
+# How long past its own limit refbench waits for a server that does not answer (a measurement window past its length,
+# a query past its timeout) before it calls the server stalled and gives the call up.
+ANSWER_BOUND_S = 30.0
+
+
+def shut_socket(fd: int) -> None:
+    """Shuts down the connection of socket ``fd``, from any thread: a call waiting on it returns at once, failed."""
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as s:
+        s.shutdown(socket.SHUT_RDWR)  # the connection's, not only the duplicate descriptor's
+
+
+@contextlib.contextmanager
+def answered_by(fd: int, deadline: float) -> Iterator[threading.Event]:
+    """Holds the calls made inside on the connection of socket ``fd`` to ``deadline`` (time.time()): a server that has
+    not answered by then has the socket shut under the call, which fails at once. A stopped server (SIGSTOP, storage
+    that hangs) keeps no timeout of its own, and its kernel keeps the connection alive, so without this the call would
+    wait for ever. The event yielded is set once the socket is shut: the connection is of no more use."""
+    shut = threading.Event()
+
+    def shut_down() -> None:
+        shut.set()
+        shut_socket(fd)
+
+    timer = threading.Timer(max(0.0, deadline - time.time()), shut_down)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield shut
+    finally:
+        timer.cancel()
+
+
+@contextlib.contextmanager
+def answered_in_time(fd: int, timeout_s: float | None, server: str) -> Iterator[Callable[[], None]]:
+    """A query on socket ``fd`` held to its timeout (which the server keeps, and a stopped one does not) and
+    ANSWER_BOUND_S more. Yields what the caller calls on a client error: a ServerGone when it was this that shut the
+    connection. Without a timeout, the query waits as long as it takes."""
+    if not timeout_s:
+        yield lambda: None
+        return
+    with answered_by(fd, time.time() + timeout_s + ANSWER_BOUND_S) as shut:
+        def given_up() -> None:
+            if shut.is_set():
+                raise ServerGone(f"the {server} server did not answer a query within its {timeout_s:g} s timeout and "
+                                 f"{ANSWER_BOUND_S:g} s more: it stopped answering") from None
+
+        yield given_up
 
 
 @dataclass(frozen=True)
@@ -215,6 +270,10 @@ class TransactionFailed(Exception):
     a full disk, missing procedures): the case ends, and the message says what happened, in words."""
 
 
+class ConnectionLost(TransactionFailed):
+    """The server closed a virtual user's connection, or was shut down under it: the server is gone, not the input."""
+
+
 class TransactionClient(Protocol):
     """One virtual user's own connection, calling the workload's transactions: each is one statement (a server-side
     function or stored procedure of the dataset's SQL files) given by the suite as ``calls`` (transaction -> the
@@ -276,7 +335,8 @@ class Transactional(Protocol):
     def sizes(self) -> dict[str, Any]: ...
 
     def connect(self) -> Any:
-        """A DB-API connection (autocommit) to the database, for the suite's own SQL in the engine's dialect."""
+        """A DB-API connection (autocommit) to the database, for the suite's own SQL in the engine's dialect; its
+        ``fileno()`` is its socket's."""
 
     def script(self, conn: Any, text: str, params: dict[str, Any]) -> tuple:
         """Runs an SQL script's statements in order on ``conn`` (``params`` for those that name them); the row of the
@@ -443,11 +503,12 @@ def engine_for_dsn(dsn: str) -> str:
 
 
 def last_server_failure() -> str | None:
-    """What the last managed server of this process that failed logged, in a sentence: a server that stops (a
-    PostgreSQL PANIC, a MariaDB that waits for disk space) leaves its clients only a lost or silent connection, so
-    its log is where the reason is. Asks only the engines this process imported: the others ran no server."""
+    """What the last managed server of this process that failed logged, in a sentence, or that it ended (killed,
+    crashed): a server that stops (a PostgreSQL PANIC, a MariaDB that waits for disk space) leaves its clients only a
+    lost or silent connection, so its log is where the reason is. Asks only the engines this process imported: the
+    others ran no server."""
     for module_name in _MODULES.values():
         module = sys.modules.get(module_name)
         if module is not None and hasattr(module, "last_panic") and (failure := module.last_panic()):
             return f"the managed {module.ENGINE.title} stopped: {failure}"
-    return None
+    return ended_server()

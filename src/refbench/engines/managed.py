@@ -5,6 +5,7 @@ shut it down."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import pwd
@@ -51,6 +52,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# The managed servers that ended while refbench used them, in words (ManagedProcess._note_if_ended).
+_ENDED: list[str] = []
+
+
+def ended_server() -> str | None:
+    """The last managed server of this process that ended while the run used it, in a sentence; None if none did."""
+    return _ENDED[-1] if _ENDED else None
+
+
+def _continue(pid: int) -> None:
+    """SIGCONT to a process and its children."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            children += [int(child) for child in (task / "children").read_text().split()]
+    for each in [pid, *children]:
+        with contextlib.suppress(OSError):
+            os.kill(each, signal.SIGCONT)
 
 
 class ServerDidNotStart(UserError):
@@ -110,6 +131,7 @@ class ManagedProcess:
 
     def restart(self) -> None:
         """Stops and starts the server on the same port and socket: its buffer cache starts empty."""
+        self._note_if_ended()
         self._stop_own()
         self.stop_stale()
         self._launch()
@@ -148,13 +170,22 @@ class ManagedProcess:
                  f" with the settings {', '.join(f'{k}={v}' for k, v in self.settings.items())}" if self.settings else "")
         return ServerDidNotStart(f"{self.title} {what}{given}: {'; '.join(said).rstrip('.')}.")
 
+    def _note_if_ended(self) -> None:
+        """A server that ended before refbench stopped it (killed, crashed) is noted for last_server_failure: its
+        clients saw only their connections drop."""
+        if self.process is not None and (code := self.process.poll()) is not None:
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            _ENDED.append(f"the managed {self.title} ended while the run used it ({how}; its log: {self.log_file})")
+
     def _shut_down(self, steps: list[tuple[signal.Signals, float | None]]) -> None:
-        """Sends the server this object started each signal in turn, waiting up to its time for it to end."""
+        """Sends the server this object started each signal in turn, waiting up to its time for it to end. A server
+        stopped with SIGSTOP (a debugger, a test) is continued, processes and children, so that it can act on them."""
         if self.process is not None:
             for signum, wait_s in steps:
                 if self.process.poll() is not None:
                     break
                 self.process.send_signal(signum)
+                _continue(self.process.pid)
                 try:
                     self.process.wait(wait_s)
                 except subprocess.TimeoutExpired:
@@ -175,6 +206,7 @@ class ManagedProcess:
         return self._password
 
     def stop(self) -> None:
+        self._note_if_ended()
         self._stop_own()
         self.stop_stale()
         if self.socket_dir is not None:

@@ -40,7 +40,9 @@ from typing import Any, Iterable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from refbench.children import owned_temp_dir, watchdog
-from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines import (
+    ConnectionLost, Dataset, QueryTimeout, ServerEngine, TransactionFailed, answered_in_time, sql_statements,
+)
 from refbench.engines.waits import MARIADB_ACTIVE_SESSIONS, RedoLogWatch, SessionSampler, commits_as_running
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
@@ -660,14 +662,16 @@ class MariaDbSession:
             self.timeout_s = wanted
         driver = _driver()
         t0 = time.perf_counter()
-        try:
-            cursor = self.conn.cursor()
-            cursor.execute(query)
-            rows = list(cursor.fetchall()) if cursor.description else []
-        except driver.OperationalError as exc:
-            if not timeout_s or not exc.args or exc.args[0] != ER_STATEMENT_TIMEOUT:
-                raise
-            raise QueryTimeout(timeout_s) from None
+        with answered_in_time(self.conn.fileno(), timeout_s, "MariaDB") as given_up:
+            try:
+                cursor = self.conn.cursor()
+                cursor.execute(query)
+                rows = list(cursor.fetchall()) if cursor.description else []
+            except driver.OperationalError as exc:
+                given_up()
+                if not timeout_s or not exc.args or exc.args[0] != ER_STATEMENT_TIMEOUT:
+                    raise
+                raise QueryTimeout(timeout_s) from None
         return rows, time.perf_counter() - t0
 
     def cancel(self) -> None:
@@ -834,6 +838,7 @@ ENGINE = MariaDbEngine
 
 # Client errors after which a virtual user's connection is gone.
 _LOST = {2006, 2013, 2055, 4031}  # server gone, lost during the query, lost at reading, idle timeout
+_SHUTDOWN = 1053  # ER_SERVER_SHUTDOWN
 # Server errors after which going on would only measure the failure: the virtual user stops and the case fails.
 _FATAL = {
     **dict.fromkeys((1021, 1037, 1038, 1040, 1041, 1114), "the database server ran out of disk space, memory or connections"),
@@ -897,9 +902,10 @@ class MariaDbClient:
         if str(code) == self.rollback_code:
             return "rollback"
         if code in _LOST or not exc.args:
-            raise TransactionFailed(f"lost its connection: {_client_error(exc)}")
+            raise ConnectionLost(f"lost its connection: {_client_error(exc)}")
         if code in _FATAL:
-            raise TransactionFailed(f"stopped: {_FATAL[code]} ({code}: {_client_error(exc)})")
+            failed = ConnectionLost if code == _SHUTDOWN else TransactionFailed
+            raise failed(f"stopped: {_FATAL[code]} ({code}: {_client_error(exc)})")
         return str(code)
 
     def close(self) -> None:

@@ -27,7 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from refbench.engines import Dataset, QueryTimeout, ServerEngine, TransactionFailed, sql_statements
+from refbench.engines import (
+    ConnectionLost, Dataset, QueryTimeout, ServerEngine, TransactionFailed, answered_in_time, sql_statements,
+)
 from refbench.engines.managed import (ManagedProcess, ServerDidNotStart, account_can as _account_can,
                                       as_account as _as_account)
 from refbench.errors import UserError
@@ -382,13 +384,17 @@ class PostgresSession:
             self.conn.execute(f"SET statement_timeout = {wanted}")
             self.timeout_ms = wanted
         t0 = time.perf_counter()
-        try:
-            cursor = self.conn.execute(query)
-            rows = cursor.fetchall() if cursor.description else []
-        except psycopg.errors.QueryCanceled:
-            if not timeout_s:
+        with answered_in_time(self.conn.fileno(), timeout_s, "PostgreSQL") as given_up:
+            try:
+                cursor = self.conn.execute(query)
+                rows = cursor.fetchall() if cursor.description else []
+            except psycopg.errors.QueryCanceled:
+                if not timeout_s:
+                    raise
+                raise QueryTimeout(timeout_s) from None
+            except psycopg.OperationalError:
+                given_up()
                 raise
-            raise QueryTimeout(timeout_s) from None
         return rows, time.perf_counter() - t0
 
     def cancel(self) -> None:
@@ -548,6 +554,8 @@ FATAL_SQLSTATE_CLASSES = {
     "XX": "the database server had an internal error",
     "42": "the TPC-C tables or functions are missing or were changed",
 }
+# The server's shutdown, crash or restart under a session: admin_shutdown, crash_shutdown, cannot_connect_now.
+SERVER_SHUT_DOWN = ("57P01", "57P02", "57P03")
 
 
 def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
@@ -652,12 +660,13 @@ class PostgresClient:
             raise self.lost()
         if sqlstate[:2] in FATAL_SQLSTATE_CLASSES:
             message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode(errors="replace")
-            raise TransactionFailed(f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
+            failed = ConnectionLost if sqlstate in SERVER_SHUT_DOWN else TransactionFailed
+            raise failed(f"stopped: {FATAL_SQLSTATE_CLASSES[sqlstate[:2]]} ({sqlstate}: {message})")
         return sqlstate
 
-    def lost(self) -> TransactionFailed:
+    def lost(self) -> ConnectionLost:
         first = self.pgconn.error_message.decode(errors="replace").strip().splitlines()[:1] or ["?"]
-        return TransactionFailed("lost its connection: " + " ".join(first[0].split()))
+        return ConnectionLost("lost its connection: " + " ".join(first[0].split()))
 
     def close(self) -> None:
         self.conn.close()

@@ -20,7 +20,7 @@ from refbench.engines import engine_for_dsn
 from refbench.engines.settings import durability_traded, settings_dict
 from refbench.host.telemetry import Telemetry
 from refbench.report.advice import MEMORY_HIT_RATIO_PCT, Reading, cpu_wait_cause, limit_name, quota_throttled
-from refbench.suites.repeats import median_repeat, one_per_configuration
+from refbench.suites.repeats import deciding, median_repeat, one_per_configuration
 from refbench.runstore import Run
 from refbench.suites import Headline, Record, Table, get_suite, is_figure
 
@@ -42,8 +42,9 @@ class SuiteVerdict:
     # Per headline case measured several times: its repeats' case ids and the limit named in each, in repeat order
     # ({"case": "u4", "repeats": ["u4", "u4-r2", "u4-r3"], "limits": ["storage flush latency", "CPU", …]}).
     bottleneck_repeats: list[dict[str, Any]] = field(default_factory=list)
-    # Neighbours took the machine while a headline case was measured (refbench.host.contention.disturbed), in words:
-    # "other processes used 61% of the CPU (u4, 2 of its 3 repeats)"; empty when every headline case ran undisturbed.
+    # Neighbours took the machine while a headline case was measured (refbench.host.contention.disturbed), or its
+    # server stalled, in words: "other processes used 61% of the CPU (u4, 2 of its 3 repeats)"; empty when every
+    # headline case ran undisturbed.
     disturbed: str = ""
     # What to try next, per engine (refbench.report.advice): the limit, its evidence, what to try and the command.
     advice: list[dict[str, Any]] = field(default_factory=list)
@@ -143,7 +144,8 @@ def _suites_headlines(run: Run, tables: dict[str, list[Table]] | None = None) ->
         suite_tables = (tables or {}).get(name)
         if suite_tables is None and suite is not None:
             suite_tables = suite.summarize(records)
-        headlines = suite.headlines(records, suite_tables or []) if suite is not None and hasattr(suite, "headlines") else []
+        headlines = suite.headlines(deciding(records), suite_tables or []) if suite is not None and hasattr(suite, "headlines") \
+            else []
         yield name, suite, measured, records, suite_tables or [], headlines
 
 
@@ -177,13 +179,17 @@ def _suite(name: str) -> Any:
 def _with_repeats(headline: Headline, records: list[Record], measured: list[Record]) -> Headline:
     """A headline from a case measured several times: the median of its own figure's repeats (the value the tables
     show too, suites.repeats.one_per_configuration), their range, and the repeat that measured it, whichever repeat
-    another figure of the case took (write MB/s beside read MB/s)."""
+    another figure of the case took (write MB/s beside read MB/s); the repeats whose server stalled left out."""
     repeats = next((r.extra.get("repeats") for r in records if r.case_id == headline.case), None)
     if not repeats:
         return headline
     by_id = {r.case_id: r for r in measured}
+    stalled = repeats.get("stalled", [])
     values = [(c, by_id[c].metrics[headline.metric]) for c in repeats.get("cases", [])
-              if c in by_id and is_figure(by_id[c].metrics.get(headline.metric))]
+              if c in by_id and c not in stalled and is_figure(by_id[c].metrics.get(headline.metric))]
+    if stalled:
+        headline = replace(headline, note="; ".join(filter(None, [f"{len(stalled)} stalled repeat(s) left out",
+                                                                  headline.note])))
     if len(values) < 2:
         return headline
     low, high = min(v for _, v in values), max(v for _, v in values)
@@ -192,7 +198,7 @@ def _with_repeats(headline: Headline, records: list[Record], measured: list[Reco
 
 
 def _disturbed(headlines: list[Headline], records: list[Record], measured: list[Record]) -> str:
-    """Which headline cases neighbours disturbed, and how: the first one's words, and where."""
+    """Which headline cases neighbours or a stalled server disturbed, and how: the first one's words, and where."""
     by_id = {r.case_id: r for r in measured}
     said, where = "", []
     for record in records:

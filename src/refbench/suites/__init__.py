@@ -5,7 +5,8 @@ and seven methods. The runner calls them in this order, and never special-cases 
 
     cases(plan)        -> list[Case]      the matrix of measurements this plan asks for (stable ids)
     prepare(ctx)       -> None            create data / precondition; idempotent (runs again on resume)
-    measure(ctx, case) -> Record          one measurement; the runner stamps it and writes it atomically
+    measure(ctx, case) -> Record          one measurement; the runner stamps it and writes it atomically (a
+                                          ServerStalled carries one too: written, then the run ends)
     check(ctx)         -> list[Finding]   correctness: answers, consistency, verify
     summarize(records) -> list[Table]     the tables the papers print
     charts(tables)     -> list[Chart]     the figures the papers show (rendered by the report)
@@ -23,7 +24,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from refbench.errors import UserError
+from refbench.errors import ServerGone, UserError
 from refbench.records import (Case, Chart, Estimate, Finding, Headline, Record, Table, impossible_figures,
                               is_figure)
 
@@ -47,6 +48,15 @@ class Suite(Protocol):
     def summarize(self, records: list[Record]) -> list[Table]: ...
     def charts(self, tables: list[Table]) -> list[Chart]: ...
     def headlines(self, records: list[Record], tables: list[Table]) -> list[Headline]: ...
+
+
+class ServerStalled(ServerGone):
+    """A measurement the server stopped answering in: its record (``extra["stalled"]`` says how) is written like any
+    other, and then the run ends, since nothing more can be measured on that server."""
+
+    def __init__(self, record: Record, said: str):
+        super().__init__(said)
+        self.record = record
 
 
 class DamagedFigure(UserError):

@@ -38,7 +38,8 @@ def repeat_cases(suite: Suite, cases: list[Case], records: list[Record], repeats
     first_round = {c.id for c in cases}
     measured = one_per_configuration(records if after_repeats else [r for r in records if r.case_id in first_round],
                                      suite)
-    chosen = dict.fromkeys(h.case for h in suite.headlines(measured, suite.summarize(measured)) if h.case in first_round)
+    chosen = dict.fromkeys(h.case for h in suite.headlines(deciding(measured), suite.summarize(measured))
+                           if h.case in first_round)
     by_id = {c.id: c for c in cases}
     out = []
     for k in range(2, repeats + 1):
@@ -49,6 +50,11 @@ def repeat_cases(suite: Suite, cases: list[Case], records: list[Record], repeats
             out.append(Case(repeat_id(case, k), {**case.params, PARAM: k},
                             f"{case.title or case.id}, repeat {k} of {repeats}"))
     return [c for c in out if c.id not in first_round]
+
+
+def deciding(records: list[Record]) -> list[Record]:
+    """The records a headline may come from: those whose server did not stall (``extra["stalled"]``), unless all did."""
+    return [r for r in records if not r.extra.get("stalled")] or records
 
 
 def configuration(record: Record) -> str:
@@ -66,9 +72,9 @@ def one_per_configuration(records: list[Record], suite: Suite | None = None) -> 
     """The records with each configuration's repeats replaced by one: each figure measured in every repeat is the
     median of its own repeats (median_repeat); everything else (the wait profile, the telemetry, the storage
     figures the bottleneck is named from) is the representative repeat's: the median by the figure the suite's
-    headlines take from that case in the first round (else the first figure that differs). It keeps the first
-    repeat's id, and ``extra["repeats"]`` says how many there were, of which figure, its values and the
-    representative repeat."""
+    headlines take from that case in the first round (else the first figure that differs). A repeat whose server
+    stalled is left out (``stalled``: their ids) while another remains. It keeps the first repeat's id, and
+    ``extra["repeats"]`` says how many there were, of which figure, its values and the representative repeat."""
     groups: dict[str, list[Record]] = {}
     for r in records:
         groups.setdefault(configuration(r), []).append(r)
@@ -88,13 +94,15 @@ def one_per_configuration(records: list[Record], suite: Suite | None = None) -> 
         metric = metric_of.get(group[0].case_id)
         if metric is None or not all(is_figure(r.metrics.get(metric)) for r in group):
             metric = _deciding_metric(group)
-        by_id = {r.case_id: r for r in group}
-        median = by_id[median_repeat([(r.case_id, r.metrics[metric]) for r in group])[0]] if metric else group[0]
-        metrics = {name: median_repeat([(r.case_id, r.metrics[name]) for r in group])[1]
-                   if all(is_figure(r.metrics.get(name)) for r in group) else value
+        kept = deciding(group)
+        by_id = {r.case_id: r for r in kept}
+        median = by_id[median_repeat([(r.case_id, r.metrics[metric]) for r in kept])[0]] if metric else kept[0]
+        metrics = {name: median_repeat([(r.case_id, r.metrics[name]) for r in kept])[1]
+                   if all(is_figure(r.metrics.get(name)) for r in kept) else value
                    for name, value in median.metrics.items()}
         repeats = {"n": len(group), "metric": metric, "values": [r.metrics[metric] for r in group] if metric else [],
-                   "cases": [r.case_id for r in group], "median_case": median.case_id}
+                   "cases": [r.case_id for r in group], "median_case": median.case_id,
+                   **({"stalled": [r.case_id for r in group if r not in kept]} if len(kept) < len(group) else {})}
         out.append(Record(**{**median.__dict__, "metrics": metrics, "case_id": group[0].case_id,
                              "params": dict(group[0].params), "extra": {**median.extra, "repeats": repeats}}))
     return out

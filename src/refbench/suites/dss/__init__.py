@@ -24,7 +24,7 @@ from refbench.engines.settings import (
     check_server_settings, duckdb_size_problem, mariadb_setting_problem, mariadb_size_bytes, mariadb_size_problem,
     optional, pg_setting_problem, pg_size_bytes, pg_size_problem, server_dsn_problem, setting_origins, settings_dict,
 )
-from refbench.errors import UserError
+from refbench.errors import ServerGone, UserError
 from refbench.fileio import atomic_write_text
 from refbench.host import pagecache
 from refbench.redaction import redact
@@ -260,6 +260,7 @@ class DssSuite(OnTpchData, SuiteBase):
     def _throughput(self, ctx, engine, sf: float, streams: int, extra: dict[str, Any], repeat: str) -> Record:
         results: dict[str, Any] = {}
         errors: list[str] = []
+        gone: list[str] = []  # the errors of the streams whose server stopped answering
         timed_out: list[str] = []
         seed = ctx.options["seed"]
         timeout_s = ctx.options["query_timeout_s"] or None
@@ -286,6 +287,7 @@ class DssSuite(OnTpchData, SuiteBase):
                 running.pop(s, None)
             except Exception as exc:  # reported below, after every stream has stopped
                 errors.append(f"stream {s}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+                gone.extend(errors[-1:] if isinstance(exc, ServerGone) else [])
             finally:
                 session.close()
 
@@ -318,7 +320,7 @@ class DssSuite(OnTpchData, SuiteBase):
                          + (f"; running {now}" if now else ""))
             elapsed = time.perf_counter() - t0
         if errors:
-            raise UserError(f"the throughput test on {engine.name} failed: {errors[0]}.")
+            raise (ServerGone if gone else UserError)(f"the throughput test on {engine.name} failed: {(gone or errors)[0]}.")
         for (s, q), (text, asked, done, rows) in answered.items():
             data, could_see = data_seen(text, asked, done, refreshes)
             save_answer(ctx, engine.name, f"stream{s}-{repeat}", q, text, data, rows, could_see)

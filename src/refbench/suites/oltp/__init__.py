@@ -27,7 +27,7 @@ from refbench.engines.settings import (
 from refbench.fileio import atomic_write_text
 from refbench.options import DAY_S, PROFILES, SEED_MAX, SETTINGS_HELP, WEEK_S, Option, Plan, PlanError
 from refbench.redaction import redact
-from refbench.suites import Case, Estimate, Finding, Record, SuiteBase, storage
+from refbench.suites import Case, Estimate, Finding, Record, ServerStalled, SuiteBase, storage
 from refbench.suites.device.targets import (
     FREE_SPACE_MARGIN, check_one_directory_target, free_bytes, note_directory_targets, require_free_space,
     require_server_reach,
@@ -359,11 +359,12 @@ class OltpSuite(SuiteBase):
                 result = driver.run(ctx.state["side"], o["warehouses"], users, o["rampup_s"], o["duration_s"],
                                     o["think_times"], o["seed"] + case.params["repeat"], on_tick=tick,
                                     on_live=lambda so_far: ctx.live(f"{case.title}: {so_far.said()}"))
-        if probe.started() and not seen:
+        stall = result.stall
+        if probe.started() and not seen and not (stall and stall.unanswered):  # the probe would ask the server too
             seen.update(probe.stop())
         metrics = figures(result) | storage.wait_figures(seen)
         load = json.loads((ctx.work_dir / "load.json").read_text())
-        return Record(metrics, method=(
+        record = Record(metrics, method=(
             f"{users} virtual users on {result.processes - 1} worker process(es), each user with its own connection "
             f"(opened one after another over the first half of the ramp-up) and a home warehouse spread evenly over "
             f"{o['warehouses']} warehouse(s); the TPC-C mix from a shuffled 23-card deck; on {engine.title}, "
@@ -379,6 +380,13 @@ class OltpSuite(SuiteBase):
                    "consistency_before": ctx.state["load"]["consistency_before"],
                    "database": "managed" if not o["dsn"] else redact(o["dsn"]), "storage": seen or None,
                    "target_description": ctx.state.get("target_description")})
+        if stall:
+            record.extra["stalled"] = stall.said(o["duration_s"])
+            if stall.unanswered:
+                server = f"the managed {engine.title}" if engine.server else f"the {engine.title} server"
+                raise ServerStalled(record, f"{server} stopped answering while {case.id} was measured: "
+                                            f"{record.extra['stalled']}; its record is kept, marked stalled")
+        return record
 
     # ---- correctness ---------------------------------------------------------------------------------
 
@@ -442,16 +450,21 @@ def figures(r: "driver.DriverResult") -> dict[str, Any]:
     window read them far below the driver's count (239.5 TPM beside 5,749 NOPM). The committed New-Orders are the
     schema's in both figures: the driver's count of them covers a window up to counters_late_s apart from the schema's
     and misses those it saw complete after the window ended (at most one a user), so a count of all of the driver's
-    transactions could come out below NOPM on a starved machine (375 beside 587.6 at 120 users)."""
+    transactions could come out below NOPM on a starved machine (375 beside 587.6 at 120 users). A server that did not
+    answer at an edge of the window (the case is marked stalled) leaves the driver's own count of New-Orders."""
     minutes = r.measured_s / 60
-    new_orders = r.counters_end["sum_d_next_o_id"] - r.counters_start["sum_d_next_o_id"]
-    xacts = sum(r.counters_end[k] - r.counters_start[k] for k in ("xact_commit", "xact_rollback"))
+    if r.counters_start is None or r.counters_end is None:
+        new_orders, delta, xacts = r.counts["new_order"]["ok"], None, None
+    else:
+        new_orders = delta = r.counters_end["sum_d_next_o_id"] - r.counters_start["sum_d_next_o_id"]
+        xacts = sum(r.counters_end[k] - r.counters_start[k] for k in ("xact_commit", "xact_rollback"))
     others = sum(sum(outcomes.values()) for outcomes in r.counts.values()) - r.counts["new_order"]["ok"]
     m: dict[str, Any] = {
         "users": r.users, "measured_s": round(r.measured_s, 3), "nopm": round(new_orders / minutes, 1),
         "tpm": round(new_orders / minutes + others / (r.window_s / 60), 1),
-        "tpm_server_counters": round(xacts / minutes, 1), "counters_late_s": round(r.counters_late_s, 3),
-        "new_orders_schema_delta": new_orders, "new_orders_committed_by_driver": r.counts["new_order"]["ok"],
+        "tpm_server_counters": round(xacts / minutes, 1) if xacts is not None else None,
+        "counters_late_s": round(r.counters_late_s, 3),
+        "new_orders_schema_delta": delta, "new_orders_committed_by_driver": r.counts["new_order"]["ok"],
     }
     completed = {tx: c["ok"] + c["rollback"] for tx, c in r.counts.items()}
     total = sum(completed.values()) or 1
@@ -463,7 +476,9 @@ def figures(r: "driver.DriverResult") -> dict[str, Any]:
         m[f"{tx}_lat_avg_ms"] = round(h.get_mean_value() / 1000, 3) if has else None
         for name, p in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
             m[f"{tx}_lat_{name}_ms"] = round(h.get_value_at_percentile(p) / 1000, 3) if has else None
-        m[f"{tx}_lat_max_ms"] = round(h.get_max_value() / 1000, 3) if has else None
+        # The window's longest, counting a transaction the server still held at its end for its time so far.
+        longest_us = max(h.get_max_value() if has else 0, r.at_end_us.get(tx, 0))
+        m[f"{tx}_lat_max_ms"] = round(longest_us / 1000, 3) if longest_us else None
     m["new_order_rollbacks"] = r.counts["new_order"]["rollback"]
     m["new_order_rollback_pct"] = round(100 * r.counts["new_order"]["rollback"] / (completed["new_order"] or 1), 2)
     m["errors"] = sum(c["error"] for c in r.counts.values())
