@@ -118,8 +118,9 @@ def _suites_headlines(run: Run, tables: dict[str, list[Table]] | None = None) ->
         suite_tables = (tables or {}).get(name)
         if suite_tables is None and suite is not None:
             suite_tables = suite.summarize(records)
-        headlines = suite.headlines(deciding(records), suite_tables or []) if suite is not None and hasattr(suite, "headlines") \
-            else []
+        headlines = []
+        if suite is not None and hasattr(suite, "headlines"):
+            headlines = suite.headlines(deciding(records), suite_tables or [])
         yield name, suite, measured, records, suite_tables or [], headlines
 
 
@@ -158,7 +159,8 @@ def _with_repeats(headline: Headline, records: list[Record], measured: list[Reco
         return headline
     by_id = {r.case_id: r for r in measured}
     stalled = repeats.get("stalled", [])
-    values = [by_id[c].metrics.get(headline.metric) for c in repeats.get("cases", []) if c in by_id and c not in stalled]
+    values = [by_id[c].metrics.get(headline.metric) for c in repeats.get("cases", [])
+              if c in by_id and c not in stalled]
     values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     left_out = f"{len(stalled)} stalled repeat(s) left out" if stalled else ""
     if len(values) < 2:
