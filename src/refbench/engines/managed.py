@@ -131,7 +131,6 @@ class ManagedProcess:
 
     def restart(self) -> None:
         """Stops and starts the server on the same port and socket: its buffer cache starts empty."""
-        self._note_if_ended()
         self._stop_own()
         self.stop_stale()
         self._launch()

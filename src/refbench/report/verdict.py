@@ -144,8 +144,9 @@ def _suites_headlines(run: Run, tables: dict[str, list[Table]] | None = None) ->
         suite_tables = (tables or {}).get(name)
         if suite_tables is None and suite is not None:
             suite_tables = suite.summarize(records)
-        headlines = suite.headlines(deciding(records), suite_tables or []) if suite is not None and hasattr(suite, "headlines") \
-            else []
+        headlines = []
+        if suite is not None and hasattr(suite, "headlines"):
+            headlines = suite.headlines(deciding(records), suite_tables or [])
         yield name, suite, measured, records, suite_tables or [], headlines
 
 

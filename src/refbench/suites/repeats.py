@@ -101,8 +101,9 @@ def one_per_configuration(records: list[Record], suite: Suite | None = None) -> 
                    if all(is_figure(r.metrics.get(name)) for r in kept) else value
                    for name, value in median.metrics.items()}
         repeats = {"n": len(group), "metric": metric, "values": [r.metrics[metric] for r in group] if metric else [],
-                   "cases": [r.case_id for r in group], "median_case": median.case_id,
-                   **({"stalled": [r.case_id for r in group if r not in kept]} if len(kept) < len(group) else {})}
+                   "cases": [r.case_id for r in group], "median_case": median.case_id}
+        if len(kept) < len(group):
+            repeats["stalled"] = [r.case_id for r in group if r.extra.get("stalled")]
         out.append(Record(**{**median.__dict__, "metrics": metrics, "case_id": group[0].case_id,
                              "params": dict(group[0].params), "extra": {**median.extra, "repeats": repeats}}))
     return out

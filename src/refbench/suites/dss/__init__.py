@@ -287,7 +287,8 @@ class DssSuite(OnTpchData, SuiteBase):
                 running.pop(s, None)
             except Exception as exc:  # reported below, after every stream has stopped
                 errors.append(f"stream {s}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
-                gone.extend(errors[-1:] if isinstance(exc, ServerGone) else [])
+                if isinstance(exc, ServerGone):
+                    gone.append(errors[-1])
             finally:
                 session.close()
 
@@ -320,7 +321,8 @@ class DssSuite(OnTpchData, SuiteBase):
                          + (f"; running {now}" if now else ""))
             elapsed = time.perf_counter() - t0
         if errors:
-            raise (ServerGone if gone else UserError)(f"the throughput test on {engine.name} failed: {(gone or errors)[0]}.")
+            failed = ServerGone if gone else UserError
+            raise failed(f"the throughput test on {engine.name} failed: {(gone or errors)[0]}.")
         for (s, q), (text, asked, done, rows) in answered.items():
             data, could_see = data_seen(text, asked, done, refreshes)
             save_answer(ctx, engine.name, f"stream{s}-{repeat}", q, text, data, rows, could_see)

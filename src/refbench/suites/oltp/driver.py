@@ -458,7 +458,9 @@ class Stall:
     def said(self, window_s: float) -> str:
         begun = f"{self.from_s:.0f} s into" if self.from_s >= 0 else f"{-self.from_s:.0f} s before"
         said = f"the server made no progress for {self.seconds:.0f} s, from {begun} the {window_s:g}-s window"
-        return said + (f", which refbench ended {ANSWER_BOUND_S:g} s past its {self.unanswered}" if self.unanswered else "")
+        if self.unanswered:
+            said += f", which refbench ended {ANSWER_BOUND_S:g} s past its {self.unanswered}"
+        return said
 
 
 @dataclass
