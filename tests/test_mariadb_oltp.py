@@ -29,6 +29,7 @@ from refbench.suites.oltp.driver import DECK
 from refbench.suites.oltp.inputs import UNUSED_ITEM, inputs_for
 from refbench.suites.oltp.rand import TpccRandom
 from test_consistency import NULL_READS
+from test_oltp import _driver_count_allowance
 
 pytestmark = pytest.mark.skipif(not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"),
                                 reason="mariadb-server is not installed (make setup installs it)")
@@ -410,9 +411,11 @@ def test_refbench_oltp_on_a_managed_mariadb_passes_its_checks(refbench, tmp_path
     m = record["metrics"]
     assert m["errors"] == 0 and m["users"] == users and m["driver_processes"] - 1 < users  # users share workers
     assert m["nopm"] > 0 and m["tpm"] > m["nopm"] and m["new_orders_schema_delta"] > 0
-    # NOPM comes from Σ D_NEXT_O_ID, which the driver's own count of committed New-Orders must match closely (the
-    # window's edges cut a few transactions either way).
-    assert abs(m["new_orders_schema_delta"] - m["new_orders_committed_by_driver"]) <= 2 * users
+    # NOPM comes from Σ D_NEXT_O_ID, which the driver's own count of committed New-Orders must match closely: the
+    # window's edges cut a few transactions either way, and more when the counters were read late (beside other work
+    # make test's did: 840 against 856 for 5 users).
+    assert abs(m["new_orders_schema_delta"] - m["new_orders_committed_by_driver"]) <= \
+        max(2 * users, _driver_count_allowance(m, record["extra"]["series"], users))
     assert m["new_order_lat_p99_ms"] > 0 and m["db_cpu_s"] > 0 and 0 < m["driver_cpu_share_pct"] < 100
     settings = record["extra"]["settings"]
     assert settings["engine"] == "MariaDB" and settings["innodb_flush_log_at_trx_commit"] == "1"
