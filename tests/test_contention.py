@@ -381,9 +381,10 @@ def test_sixteen_mariadb_users_on_one_warehouse_queue_for_its_row(refbench, tmp_
     assert not line.startswith("CPU: "), line  # not "98% of session time running"
     # The row-lock waits seen, by table, and the one row most of them queue for. On two cores 16 sessions also queue
     # for a CPU, and beside other work far more than they wait for the row (alone, locks were 15-24% of session time;
-    # beside other tests 5%, and IO passed them): what holds whatever the load is that the row is the one queued for.
+    # beside other tests 5%, IO passing them; beside two CPU loops 0.74%, 3.4 sessions active of 16): what holds
+    # whatever the load is that locks are seen and the row is the one queued for.
     waits = json.loads(next(run.glob("records/oltp/*.json")).read_text())["extra"]["storage"]["waits"]
-    assert waits["classes"].get("Lock", 0) >= 1, waits
+    assert waits["classes"].get("Lock", 0) > 0, waits
     assert waits["lock_rows"][0]["row"] == "`refbench`.`warehouse` row 1", waits
     assert "row locks" not in line.split("; host:")[0] or "of them on `refbench`.`warehouse` row 1" in line, line
 
