@@ -82,7 +82,7 @@ def read_private(path: Path) -> str | None:
     except (FileNotFoundError, PermissionError):
         return None
     except NotRegular as odd:
-        odd_file(Path(path), f"is {odd.kind}, not a file refbench wrote: skipped")
+        skipped(path, odd.kind)
         return None
 
 
@@ -258,6 +258,16 @@ def odd_file(path: Path, what: str) -> None:
         _SAID.add(sentence)
         for say in _ODD_FILES:
             say(sentence)
+
+
+def skipped(path: Path, kind: str | None = None, what: str = "skipped") -> None:
+    """Says once that ``path`` is not a regular file (``kind``: which, else read from it) and so ``what``."""
+    if kind is None:
+        try:
+            kind = file_kind(os.lstat(path).st_mode)
+        except OSError:
+            kind = "not readable"
+    odd_file(Path(path), f"is {kind}, not a file refbench wrote: {what}")
 
 
 def file_kind(mode: int) -> str:

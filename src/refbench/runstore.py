@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator, TypedDict, TypeVar
 from refbench import removal
 from refbench.errors import UserError
 from refbench.fileio import (NotRegular, atomic_write_json, is_regular, odd_file, open_own_file, open_regular, read_private,
-                             read_regular, remove_temp_files, writable_directory, write_private)
+                             read_regular, remove_temp_files, skipped, writable_directory, write_private)
 from refbench.options import TAG, Plan
 from refbench.redaction import merge_secrets, redact, split_secrets
 from refbench.records import (Finding, Record, RecordExtra, VerdictEntry, figure_problem, impossible_figures,
@@ -554,7 +554,7 @@ class Run:
         if not os.path.lexists(path):
             return None
         if not is_regular(path):
-            odd_file(path, f"is {_kind(path)}, not a file refbench wrote: skipped")
+            skipped(path)
             return None
         if path == self.verdict_path:  # checked as declared, whichever way it is asked for
             return self._read_once(path, self._parse_verdicts)
@@ -631,15 +631,6 @@ def parse_tags(words: list[str]) -> dict[str, str]:
     return tags
 
 
-def _kind(path: Path) -> str:
-    from refbench.fileio import file_kind
-
-    try:
-        return file_kind(os.lstat(path).st_mode)
-    except OSError:
-        return "not readable"
-
-
 def _regular_files(paths: Iterator[Path]) -> list[Path]:
     """The regular files among ``paths``, sorted; each other thing (a FIFO, a link) is said once and skipped."""
     found = []
@@ -647,7 +638,7 @@ def _regular_files(paths: Iterator[Path]) -> list[Path]:
         if is_regular(path):
             found.append(path)
         else:
-            odd_file(path, f"is {_kind(path)}, not a file refbench wrote: skipped")
+            skipped(path)
     return sorted(found)
 
 
@@ -661,7 +652,7 @@ def list_runs(runs_dir: str | Path) -> list[Run]:
             if is_regular(p / "run.json"):
                 runs.append(Run(p))
             elif os.path.lexists(p / "run.json"):
-                odd_file(p / "run.json", f"is {_kind(p / 'run.json')}, not a file refbench wrote: not listed")
+                skipped(p / "run.json", what="not listed")
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read the runs directory {base}: {getattr(exc, 'strerror', None) or exc}.") from None
     return sorted(runs, key=lambda r: r.path.name)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from refbench.fileio import NotRegular, make_directories, odd_file, open_own_file, open_regular
+from refbench.fileio import NotRegular, make_directories, open_own_file, open_regular, skipped
 
 SECTOR_BYTES = 512  # /proc/diskstats counts 512-byte sectors whatever the device's sector size
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -210,7 +210,7 @@ class Telemetry:
         except FileNotFoundError:
             return None
         except NotRegular as odd:
-            odd_file(self.path, f"is {odd.kind}, not a file refbench wrote: skipped")
+            skipped(self.path, odd.kind)
             return None
 
     def samples(self) -> Iterator[dict[str, Any]]:
