@@ -460,7 +460,7 @@ class Run:
         ``extra_fields``); every other key is one of RecordExtra's."""
         if impossible := impossible_figures(record):
             raise ValueError(f"{record.suite} {record.case_id}: figures that cannot be: {'; '.join(impossible)}")
-        shared = {k: v for k, v in record.extra.items() if not own_extra or k not in typing.get_type_hints(own_extra)}
+        shared = {k: v for k, v in record.extra.items() if not own_extra or k not in _type_hints(own_extra)}
         _written_as_declared(shared, RecordExtra, "record's extra")
         if own_extra:
             _written_as_declared({k: v for k, v in record.extra.items() if k not in shared}, own_extra, "record's extra")
