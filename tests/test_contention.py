@@ -373,18 +373,21 @@ def test_row_lock_waits_are_named_by_table_and_a_hot_row_is_said():
 @pytest.mark.slow
 @pytest.mark.reference  # `make test-reference`: a real MariaDB lock convoy
 def test_sixteen_mariadb_users_on_one_warehouse_queue_for_its_row(refbench, tmp_path, reachable_dir):
+    # Commits write the log and flush it once a second: the convoy is the subject, not the flush. With a flush at every
+    # commit, beside two CPU loops the fsyncs' completions queued behind them (flush 28% of session time), 4 of 16
+    # sessions were in the server and 0.3% of session time was on a lock; without it, 30% beside them, 64% alone.
+    settings = '["innodb_log_file_size=1G","thread_handling=pool-of-threads","innodb_flush_log_at_trx_commit=2"]'
     result = refbench("oltp", "--engine", "mariadb", "--warehouses", "1", "--users", "16", "--rampup-s", "2",
-                      "--duration-s", "8", "--data-dir", str(reachable_dir / "data"), "--runs-dir", "runs")
+                      "--duration-s", "8", "--set", f"oltp.mariadb_settings={settings}",
+                      "--data-dir", str(reachable_dir / "data"), "--runs-dir", "runs")
     assert result.code == 0, result.stderr
     run = tmp_path / result.last_line
     line = json.loads((run / "verdict.json").read_text())[0]["bottleneck"]
-    assert not line.startswith("CPU: "), line  # not "98% of session time running"
-    # The row-lock waits seen, by table, and the one row most of them queue for. On two cores 16 sessions also queue
-    # for a CPU, and beside other work far more than they wait for the row (alone, locks were 15-24% of session time;
-    # beside other tests 5%, IO passing them; beside two CPU loops 0.74%, 3.4 sessions active of 16): what holds
-    # whatever the load is that locks are seen and the row is the one queued for.
     waits = json.loads(next(run.glob("records/oltp/*.json")).read_text())["extra"]["storage"]["waits"]
-    assert waits["classes"].get("Lock", 0) > 0, waits
+    assert waits["classes"].get("CPU", 0) < 90, waits  # a session waiting is not counted running
+    # The row-lock waits seen, by table, and the one row most of them queue for, whether or not the lock is first in
+    # the line (beside CPU loops CPU comes first: running 40%, locks 30%, runnable 28%).
+    assert waits["classes"].get("Lock", 0) > 10, waits
     assert waits["lock_rows"][0]["row"] == "`refbench`.`warehouse` row 1", waits
     assert "row locks" not in line.split("; host:")[0] or "of them on `refbench`.`warehouse` row 1" in line, line
 
