@@ -4,6 +4,7 @@ files a user hands refbench so that a hostile one costs one sentence."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import secrets
@@ -345,6 +346,13 @@ def read_regular(path: Path) -> bytes:
     """The bytes of the regular file ``path`` (see open_regular)."""
     with os.fdopen(open_regular(path), "rb") as f:
         return f.read()
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of the regular file ``path``'s content, hex: what a data file's marker records when it is written
+    and compares before the file is used again (a changed digit, a cut line, bytes a disk returned wrong)."""
+    with os.fdopen(open_regular(path), "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def is_regular(path: Path) -> bool:
